@@ -1,0 +1,119 @@
+//! The anomaly catalogue: stable codes, their default severities and bit positions.
+
+use serde::{Deserialize, Serialize};
+
+/// How bad a finding is; `--fail-on` compares against it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "info" => Some(Severity::Info),
+            "warning" => Some(Severity::Warning),
+            "error" => Some(Severity::Error),
+            _ => None,
+        }
+    }
+}
+
+macro_rules! codes {
+    ($( $variant:ident = $bit:literal, $name:literal, $sev:ident, $doc:literal; )*) => {
+        /// One anomaly class. The discriminant is the bit in a per-sample `u64` mask and never changes.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[repr(u8)]
+        pub enum Code {
+            $( #[doc = $doc] $variant = $bit, )*
+        }
+
+        impl Code {
+            /// Every code, in bit order.
+            pub const ALL: &'static [Code] = &[ $( Code::$variant, )* ];
+
+            /// The stable name used in reports, configs and the CLI.
+            pub fn as_str(self) -> &'static str {
+                match self { $( Code::$variant => $name, )* }
+            }
+
+            pub fn default_severity(self) -> Severity {
+                match self { $( Code::$variant => Severity::$sev, )* }
+            }
+
+            pub fn description(self) -> &'static str {
+                match self { $( Code::$variant => $doc, )* }
+            }
+
+            pub fn parse(s: &str) -> Option<Code> {
+                match s { $( $name => Some(Code::$variant), )* _ => None }
+            }
+        }
+    };
+}
+
+codes! {
+    MissingSystem = 0, "missing_system", Error, "no system turn in the prompt (profile rule)";
+    MissingUser = 1, "missing_user", Error, "no user turn in the prompt";
+    UnterminatedThinking = 2, "unterminated_thinking", Error, "the turn ended while thinking was still open (not closed by think-end nor by a legal tool-call section)";
+    EmptyResponse = 3, "empty_response", Warning, "thinking closed, then nothing but the end of turn";
+    MultipleThinkEnd = 4, "multiple_think_end", Error, "more than one think-end in one completion";
+    Truncated = 5, "truncated", Error, "the completion does not end with an end-of-turn / EOS token (length limit hit)";
+    TrailingTokens = 6, "trailing_tokens", Error, "tokens after the completion's end of turn";
+    EmptyCompletion = 7, "empty_completion", Error, "a completion of zero tokens";
+    OutOfVocab = 8, "out_of_vocab", Error, "an id < 0 or >= the profile's vocab size";
+    StraySpecial = 9, "stray_special", Error, "a role-start / separator / BOS token inside the completion";
+    PadInside = 10, "pad_inside", Error, "a PAD token anywhere but trailing padding";
+    UnbalancedToolCall = 11, "unbalanced_tool_call", Error, "tool-call tokens out of order, unclosed, or outside a section";
+    Repetition = 12, "repetition", Warning, "a degenerate loop: a short token pattern repeated many times in a row";
+    Duplicate = 13, "duplicate", Warning, "the completion is identical to an earlier sample's";
+    SampleIdDuplicate = 14, "sample_id_duplicate", Error, "the same sample_id appears more than once";
+    LossMaskMisaligned = 15, "loss_mask_misaligned", Error, "mask length differs from the ids, mask 1 outside assistant turns, or 0 inside the final completion";
+    LengthOutlier = 16, "length_outlier", Info, "total length far outside its category's distribution (log-scale Tukey far-out fence)";
+}
+
+/// Number of codes; per-sample arrays are sized by it.
+pub const N_CODES: usize = Code::ALL.len();
+
+impl Code {
+    pub fn bit(self) -> u64 {
+        1u64 << (self as u8)
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Codes set in a bitmask, in bit order.
+pub fn codes_in(mask: u64) -> impl Iterator<Item = Code> {
+    Code::ALL
+        .iter()
+        .copied()
+        .filter(move |c| mask & c.bit() != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bits_are_dense_and_names_round_trip() {
+        for (i, c) in Code::ALL.iter().enumerate() {
+            assert_eq!(*c as usize, i);
+            assert_eq!(Code::parse(c.as_str()), Some(*c));
+        }
+        assert_eq!(Code::parse("nope"), None);
+    }
+}

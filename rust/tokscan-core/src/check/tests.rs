@@ -1,0 +1,374 @@
+use super::*;
+use crate::profile::Profile;
+
+const SYS: u32 = 163594;
+const USER: u32 = 163587;
+const ASST: u32 = 163588;
+const MID: u32 = 163601;
+const END: u32 = 163586;
+const THINK: u32 = 163606;
+const UNTHINK: u32 = 163607;
+const SEC: u32 = 163595;
+const SEC_END: u32 = 163596;
+const CALL: u32 = 163597;
+const ARG: u32 = 163598;
+const CALL_END: u32 = 163599;
+const PAD: u32 = 163839;
+const SYSTEM_NAME: u32 = 14062;
+const USER_NAME: u32 = 2482;
+const ASSISTANT_NAME: u32 = 69702;
+
+fn kimi() -> Profile {
+    Profile::load("kimi-k2", None).unwrap()
+}
+
+fn text(n: u32, seed: u32) -> Vec<u32> {
+    (0..n)
+        .map(|i| 1000 + (i * 7919 + seed * 104729) % 90000)
+        .collect()
+}
+
+fn turn(role: u32, name: u32, body: &[u32]) -> Vec<u32> {
+    let mut v = vec![role, name, MID];
+    v.extend_from_slice(body);
+    v.push(END);
+    v
+}
+
+fn prompt() -> Vec<u32> {
+    let mut p = turn(SYS, SYSTEM_NAME, &text(12, 1));
+    p.extend(turn(USER, USER_NAME, &text(20, 2)));
+    p.extend([ASST, ASSISTANT_NAME, MID, THINK]);
+    p
+}
+
+fn completion(thinking: u32, response: u32) -> Vec<u32> {
+    let mut c = text(thinking, 3);
+    c.push(UNTHINK);
+    c.extend(text(response, 4));
+    c.push(END);
+    c
+}
+
+fn run(tokens: &[u32], prompt_len: Option<usize>, mask: Option<&[u8]>) -> SampleFacts {
+    let p = kimi();
+    let mut counts = vec![0u64; p.specials.len()];
+    check_sample(
+        &p,
+        tokens,
+        prompt_len,
+        mask.map(MaskSlice::U8),
+        &mut Scratch::default(),
+        &mut counts,
+    )
+}
+
+fn codes(f: &SampleFacts) -> Vec<&'static str> {
+    crate::anomaly::codes_in(f.flags)
+        .map(|c| c.as_str())
+        .collect()
+}
+
+fn joined(p: &[u32], c: &[u32]) -> Vec<u32> {
+    [p, c].concat()
+}
+
+#[test]
+fn clean_sample_has_no_flags_and_exact_lengths() {
+    let (p, c) = (prompt(), completion(30, 10));
+    let all = joined(&p, &c);
+    for f in [run(&all, None, None), run(&all, Some(p.len()), None)] {
+        assert_eq!(codes(&f), Vec::<&str>::new());
+        assert_eq!(
+            f.lengths,
+            Lengths {
+                prompt: p.len() as u32,
+                thinking: 30,
+                response: 10,
+                total: all.len() as u32
+            }
+        );
+    }
+    let mask: Vec<u8> = (0..all.len()).map(|i| u8::from(i >= p.len())).collect();
+    assert_eq!(codes(&run(&all, None, Some(&mask))), Vec::<&str>::new());
+}
+
+#[test]
+fn reasoning_into_tool_call_section_is_legal() {
+    let p = prompt();
+    let mut c = text(25, 5);
+    c.extend([SEC, CALL]);
+    c.extend(text(4, 6));
+    c.push(ARG);
+    c.extend(text(9, 7));
+    c.extend([CALL_END, SEC_END, END]);
+    let f = run(&joined(&p, &c), None, None);
+    assert_eq!(codes(&f), Vec::<&str>::new());
+    assert_eq!(f.lengths.thinking, 25);
+    assert_eq!(f.lengths.response, 18); // the section through its end, excluding <|im_end|>
+}
+
+#[test]
+fn multi_turn_history_with_empty_think_and_tool_turns_is_legal() {
+    let mut p = turn(SYS, 5000, &text(30, 8)); // tool declaration: <|im_system|> tool_declare <|im_middle|>
+    p.extend(turn(SYS, SYSTEM_NAME, &text(10, 9)));
+    p.extend(turn(USER, USER_NAME, &text(10, 10)));
+    let mut earlier = vec![THINK, UNTHINK];
+    earlier.extend([SEC, CALL, 7000, ARG, 7001, CALL_END, SEC_END]);
+    p.extend(turn(ASST, ASSISTANT_NAME, &earlier));
+    p.extend(turn(SYS, 5001, &text(15, 11))); // tool result
+    p.extend([ASST, ASSISTANT_NAME, MID, THINK]);
+    let all = joined(&p, &completion(12, 8));
+    assert_eq!(codes(&run(&all, None, None)), Vec::<&str>::new());
+    // Earlier assistant turns may be masked either way; the prompt elsewhere must be 0.
+    let mut mask: Vec<u8> = (0..all.len()).map(|i| u8::from(i >= p.len())).collect();
+    let first_asst = all.iter().position(|&t| t == ASST).unwrap();
+    for m in &mut mask[first_asst + 3..first_asst + 3 + earlier.len() + 1] {
+        *m = 1;
+    }
+    assert_eq!(codes(&run(&all, None, Some(&mask))), Vec::<&str>::new());
+}
+
+#[test]
+fn tool_declaration_alone_is_not_a_system_turn() {
+    let mut p = turn(SYS, 5000, &text(30, 8));
+    p.extend(turn(USER, USER_NAME, &text(10, 10)));
+    p.extend([ASST, ASSISTANT_NAME, MID, THINK]);
+    assert_eq!(
+        codes(&run(&joined(&p, &completion(5, 5)), None, None)),
+        vec!["missing_system"]
+    );
+}
+
+#[test]
+fn missing_user() {
+    let mut p = turn(SYS, SYSTEM_NAME, &text(12, 1));
+    p.extend([ASST, ASSISTANT_NAME, MID, THINK]);
+    assert_eq!(
+        codes(&run(&joined(&p, &completion(5, 5)), None, None)),
+        vec!["missing_user"]
+    );
+}
+
+#[test]
+fn unterminated_thinking_vs_truncated() {
+    let p = prompt();
+    let mut c = text(40, 3);
+    c.push(END);
+    let f = run(&joined(&p, &c), None, None);
+    assert_eq!(codes(&f), vec!["unterminated_thinking"]);
+    assert_eq!(
+        f.position(Code::UnterminatedThinking),
+        Some(p.len() as u32 - 1)
+    );
+    assert_eq!(f.lengths.thinking, 40);
+    // Cut at the length limit inside the reasoning: truncated, and only that.
+    let f = run(&joined(&p, &text(40, 3)), None, None);
+    assert_eq!(codes(&f), vec!["truncated"]);
+    assert_eq!(f.position(Code::Truncated), Some((p.len() + 39) as u32));
+}
+
+#[test]
+fn empty_response_and_multiple_think_end() {
+    let p = prompt();
+    let f = run(&joined(&p, &completion(10, 0)), None, None);
+    assert_eq!(codes(&f), vec!["empty_response"]);
+    let mut c = text(10, 3);
+    c.push(UNTHINK);
+    c.extend(text(5, 4));
+    c.push(UNTHINK);
+    c.extend(text(5, 5));
+    c.push(END);
+    let f = run(&joined(&p, &c), None, None);
+    assert_eq!(codes(&f), vec!["multiple_think_end"]);
+    assert_eq!(
+        f.position(Code::MultipleThinkEnd),
+        Some((p.len() + 16) as u32)
+    );
+}
+
+#[test]
+fn trailing_tokens_and_stray_special() {
+    let p = prompt();
+    let mut c = completion(10, 5);
+    c.extend([USER, USER_NAME, MID, 1234]);
+    let f = run(&joined(&p, &c), None, None);
+    assert_eq!(codes(&f), vec!["trailing_tokens"]);
+    assert_eq!(
+        f.position(Code::TrailingTokens),
+        Some((p.len() + c.len() - 4) as u32)
+    );
+    let mut c = text(10, 3);
+    c.extend([UNTHINK, 1111, ASST, ASSISTANT_NAME, MID, 2222, END]);
+    assert_eq!(
+        codes(&run(&joined(&p, &c), None, None)),
+        vec!["stray_special"]
+    );
+    // [EOS] after <|im_end|> is allowed by the profile.
+    let mut c = completion(10, 5);
+    c.push(163585);
+    assert_eq!(codes(&run(&joined(&p, &c), None, None)), Vec::<&str>::new());
+}
+
+#[test]
+fn empty_completion_out_of_vocab_and_pad() {
+    let p = prompt();
+    assert_eq!(
+        codes(&run(&p, Some(p.len()), None)),
+        vec!["empty_completion"]
+    );
+    let mut c = completion(10, 5);
+    c[3] = 163840;
+    let f = run(&joined(&p, &c), None, None);
+    assert_eq!(codes(&f), vec!["out_of_vocab"]);
+    assert_eq!(f.position(Code::OutOfVocab), Some(p.len() as u32 + 3));
+    let mut c = completion(10, 5);
+    c[4] = PAD;
+    assert_eq!(codes(&run(&joined(&p, &c), None, None)), vec!["pad_inside"]);
+    // Trailing padding is fine and is not counted into the completion.
+    let mut c = completion(10, 5);
+    c.extend([PAD; 7]);
+    let f = run(&joined(&p, &c), None, None);
+    assert_eq!(codes(&f), Vec::<&str>::new());
+    assert_eq!(f.lengths.response, 5);
+    // Negative ids in signed storage are out of vocabulary.
+    let signed: Vec<i64> = joined(&p, &completion(3, 3))
+        .iter()
+        .map(|&t| t as i64)
+        .chain([-1])
+        .collect();
+    let prof = kimi();
+    let mut counts = vec![0; prof.specials.len()];
+    let f = check_sample(
+        &prof,
+        &signed,
+        None,
+        None,
+        &mut Scratch::default(),
+        &mut counts,
+    );
+    assert!(f.flags & Code::OutOfVocab.bit() != 0);
+}
+
+#[test]
+fn unbalanced_tool_calls() {
+    let p = prompt();
+    for bad in [
+        vec![CALL, 7000, ARG, 7001, CALL_END, END], // call outside a section
+        vec![SEC, CALL, 7000, ARG, 7001, SEC_END, END], // call not closed
+        vec![SEC, CALL, 7000, ARG, 7001, CALL_END, END], // section not closed
+        vec![SEC, ARG, 7001, CALL_END, SEC_END, END], // argument outside a call
+        vec![SEC_END, END],                         // end without begin
+    ] {
+        let mut c = text(5, 3);
+        c.push(UNTHINK);
+        c.extend(bad.iter().copied());
+        assert_eq!(
+            codes(&run(&joined(&p, &c), None, None)),
+            vec!["unbalanced_tool_call"],
+            "{bad:?}"
+        );
+    }
+    // Cut inside a section: the truncation is the finding.
+    let mut c = text(5, 3);
+    c.extend([UNTHINK, SEC, CALL, 7000, ARG, 7001]);
+    assert_eq!(codes(&run(&joined(&p, &c), None, None)), vec!["truncated"]);
+}
+
+#[test]
+fn repetition_loop_is_found_in_the_completion() {
+    let p = prompt();
+    let mut c = text(10, 3);
+    c.push(UNTHINK);
+    c.extend(text(8, 4));
+    let at = p.len() + c.len();
+    for _ in 0..30 {
+        c.extend([4242, 4343, 4444]);
+    }
+    c.push(END);
+    let f = run(&joined(&p, &c), None, None);
+    assert_eq!(codes(&f), vec!["repetition"]);
+    assert_eq!(f.position(Code::Repetition), Some(at as u32));
+}
+
+#[test]
+fn loss_mask_shifted_or_wrong_length() {
+    let (p, c) = (prompt(), completion(20, 10));
+    let all = joined(&p, &c);
+    let good: Vec<u8> = (0..all.len()).map(|i| u8::from(i >= p.len())).collect();
+    // Shifted right by 3: the completion's first tokens are not trained on.
+    let mut right = vec![0u8; 3];
+    right.extend_from_slice(&good[..good.len() - 3]);
+    let f = run(&all, None, Some(&right));
+    assert_eq!(codes(&f), vec!["loss_mask_misaligned"]);
+    assert_eq!(f.position(Code::LossMaskMisaligned), Some(p.len() as u32));
+    // Shifted left by 3: the assistant header is trained on.
+    let mut left = good[3..].to_vec();
+    left.extend([0u8; 3]);
+    let f = run(&all, None, Some(&left));
+    assert_eq!(codes(&f), vec!["loss_mask_misaligned"]);
+    assert_eq!(
+        f.position(Code::LossMaskMisaligned),
+        Some(p.len() as u32 - 3)
+    );
+    let f = run(&all, None, Some(&good[1..]));
+    assert_eq!(codes(&f), vec!["loss_mask_misaligned"]);
+    assert_eq!(f.position(Code::LossMaskMisaligned), None);
+    // Masking the pre-filled <think> is fine too.
+    let mut with_think = good.clone();
+    with_think[p.len() - 1] = 1;
+    assert_eq!(
+        codes(&run(&all, None, Some(&with_think))),
+        Vec::<&str>::new()
+    );
+}
+
+#[test]
+fn special_tokens_are_counted() {
+    let p = kimi();
+    let all = joined(&prompt(), &completion(5, 5));
+    let mut counts = vec![0u64; p.specials.len()];
+    check_sample(&p, &all, None, None, &mut Scratch::default(), &mut counts);
+    let count = |id: u32| counts[p.slot_of(id).unwrap()];
+    assert_eq!(
+        (count(END), count(MID), count(THINK), count(UNTHINK)),
+        (3, 3, 1, 1)
+    );
+}
+
+mod deepseek {
+    use super::*;
+
+    const BOS: u32 = 0;
+    const EOS: u32 = 1;
+    const U: u32 = 128803;
+    const A: u32 = 128804;
+    const T: u32 = 128821;
+    const TE: u32 = 128822;
+
+    fn run_ds(tokens: &[u32]) -> Vec<&'static str> {
+        let p = Profile::load("deepseek", None).unwrap();
+        let mut counts = vec![0u64; p.specials.len()];
+        let f = check_sample(&p, tokens, None, None, &mut Scratch::default(), &mut counts);
+        codes(&f)
+    }
+
+    #[test]
+    fn implicit_system_prompt() {
+        let mut s = vec![BOS];
+        s.extend(text(10, 1));
+        s.push(U);
+        s.extend(text(10, 2));
+        s.extend([A, T]);
+        s.extend(text(10, 3));
+        s.push(TE);
+        s.extend(text(10, 4));
+        s.push(EOS);
+        assert_eq!(run_ds(&s), Vec::<&str>::new());
+        let no_system: Vec<u32> = [BOS, U]
+            .into_iter()
+            .chain(s[12..].iter().copied())
+            .collect();
+        assert_eq!(run_ds(&no_system), vec!["missing_system"]);
+    }
+}

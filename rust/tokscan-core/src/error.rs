@@ -1,0 +1,74 @@
+//! The one error type of the core. Every variant renders as a single line that names the file (when
+//! there is one) and the problem, because the CLI prints it as is.
+
+use std::path::{Path, PathBuf};
+
+/// Everything that can stop a scan before it produces a report.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A path that does not exist.
+    #[error("{path}: no such file or directory")]
+    NotFound { path: PathBuf },
+    /// The operating system refused an operation on a file (permission, I/O failure).
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A file that exists but is not a valid input (bad Parquet, bad .npy header, inconsistent offsets).
+    #[error("{path}: {message}")]
+    InvalidInput { path: PathBuf, message: String },
+    /// A column that was asked for (or needed) is absent or has the wrong type.
+    #[error("{path}: {message}")]
+    Column { path: PathBuf, message: String },
+    /// A profile that cannot be used: unknown name, bad TOML, a required token missing.
+    #[error("profile {name}: {message}")]
+    Profile { name: String, message: String },
+    /// A tokenizer directory that cannot resolve a profile's token strings.
+    #[error("{path}: {message}")]
+    Tokenizer { path: PathBuf, message: String },
+    /// Wrong arguments: nothing to scan, conflicting options.
+    #[error("{0}")]
+    Usage(String),
+    /// The scan was cancelled (Ctrl-C or an explicit abort).
+    #[error("scan interrupted")]
+    Interrupted,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            Error::NotFound {
+                path: path.to_path_buf(),
+            }
+        } else {
+            Error::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    }
+
+    pub fn invalid(path: &Path, message: impl Into<String>) -> Self {
+        Error::InvalidInput {
+            path: path.to_path_buf(),
+            message: message.into(),
+        }
+    }
+
+    pub fn column(path: &Path, message: impl Into<String>) -> Self {
+        Error::Column {
+            path: path.to_path_buf(),
+            message: message.into(),
+        }
+    }
+
+    pub fn profile(name: &str, message: impl Into<String>) -> Self {
+        Error::Profile {
+            name: name.to_string(),
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! tokscan core: scans token-id training corpora (Parquet or NumPy shards) for chat-structure anomalies.
+//!
+//! The data path: [`source`] yields ragged batches of token rows, [`check`] parses and checks one sample,
+//! [`summary`] accumulates mergeable per-category statistics, and [`report`] turns a summary into the JSON
+//! report. [`scan`] wires them together in parallel.
+
+pub mod anomaly;
+pub mod check;
+pub mod error;
+pub mod profile;
+pub mod repetition;
+pub mod token;
+
+pub use anomaly::{Code, Severity};
+pub use error::{Error, Result};
+pub use profile::Profile;

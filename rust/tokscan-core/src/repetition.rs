@@ -1,0 +1,136 @@
+//! Degenerate-loop detection: a pattern of at most `max_period` tokens repeated back to back over at least
+//! `min_span` tokens. For each period `p` a loop is a run of positions with `t[i] == t[i - p]`; the run is
+//! found by probing every `stride`-th position and verifying candidates exactly, so the cost is about
+//! `max_period / stride` comparisons per token and the answer is the same as an exhaustive search.
+
+use crate::profile::RepetitionPolicy;
+
+/// Start of the earliest loop in `t` (ties go to the shorter period), or `None`.
+pub fn find_loop<T: PartialEq + Copy>(t: &[T], policy: &RepetitionPolicy) -> Option<usize> {
+    let n = t.len();
+    let min_span = policy.min_span as usize;
+    if n < min_span {
+        return None;
+    }
+    let mut best: Option<usize> = None;
+    for p in 1..=(policy.max_period as usize).min(n / 2) {
+        // A loop of span L at period p is a run of L - p positions i with t[i] == t[i - p].
+        let need = min_span - p;
+        let stride = (need / 4).max(1);
+        let probes = need / stride; // consecutive matching probes any qualifying run must contain
+        let mut run_probes = 0usize;
+        let mut i = p;
+        while i < n {
+            if best.is_some_and(|b| i >= b + min_span + stride + p) {
+                break; // a run detected from here on starts after `best`
+            }
+            if t[i] == t[i - p] {
+                run_probes += 1;
+                if run_probes >= probes {
+                    // Verify: expand the run of matches around this probe exactly (the probes before it
+                    // may belong to other runs).
+                    let mut s = i;
+                    while s > p && t[s - 1] == t[s - 1 - p] {
+                        s -= 1;
+                    }
+                    let mut e = i + 1;
+                    while e < n && t[e] == t[e - p] {
+                        e += 1;
+                    }
+                    if e - s >= need {
+                        let start = s - p;
+                        if best.is_none_or(|b| start < b) {
+                            best = Some(start);
+                        }
+                        break;
+                    }
+                    run_probes = 0;
+                    i = e + stride;
+                    continue;
+                }
+            } else {
+                run_probes = 0;
+            }
+            i += stride;
+        }
+    }
+    best
+}
+
+/// The exhaustive definition, kept as the oracle for tests.
+pub fn find_loop_naive<T: PartialEq + Copy>(t: &[T], policy: &RepetitionPolicy) -> Option<usize> {
+    let min_span = policy.min_span as usize;
+    let mut best: Option<usize> = None;
+    for p in 1..=(policy.max_period as usize) {
+        if min_span <= p {
+            continue;
+        }
+        let need = min_span - p;
+        let mut run = 0usize;
+        for i in p..t.len() {
+            if t[i] == t[i - p] {
+                run += 1;
+                if run >= need {
+                    let start = i + 1 - run - p;
+                    if best.is_none_or(|b| start < b) {
+                        best = Some(start);
+                    }
+                    break;
+                }
+            } else {
+                run = 0;
+            }
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const POLICY: RepetitionPolicy = RepetitionPolicy {
+        max_period: 8,
+        min_span: 64,
+    };
+
+    #[test]
+    fn finds_a_loop_and_its_start() {
+        let mut t: Vec<u32> = (0..100).collect();
+        let at = t.len();
+        for _ in 0..22 {
+            t.extend_from_slice(&[7, 8, 9]);
+        }
+        t.extend(200..220);
+        assert_eq!(find_loop(&t, &POLICY), Some(at));
+        assert_eq!(find_loop_naive(&t, &POLICY), Some(at));
+    }
+
+    #[test]
+    fn short_repeats_are_not_loops() {
+        let mut t: Vec<u32> = (0..50).collect();
+        for _ in 0..10 {
+            t.extend_from_slice(&[1, 2, 3]);
+        }
+        t.extend(300..400);
+        assert_eq!(find_loop(&t, &POLICY), None);
+    }
+
+    proptest! {
+        #[test]
+        fn strided_search_equals_exhaustive(
+            prefix in proptest::collection::vec(0u32..6, 0..200),
+            unit in proptest::collection::vec(0u32..6, 1..9),
+            reps in 0usize..40,
+            suffix in proptest::collection::vec(0u32..6, 0..100),
+            min_span in 16u32..80,
+        ) {
+            let policy = RepetitionPolicy { max_period: 8, min_span };
+            let mut t = prefix;
+            for _ in 0..reps { t.extend_from_slice(&unit); }
+            t.extend(suffix);
+            prop_assert_eq!(find_loop(&t, &policy), find_loop_naive(&t, &policy));
+        }
+    }
+}

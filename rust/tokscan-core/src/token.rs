@@ -1,0 +1,130 @@
+//! Element types of token and mask arrays, normalised without copying the arrays.
+
+/// A token id element. Values that cannot be a valid id (negative, above `u32::MAX`) map to
+/// `u32::MAX`, which every profile treats as out of vocabulary.
+pub trait TokenId: Copy + Send + Sync + 'static {
+    fn id(self) -> u32;
+}
+
+impl TokenId for u16 {
+    #[inline(always)]
+    fn id(self) -> u32 {
+        u32::from(self)
+    }
+}
+
+impl TokenId for u32 {
+    #[inline(always)]
+    fn id(self) -> u32 {
+        self
+    }
+}
+
+impl TokenId for i32 {
+    #[inline(always)]
+    fn id(self) -> u32 {
+        if self < 0 {
+            u32::MAX
+        } else {
+            self as u32
+        }
+    }
+}
+
+impl TokenId for i64 {
+    #[inline(always)]
+    fn id(self) -> u32 {
+        u32::try_from(self).unwrap_or(u32::MAX)
+    }
+}
+
+impl TokenId for u64 {
+    #[inline(always)]
+    fn id(self) -> u32 {
+        u32::try_from(self).unwrap_or(u32::MAX)
+    }
+}
+
+/// A loss-mask element: anything non-zero means "trained on".
+pub trait MaskValue: Copy + Send + Sync + 'static {
+    fn on(self) -> bool;
+}
+
+macro_rules! mask_int {
+    ($($t:ty),*) => { $( impl MaskValue for $t { #[inline(always)] fn on(self) -> bool { self != 0 } } )* };
+}
+mask_int!(u8, i8, i16, u16, i32, u32, i64, u64);
+
+impl MaskValue for bool {
+    #[inline(always)]
+    fn on(self) -> bool {
+        self
+    }
+}
+
+impl MaskValue for f32 {
+    #[inline(always)]
+    fn on(self) -> bool {
+        self != 0.0
+    }
+}
+
+/// A borrowed loss-mask row of any supported element type.
+#[derive(Debug, Clone, Copy)]
+pub enum MaskSlice<'a> {
+    Bool(&'a [bool]),
+    U8(&'a [u8]),
+    I8(&'a [i8]),
+    I16(&'a [i16]),
+    U16(&'a [u16]),
+    I32(&'a [i32]),
+    U32(&'a [u32]),
+    I64(&'a [i64]),
+    U64(&'a [u64]),
+    F32(&'a [f32]),
+}
+
+macro_rules! with_mask {
+    ($m:expr, $s:ident => $e:expr) => {
+        match $m {
+            MaskSlice::Bool($s) => $e,
+            MaskSlice::U8($s) => $e,
+            MaskSlice::I8($s) => $e,
+            MaskSlice::I16($s) => $e,
+            MaskSlice::U16($s) => $e,
+            MaskSlice::I32($s) => $e,
+            MaskSlice::U32($s) => $e,
+            MaskSlice::I64($s) => $e,
+            MaskSlice::U64($s) => $e,
+            MaskSlice::F32($s) => $e,
+        }
+    };
+}
+
+impl MaskSlice<'_> {
+    pub fn len(&self) -> usize {
+        with_mask!(self, s => s.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// First index in `range` where the mask is on.
+    pub fn first_on(&self, range: std::ops::Range<usize>) -> Option<usize> {
+        with_mask!(self, s => s[range.clone()].iter().position(|v| v.on()).map(|i| i + range.start))
+    }
+
+    /// First index in `range` where the mask is off.
+    pub fn first_off(&self, range: std::ops::Range<usize>) -> Option<usize> {
+        with_mask!(self, s => s[range.clone()].iter().position(|v| !v.on()).map(|i| i + range.start))
+    }
+
+    /// Start of the last run of ones, if any.
+    pub fn last_run_start(&self) -> Option<usize> {
+        with_mask!(self, s => {
+            let end = s.iter().rposition(|v| v.on())?;
+            Some(s[..end].iter().rposition(|v| !v.on()).map_or(0, |i| i + 1))
+        })
+    }
+}
