@@ -9,8 +9,15 @@ pub mod check;
 pub mod error;
 pub mod profile;
 pub mod repetition;
+pub mod report;
+pub mod scan;
+pub mod source;
+pub mod stats;
+pub mod summary;
 pub mod token;
 
 pub use anomaly::{Code, Severity};
 pub use error::{Error, Result};
 pub use profile::Profile;
+pub use report::Report;
+pub use scan::{scan, Progress, ScanOptions};

@@ -424,7 +424,7 @@ impl Profile {
             _ => spec.vocab_size,
         };
         let mut specials: Vec<SpecialToken> = Vec::new();
-        let mut add =
+        let add =
             |specials: &mut Vec<SpecialToken>, name: String, id: u32, kind: u16, role_index: u8| {
                 if let Some(s) = specials.iter_mut().find(|s| s.id == id) {
                     s.kind |= kind;

@@ -128,3 +128,35 @@ impl MaskSlice<'_> {
         })
     }
 }
+
+impl<'a> MaskSlice<'a> {
+    /// The sub-slice `range` (a row of a ragged mask).
+    pub fn sub(self, range: std::ops::Range<usize>) -> MaskSlice<'a> {
+        match self {
+            MaskSlice::Bool(s) => MaskSlice::Bool(&s[range]),
+            MaskSlice::U8(s) => MaskSlice::U8(&s[range]),
+            MaskSlice::I8(s) => MaskSlice::I8(&s[range]),
+            MaskSlice::I16(s) => MaskSlice::I16(&s[range]),
+            MaskSlice::U16(s) => MaskSlice::U16(&s[range]),
+            MaskSlice::I32(s) => MaskSlice::I32(&s[range]),
+            MaskSlice::U32(s) => MaskSlice::U32(&s[range]),
+            MaskSlice::I64(s) => MaskSlice::I64(&s[range]),
+            MaskSlice::U64(s) => MaskSlice::U64(&s[range]),
+            MaskSlice::F32(s) => MaskSlice::F32(&s[range]),
+        }
+    }
+}
+
+/// xxh3-64 of a sequence of ids, normalised to little-endian `u32` so equal ids hash equal whatever the
+/// storage type.
+pub fn hash_ids<T: TokenId>(ids: &[T]) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = [0u8; 4096];
+    for chunk in ids.chunks(buf.len() / 4) {
+        for (dst, t) in buf.chunks_exact_mut(4).zip(chunk) {
+            dst.copy_from_slice(&t.id().to_le_bytes());
+        }
+        h.update(&buf[..chunk.len() * 4]);
+    }
+    h.digest()
+}

@@ -1,6 +1,236 @@
+//! The `tokscan._core` extension module: a thin layer over `tokscan-core`. Long calls release the GIL,
+//! core errors map to the named exceptions of `tokscan.errors`, and a Rust panic becomes
+//! `tokscan.errors.InternalError` instead of crossing into Python.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use tokscan_core::profile::Vocabulary;
+use tokscan_core::source::ColumnNames;
+use tokscan_core::{Code, Error, Profile, Progress, ScanOptions, Severity};
+
+/// Raises the `tokscan.errors` exception named `class` with `msg`.
+fn raise(py: Python<'_>, class: &str, msg: String) -> PyErr {
+    match py.import("tokscan.errors").and_then(|m| m.getattr(class)) {
+        Ok(ty) => PyErr::from_type(ty.cast_into().expect("exception class"), msg),
+        Err(e) => e,
+    }
+}
+
+fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    let class = match &e {
+        Error::NotFound { .. } => "InputNotFoundError",
+        Error::Io { .. } | Error::InvalidInput { .. } => "InputError",
+        Error::Column { .. } => "ColumnError",
+        Error::Profile { .. } | Error::Tokenizer { .. } => "ProfileError",
+        Error::Usage(_) => "UsageError",
+        Error::Interrupted => "ScanInterrupted",
+    };
+    raise(py, class, e.to_string())
+}
+
+/// Runs `f` with the GIL released; a panic inside becomes `InternalError`.
+fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, Error> + Send) -> PyResult<T> {
+    let out = py.detach(|| catch_unwind(AssertUnwindSafe(f)));
+    match out {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(to_py(py, e)),
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(raise(
+                py,
+                "InternalError",
+                format!("internal error (please report): {msg}"),
+            ))
+        }
+    }
+}
+
+/// A resolved chat-format profile.
+#[pyclass(frozen, name = "Profile", module = "tokscan._core")]
+struct PyProfile {
+    inner: Arc<Profile>,
+}
+
+#[pymethods]
+impl PyProfile {
+    /// Loads a built-in profile by name or a TOML profile file; `tokenizer` resolves its token strings.
+    #[staticmethod]
+    #[pyo3(signature = (name_or_path, tokenizer=None))]
+    fn load(py: Python<'_>, name_or_path: String, tokenizer: Option<String>) -> PyResult<Self> {
+        let p = detached(py, move || {
+            let vocab = tokenizer
+                .map(|t| Vocabulary::from_dir(std::path::Path::new(&t)))
+                .transpose()?;
+            Profile::load(&name_or_path, vocab.as_ref())
+        })?;
+        Ok(PyProfile { inner: Arc::new(p) })
+    }
+
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+
+    #[getter]
+    fn vocab_size(&self) -> u32 {
+        self.inner.vocab_size
+    }
+
+    /// `(name, id)` of every named special token, in counter order.
+    #[getter]
+    fn special_tokens(&self) -> Vec<(String, u32)> {
+        self.inner
+            .specials
+            .iter()
+            .map(|s| (s.name.clone(), s.id))
+            .collect()
+    }
+
+    #[getter]
+    fn pad_id(&self) -> Option<u32> {
+        self.inner.pad
+    }
+
+    /// The profile as a JSON string (as embedded in reports).
+    fn describe_json(&self) -> String {
+        self.inner.describe().to_string()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Profile({:?}, vocab_size={})",
+            self.inner.name, self.inner.vocab_size
+        )
+    }
+}
+
+/// One scan: configure, then `run()` (GIL released) while another thread may poll `progress()` or `cancel()`.
+#[pyclass(frozen, name = "Scan", module = "tokscan._core")]
+struct PyScan {
+    paths: Vec<String>,
+    profile: Arc<Profile>,
+    options: ScanOptions,
+    progress: Arc<Progress>,
+}
+
+fn parse_columns(columns: Option<HashMap<String, String>>) -> Result<ColumnNames, Error> {
+    let mut c = ColumnNames::default();
+    for (role, name) in columns.unwrap_or_default() {
+        let slot = match role.as_str() {
+            "input_ids" => &mut c.input_ids,
+            "prompt_ids" => &mut c.prompt_ids,
+            "output_ids" => &mut c.output_ids,
+            "loss_mask" => &mut c.loss_mask,
+            "sample_id" => &mut c.sample_id,
+            "category" => &mut c.category,
+            other => return Err(Error::Usage(format!("unknown column role {other:?}"))),
+        };
+        *slot = Some(name);
+    }
+    Ok(c)
+}
+
+fn parse_severities(s: Option<HashMap<String, String>>) -> Result<HashMap<Code, Severity>, Error> {
+    s.unwrap_or_default()
+        .into_iter()
+        .map(|(code, sev)| {
+            let c = Code::parse(&code)
+                .ok_or_else(|| Error::Usage(format!("unknown anomaly code {code:?}")))?;
+            let s = Severity::parse(&sev)
+                .ok_or_else(|| Error::Usage(format!("unknown severity {sev:?} for {code}")))?;
+            Ok((c, s))
+        })
+        .collect()
+}
+
+#[pymethods]
+impl PyScan {
+    #[new]
+    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None))]
+    fn new(
+        py: Python<'_>,
+        paths: Vec<String>,
+        profile: &PyProfile,
+        columns: Option<HashMap<String, String>>,
+        threads: usize,
+        severities: Option<HashMap<String, String>>,
+    ) -> PyResult<Self> {
+        let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
+        let severities = parse_severities(severities).map_err(|e| to_py(py, e))?;
+        Ok(PyScan {
+            paths,
+            profile: profile.inner.clone(),
+            options: ScanOptions {
+                columns,
+                threads,
+                severities,
+            },
+            progress: Arc::new(Progress::default()),
+        })
+    }
+
+    /// Runs the scan and returns the report as a JSON string.
+    fn run(&self, py: Python<'_>) -> PyResult<String> {
+        let report = detached(py, || {
+            tokscan_core::scan(&self.paths, &self.profile, &self.options, &self.progress)
+        })?;
+        serde_json::to_string(&report).map_err(|e| raise(py, "InternalError", e.to_string()))
+    }
+
+    /// Counters of the running scan.
+    fn progress<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        let p = &self.progress;
+        d.set_item("units_total", p.units_total.load(Ordering::Relaxed))?;
+        d.set_item("units_done", p.units_done.load(Ordering::Relaxed))?;
+        d.set_item("samples", p.samples.load(Ordering::Relaxed))?;
+        d.set_item("tokens", p.tokens.load(Ordering::Relaxed))?;
+        Ok(d)
+    }
+
+    /// Stops a running scan; `run()` then raises `ScanInterrupted`.
+    fn cancel(&self) {
+        self.progress.cancel();
+    }
+}
+
+/// `(name, bit, default severity, description)` of every anomaly code.
+#[pyfunction]
+fn codes() -> Vec<(&'static str, u32, &'static str, &'static str)> {
+    Code::ALL
+        .iter()
+        .map(|c| {
+            (
+                c.as_str(),
+                *c as u32,
+                c.default_severity().as_str(),
+                c.description(),
+            )
+        })
+        .collect()
+}
+
+/// Names of the built-in profiles.
+#[pyfunction]
+fn builtin_profiles() -> Vec<&'static str> {
+    tokscan_core::profile::BUILTIN_PROFILES.to_vec()
+}
 
 #[pymodule]
-fn _core(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyProfile>()?;
+    m.add_class::<PyScan>()?;
+    m.add_function(wrap_pyfunction!(codes, m)?)?;
+    m.add_function(wrap_pyfunction!(builtin_profiles, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

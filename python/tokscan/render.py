@@ -1,0 +1,109 @@
+"""Terminal rendering of reports (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .report import SEVERITY_RANK, Report
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+EXAMPLES_PER_CODE = 3
+
+
+def _num(n: float) -> str:
+    return f"{n:,.0f}"
+
+
+def _tokens(n: int) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def category_table(report: Report) -> Table:
+    t = Table(title="Per category", title_justify="left", header_style="bold")
+    t.add_column("category")
+    for col in ("samples", "tokens"):
+        t.add_column(col, justify="right")
+    for part in ("prompt", "thinking", "response"):
+        t.add_column(f"{part}\np50", justify="right")
+    t.add_column("total\np99", justify="right")
+    t.add_column("total\nmax", justify="right")
+    t.add_column("flagged", justify="right")
+    flagged_by_cat: dict[str, int] = {}
+    for f in report.flagged:
+        flagged_by_cat[f["category"]] = flagged_by_cat.get(f["category"], 0) + 1
+    rows = [*report.categories.items(), ("all", report.data["overall"])]
+    for i, (name, c) in enumerate(rows):
+        lengths = c["lengths"]
+        cells = [_num(lengths[p]["median"]) for p in ("prompt", "thinking", "response")]
+        cells.append(_num(lengths["total"]["p99"]))
+        flagged = sum(flagged_by_cat.values()) if name == "all" and i == len(rows) - 1 else flagged_by_cat.get(name, 0)
+        t.add_row(
+            Text(name, style="bold" if i == len(rows) - 1 else ""),
+            _num(c["samples"]),
+            _tokens(c["tokens"]),
+            *cells,
+            _num(lengths["total"]["max"]),
+            Text(_num(flagged), style="red" if flagged else "green"),
+            end_section=i == len(rows) - 2,
+        )
+    return t
+
+
+def anomaly_table(report: Report) -> Table:
+    t = Table(title="Anomalies", title_justify="left", header_style="bold")
+    t.add_column("code")
+    t.add_column("severity")
+    t.add_column("samples", justify="right")
+    t.add_column("share", justify="right")
+    t.add_column("examples (sample_id or #row @ position)")
+    examples: dict[str, list[str]] = {}
+    for f in report.flagged:
+        for code in f["codes"]:
+            ex = examples.setdefault(code, [])
+            if len(ex) < EXAMPLES_PER_CODE:
+                who = f["sample_id"] if f["sample_id"] is not None else f"#{f['row']}"
+                pos = f["positions"].get(code)
+                ex.append(f"{who}@{pos}" if pos is not None else who)
+    n = max(1, report.n_samples)
+    found = [(c, a) for c, a in report.anomalies.items() if a["count"] > 0]
+    found.sort(key=lambda ca: (-SEVERITY_RANK[ca[1]["severity"]], -ca[1]["count"], ca[0]))
+    for code, a in found:
+        sev = a["severity"]
+        t.add_row(
+            code,
+            Text(sev, style=SEVERITY_STYLE[sev]),
+            _num(a["count"]),
+            f"{100 * a['count'] / n:.2f}%",
+            ", ".join(examples.get(code, [])),
+        )
+    return t
+
+
+def print_summary(report: Report, console: Console, fail_on: str = "error", seconds: float | None = None) -> None:
+    d = report.data
+    speed = ""
+    if seconds is not None and seconds > 0:
+        speed = f" · {seconds:.2f} s ({report.n_tokens / seconds / 1e6:,.0f} Mtok/s)"
+    console.print(
+        f"[bold]tokscan {d['tool']['version']}[/] · profile [bold]{d['profile']['name']}[/] · "
+        f"{len(d['inputs'])} input(s) · {_num(report.n_samples)} samples · {_tokens(report.n_tokens)} tokens{speed}"
+    )
+    console.print(category_table(report))
+    if any(a["count"] for a in report.anomalies.values()):
+        console.print(anomaly_table(report))
+    else:
+        console.print("[green]No anomalies found.[/]")
+    failures = report.failures(fail_on)
+    if failures:
+        total = sum(failures.values())
+        console.print(
+            f"[bold red]FAIL[/] (--fail-on {fail_on}): {len(failures)} code(s) at or above {fail_on}, "
+            f"{_num(total)} finding(s) in {_num(len(report.flagged))} flagged sample(s)"
+        )
+    else:
+        console.print(f"[bold green]PASS[/] (--fail-on {fail_on}): nothing at or above {fail_on}")

@@ -1,0 +1,94 @@
+"""The scan report: a thin typed view over the JSON document the core produces."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ReportError
+
+SCHEMA_VERSION = 1
+SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+FAIL_ON = ("error", "warning", "info", "never")
+
+
+@dataclass(frozen=True)
+class Report:
+    """A scan report. `data` is exactly the JSON document (see the README for its schema)."""
+
+    data: dict[str, Any]
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.data["n_samples"])
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.data["n_tokens"])
+
+    @property
+    def categories(self) -> dict[str, Any]:
+        return self.data["categories"]
+
+    @property
+    def anomalies(self) -> dict[str, Any]:
+        return self.data["anomalies"]
+
+    @property
+    def flagged(self) -> list[dict[str, Any]]:
+        return self.data["flagged"]
+
+    def count(self, code: str) -> int:
+        """Number of samples flagged with `code`."""
+        return int(self.anomalies[code]["count"])
+
+    def flagged_rows(self, code: str) -> list[int]:
+        """Rows of the samples flagged with `code`, in scan order."""
+        return [f["row"] for f in self.flagged if code in f["codes"]]
+
+    def failures(self, fail_on: str = "error") -> dict[str, int]:
+        """Codes at or above `fail_on` that were found, with their counts."""
+        if fail_on not in FAIL_ON:
+            raise ValueError(f"fail_on must be one of {', '.join(FAIL_ON)}")
+        if fail_on == "never":
+            return {}
+        floor = SEVERITY_RANK[fail_on]
+        return {
+            code: a["count"]
+            for code, a in self.anomalies.items()
+            if a["count"] > 0 and SEVERITY_RANK[a["severity"]] >= floor
+        }
+
+    def exit_code(self, fail_on: str = "error") -> int:
+        """0 when nothing at or above `fail_on` was found, else 1."""
+        return 1 if self.failures(fail_on) else 0
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.data, indent=indent)
+
+    def write_json(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json() + "\n")
+
+    @classmethod
+    def from_json(cls, text: str, origin: str = "<report>") -> Report:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ReportError(f"{origin}: not a JSON report ({e})") from None
+        version = data.get("schema_version") if isinstance(data, dict) else None
+        if version != SCHEMA_VERSION:
+            raise ReportError(
+                f"{origin}: report schema_version {version!r} is not supported (this tokscan reads {SCHEMA_VERSION})"
+            )
+        return cls(data)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Report:
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except OSError as e:
+            raise ReportError(f"{p}: {e.strerror}") from None
+        return cls.from_json(text, str(p))

@@ -1,0 +1,333 @@
+//! The parallel scan: discover inputs, open them (validating headers and schemas up front), split them
+//! into units (Parquet row groups, NumPy sample ranges), check every unit on a rayon pool, merge the
+//! partial summaries in unit order and build the report.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use rayon::prelude::*;
+
+use crate::anomaly::{Code, Severity};
+use crate::check::{check_sample, Scratch};
+use crate::error::{Error, Result};
+use crate::profile::Profile;
+use crate::report::{build_report, InputInfo, Report};
+use crate::source::numpy::NumpyShard;
+use crate::source::parquet::ParquetShard;
+use crate::source::{
+    discover, Batch, ColumnNames, Format, FromTokens, Input, Tokens, DEFAULT_CATEGORY,
+};
+use crate::summary::{FlagDetail, SampleRecord, Summary, MAX_BOUNDARIES};
+use crate::token::{hash_ids, TokenId};
+
+/// Target tokens per NumPy work unit.
+const NUMPY_UNIT_TOKENS: i64 = 1 << 22;
+
+#[derive(Debug, Clone, Default)]
+pub struct ScanOptions {
+    pub columns: ColumnNames,
+    /// Worker threads; 0 means one per core.
+    pub threads: usize,
+    /// Severity overrides per code.
+    pub severities: HashMap<Code, Severity>,
+}
+
+/// Live counters a caller can poll from another thread, and the cancel switch.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub units_total: AtomicU64,
+    pub units_done: AtomicU64,
+    pub samples: AtomicU64,
+    pub tokens: AtomicU64,
+    pub tokens_total: AtomicU64,
+    cancel: AtomicBool,
+}
+
+impl Progress {
+    /// Asks a running scan to stop; it returns `Error::Interrupted` soon after.
+    pub fn cancel(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+
+    /// True once cancelled. Very cheap: checked once per batch of rows.
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+}
+
+enum Shard {
+    Parquet(ParquetShard),
+    Numpy(NumpyShard),
+}
+
+struct Opened {
+    input: Input,
+    shard: Shard,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    RowGroup(usize),
+    Rows(usize, usize),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Unit {
+    shard: usize,
+    part: Part,
+    base_row: u64,
+}
+
+fn open(input: &Input, columns: &ColumnNames) -> Result<Shard> {
+    Ok(match input.format {
+        Format::Parquet => Shard::Parquet(ParquetShard::open(&input.path, columns)?),
+        Format::Numpy => Shard::Numpy(NumpyShard::open(&input.path)?),
+    })
+}
+
+fn plan(opened: &[Opened]) -> Vec<Unit> {
+    let mut units = Vec::new();
+    let mut base = 0u64;
+    for (si, o) in opened.iter().enumerate() {
+        match &o.shard {
+            Shard::Parquet(p) => {
+                for (rg, &rows) in p.row_group_rows.iter().enumerate() {
+                    units.push(Unit {
+                        shard: si,
+                        part: Part::RowGroup(rg),
+                        base_row: base,
+                    });
+                    base += rows;
+                }
+            }
+            Shard::Numpy(n) => {
+                let offs = n.offsets();
+                let rows = offs.len() - 1;
+                let mut start = 0;
+                while start < rows {
+                    let mut end = start + 1;
+                    while end < rows && offs[end] - offs[start] < NUMPY_UNIT_TOKENS {
+                        end += 1;
+                    }
+                    units.push(Unit {
+                        shard: si,
+                        part: Part::Rows(start, end),
+                        base_row: base + start as u64,
+                    });
+                    start = end;
+                }
+                base += rows as u64;
+            }
+        }
+    }
+    units
+}
+
+/// Scans `paths` and returns the report.
+pub fn scan(
+    paths: &[String],
+    profile: &Profile,
+    opts: &ScanOptions,
+    progress: &Progress,
+) -> Result<Report> {
+    let (summary, inputs) = scan_summary(paths, profile, opts, progress)?;
+    Ok(build_report(summary, profile, inputs, &opts.severities))
+}
+
+/// Scans `paths` into a merged (not yet finalized) summary plus the input descriptions.
+pub fn scan_summary(
+    paths: &[String],
+    profile: &Profile,
+    opts: &ScanOptions,
+    progress: &Progress,
+) -> Result<(Summary, Vec<InputInfo>)> {
+    let inputs = discover(paths)?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.threads)
+        .thread_name(|i| format!("tokscan-{i}"))
+        .build()
+        .map_err(|e| Error::Usage(format!("cannot start worker threads: {e}")))?;
+    pool.install(|| {
+        let opened: Vec<Opened> = inputs
+            .par_iter()
+            .map(|i| {
+                Ok(Opened {
+                    input: i.clone(),
+                    shard: open(i, &opts.columns)?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        let units = plan(&opened);
+        progress
+            .units_total
+            .store(units.len() as u64, Ordering::Relaxed);
+        let total_tokens: u64 = opened
+            .iter()
+            .map(|o| match &o.shard {
+                Shard::Numpy(n) => n
+                    .offsets()
+                    .last()
+                    .map_or(0, |&l| (l - n.offsets()[0]) as u64),
+                Shard::Parquet(_) => 0,
+            })
+            .sum();
+        progress.tokens_total.store(total_tokens, Ordering::Relaxed);
+        let parts: Vec<Summary> = units
+            .par_iter()
+            .map(|u| scan_unit(&opened, u, profile, progress))
+            .collect::<Result<_>>()?;
+        let mut summary = Summary::new(profile.specials.len());
+        for p in parts {
+            summary.merge(p);
+        }
+        let mut infos: Vec<InputInfo> = opened
+            .iter()
+            .map(|o| InputInfo {
+                path: o.input.path.display().to_string(),
+                format: match o.input.format {
+                    Format::Parquet => "parquet".into(),
+                    Format::Numpy => "numpy".into(),
+                },
+                layout: match &o.shard {
+                    Shard::Parquet(p) => p.layout.describe(),
+                    Shard::Numpy(n) => n.layout(),
+                },
+                samples: 0,
+                tokens: 0,
+            })
+            .collect();
+        for r in &summary.records {
+            let info = &mut infos[r.source as usize];
+            info.samples += 1;
+            info.tokens += u64::from(r.lengths.total);
+        }
+        Ok((summary, infos))
+    })
+}
+
+struct UnitCtx<'a> {
+    profile: &'a Profile,
+    source: u32,
+    default_category: &'a str,
+    summary: Summary,
+    scratch: Scratch,
+    next_row: u64,
+}
+
+fn scan_unit(
+    opened: &[Opened],
+    unit: &Unit,
+    profile: &Profile,
+    progress: &Progress,
+) -> Result<Summary> {
+    let o = &opened[unit.shard];
+    let mut ctx = UnitCtx {
+        profile,
+        source: unit.shard as u32,
+        default_category: o.input.hive_category.as_deref().unwrap_or(DEFAULT_CATEGORY),
+        summary: Summary::new(profile.specials.len()),
+        scratch: Scratch::default(),
+        next_row: unit.base_row,
+    };
+    let mut on_batch = |b: &Batch<'_>| -> Result<()> {
+        if progress.cancelled() {
+            return Err(Error::Interrupted);
+        }
+        let tokens = check_batch(&mut ctx, b);
+        progress
+            .samples
+            .fetch_add(b.rows() as u64, Ordering::Relaxed);
+        progress.tokens.fetch_add(tokens, Ordering::Relaxed);
+        Ok(())
+    };
+    match (&o.shard, unit.part) {
+        (Shard::Parquet(p), Part::RowGroup(rg)) => p.for_each_batch(rg, &mut on_batch)?,
+        (Shard::Numpy(n), Part::Rows(s, e)) => n.with_rows(s, e, &mut on_batch)?,
+        _ => unreachable!("units are planned per shard kind"),
+    }
+    progress.units_done.fetch_add(1, Ordering::Relaxed);
+    Ok(ctx.summary)
+}
+
+/// Checks every row of a batch; returns the number of tokens seen.
+fn check_batch(ctx: &mut UnitCtx<'_>, b: &Batch<'_>) -> u64 {
+    match b.ids.values {
+        Tokens::U16(v) => check_rows(ctx, b, v),
+        Tokens::U32(v) => check_rows(ctx, b, v),
+        Tokens::I32(v) => check_rows(ctx, b, v),
+        Tokens::I64(v) => check_rows(ctx, b, v),
+        Tokens::U64(v) => check_rows(ctx, b, v),
+    }
+}
+
+fn check_rows<T: TokenId + PartialEq + FromTokens>(
+    ctx: &mut UnitCtx<'_>,
+    b: &Batch<'_>,
+    values: &[T],
+) -> u64 {
+    let prompt = b.prompt.map(|p| {
+        (
+            T::pick(p.values).expect("prompt and output share a type"),
+            p.offsets,
+        )
+    });
+    let mut concat: Vec<T> = Vec::new();
+    let mut tokens = 0u64;
+    for i in 0..b.rows() {
+        let null = b.null_rows.is_some_and(|n| n[i]);
+        let out = if null {
+            &values[..0]
+        } else {
+            &values[b.ids.offsets.range(i)]
+        };
+        let (seq, prompt_len) = match prompt {
+            Some(_) if null => (out, Some(0)),
+            Some((pv, po)) => {
+                let pr = po.range(i);
+                concat.clear();
+                concat.extend_from_slice(&pv[pr.clone()]);
+                concat.extend_from_slice(out);
+                (&concat[..], Some(pr.len()))
+            }
+            None => (out, None),
+        };
+        let mask = b.mask.map(|m| m.values.sub(m.offsets.range(i)));
+        let cat_name = b
+            .categories
+            .and_then(|c| c[i].as_deref())
+            .unwrap_or(ctx.default_category);
+        let category = ctx.summary.category_index(cat_name);
+        let counts = &mut ctx.summary.special_counts[category as usize];
+        let facts = check_sample(ctx.profile, seq, prompt_len, mask, &mut ctx.scratch, counts);
+        let (cs, ce) = (facts.completion.0 as usize, facts.completion.1 as usize);
+        let row = ctx.next_row;
+        ctx.next_row += 1;
+        tokens += seq.len() as u64;
+        ctx.summary.records.push(SampleRecord {
+            row,
+            source: ctx.source,
+            category,
+            lengths: facts.lengths,
+            flags: facts.flags,
+            completion_hash: if ce > cs { hash_ids(&seq[cs..ce]) } else { 0 },
+            completion_len: (ce.saturating_sub(cs)) as u32,
+            sample_id: b.sample_ids.and_then(|s| s[i].as_deref()).map(Box::from),
+        });
+        if facts.flags != 0 {
+            let boundaries = ctx
+                .scratch
+                .events
+                .iter()
+                .take(MAX_BOUNDARIES)
+                .copied()
+                .collect();
+            ctx.summary.details.push(FlagDetail {
+                row,
+                positions: facts.positions,
+                completion: facts.completion,
+                boundaries,
+            });
+        }
+    }
+    tokens
+}

@@ -1,0 +1,267 @@
+//! Input sources. Discovery turns the user's paths into a sorted list of shards (so results never depend
+//! on the order paths were given in); each shard splits into independent units (a Parquet row group, a
+//! range of NumPy samples) that yield ragged batches of token rows.
+
+pub mod numpy;
+pub mod parquet;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::token::MaskSlice;
+
+/// Names of the columns that play each role; `None` means "detect by the default name".
+#[derive(Debug, Clone, Default)]
+pub struct ColumnNames {
+    pub input_ids: Option<String>,
+    pub prompt_ids: Option<String>,
+    pub output_ids: Option<String>,
+    pub loss_mask: Option<String>,
+    pub sample_id: Option<String>,
+    pub category: Option<String>,
+}
+
+/// Category of samples that have none (no column, no `category=` folder, no meta.parquet).
+pub const DEFAULT_CATEGORY: &str = "default";
+
+/// What kind of input a path is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    Parquet,
+    Numpy,
+}
+
+/// One input found by discovery.
+#[derive(Debug, Clone)]
+pub struct Input {
+    pub path: PathBuf,
+    pub format: Format,
+    /// From a hive-style `category=NAME` folder on the way to the file.
+    pub hive_category: Option<String>,
+}
+
+/// A borrowed flat token array of any supported element type.
+#[derive(Debug, Clone, Copy)]
+pub enum Tokens<'a> {
+    U16(&'a [u16]),
+    U32(&'a [u32]),
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+    U64(&'a [u64]),
+}
+
+impl Tokens<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Tokens::U16(s) => s.len(),
+            Tokens::U32(s) => s.len(),
+            Tokens::I32(s) => s.len(),
+            Tokens::I64(s) => s.len(),
+            Tokens::U64(s) => s.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Row boundaries of a ragged array: row `i` is `values[offsets[i]..offsets[i + 1]]`.
+#[derive(Debug, Clone, Copy)]
+pub enum Offsets<'a> {
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+}
+
+impl Offsets<'_> {
+    pub fn rows(&self) -> usize {
+        match self {
+            Offsets::I32(o) => o.len().saturating_sub(1),
+            Offsets::I64(o) => o.len().saturating_sub(1),
+        }
+    }
+
+    /// Row `i`'s range; sources validate offsets before handing them out.
+    #[inline]
+    pub fn range(&self, i: usize) -> std::ops::Range<usize> {
+        match self {
+            Offsets::I32(o) => o[i] as usize..o[i + 1] as usize,
+            Offsets::I64(o) => o[i] as usize..o[i + 1] as usize,
+        }
+    }
+}
+
+/// A ragged token column.
+#[derive(Debug, Clone, Copy)]
+pub struct Ragged<'a> {
+    pub values: Tokens<'a>,
+    pub offsets: Offsets<'a>,
+}
+
+/// A ragged loss-mask column.
+#[derive(Debug, Clone, Copy)]
+pub struct RaggedMask<'a> {
+    pub values: MaskSlice<'a>,
+    pub offsets: Offsets<'a>,
+}
+
+/// Rows handed from a source to the checker. With `prompt`, `ids` holds the completions (`output_ids`)
+/// and each sample is the prompt row followed by the output row.
+#[derive(Debug, Clone, Copy)]
+pub struct Batch<'a> {
+    pub ids: Ragged<'a>,
+    pub prompt: Option<Ragged<'a>>,
+    pub mask: Option<RaggedMask<'a>>,
+    /// Per-row sample ids, when the source has them.
+    pub sample_ids: Option<&'a [Option<String>]>,
+    /// Per-row category names, when the source has them per row.
+    pub categories: Option<&'a [Option<String>]>,
+    /// Rows whose token list is null (scanned as empty sequences).
+    pub null_rows: Option<&'a [bool]>,
+}
+
+impl Batch<'_> {
+    pub fn rows(&self) -> usize {
+        self.ids.offsets.rows()
+    }
+}
+
+/// Expands the user's paths (files, directories searched recursively, globs) into sorted inputs.
+pub fn discover(paths: &[String]) -> Result<Vec<Input>> {
+    if paths.is_empty() {
+        return Err(Error::Usage("no input paths given".into()));
+    }
+    let mut found = Vec::new();
+    for p in paths {
+        let path = Path::new(p);
+        if path.exists() {
+            discover_path(path, path, &mut found, &mut HashSet::new())?;
+        } else if p.contains(['*', '?', '[']) {
+            let matches =
+                glob::glob(p).map_err(|e| Error::Usage(format!("{p}: bad glob pattern: {e}")))?;
+            let mut any = false;
+            for m in matches {
+                let m = m.map_err(|e| Error::io(e.path(), std::io::Error::other(e.to_string())))?;
+                any = true;
+                discover_path(&m, &m, &mut found, &mut HashSet::new())?;
+            }
+            if !any {
+                return Err(Error::Usage(format!("{p}: no files match")));
+            }
+        } else {
+            return Err(Error::NotFound {
+                path: path.to_path_buf(),
+            });
+        }
+    }
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found.dedup_by(|a, b| a.path == b.path);
+    Ok(found)
+}
+
+/// The innermost `category=NAME` folder on the path, if any.
+fn hive_category(_root: &Path, path: &Path) -> Option<String> {
+    path.components()
+        .filter_map(|c| {
+            c.as_os_str()
+                .to_str()
+                .and_then(|s| s.strip_prefix("category="))
+        })
+        .next_back()
+        .map(str::to_string)
+}
+
+fn is_numpy_dir(dir: &Path) -> bool {
+    dir.join("tokens.npy").is_file()
+}
+
+fn discover_path(
+    root: &Path,
+    path: &Path,
+    out: &mut Vec<Input>,
+    seen: &mut HashSet<PathBuf>,
+) -> Result<()> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if meta.is_file() {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name == "tokens.npy" {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            out.push(Input {
+                path: dir.to_path_buf(),
+                format: Format::Numpy,
+                hive_category: hive_category(root, dir),
+            });
+        } else {
+            // A file named explicitly is read as Parquet whatever its extension; the reader says if it is not.
+            out.push(Input {
+                path: path.to_path_buf(),
+                format: Format::Parquet,
+                hive_category: hive_category(root, path),
+            });
+        }
+        return Ok(());
+    }
+    if !meta.is_dir() {
+        return Err(Error::invalid(path, "not a file or directory"));
+    }
+    let canon = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
+    if !seen.insert(canon) {
+        return Ok(()); // a symlink loop or a directory reached twice
+    }
+    if is_numpy_dir(path) {
+        out.push(Input {
+            path: path.to_path_buf(),
+            format: Format::Numpy,
+            hive_category: hive_category(root, path),
+        });
+        return Ok(());
+    }
+    let before = out.len();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| Error::io(path, e))?
+        .map(|e| e.map(|e| e.path()).map_err(|e| Error::io(path, e)))
+        .collect::<Result<_>>()?;
+    entries.sort();
+    for entry in entries {
+        let name = entry.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with('.') || name.starts_with('_') {
+            continue;
+        }
+        if entry.is_dir() {
+            discover_path(root, &entry, out, seen)?;
+        } else if name.ends_with(".parquet") || name.ends_with(".pq") {
+            out.push(Input {
+                path: entry.clone(),
+                format: Format::Parquet,
+                hive_category: hive_category(root, &entry),
+            });
+        }
+    }
+    if out.len() == before && path == root {
+        return Err(Error::invalid(
+            path,
+            "no Parquet files (*.parquet) or NumPy corpora (tokens.npy) found",
+        ));
+    }
+    Ok(())
+}
+
+/// Picks the typed slice out of a [`Tokens`] when its element type is `Self`.
+pub trait FromTokens: Sized {
+    fn pick(t: Tokens<'_>) -> Option<&[Self]>;
+}
+
+macro_rules! from_tokens {
+    ($($t:ty => $v:ident),*) => { $(
+        impl FromTokens for $t {
+            fn pick(t: Tokens<'_>) -> Option<&[Self]> {
+                match t { Tokens::$v(s) => Some(s), _ => None }
+            }
+        }
+    )* };
+}
+from_tokens!(u16 => U16, u32 => U32, i32 => I32, i64 => I64, u64 => U64);

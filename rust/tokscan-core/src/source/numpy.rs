@@ -1,0 +1,471 @@
+//! NumPy corpora: a directory with `tokens.npy` (1-D ids), `offsets.npy` (N+1 int64), optional
+//! `loss_mask.npy` and optional `meta.parquet` (`sample_id`, `category`). Arrays are memory-mapped and read
+//! in place; every header and offset is validated before any token is touched.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use arrow_array::RecordBatchReader;
+use memmap2::Mmap;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use super::{Batch, Offsets, Ragged, RaggedMask, Tokens};
+use crate::error::{Error, Result};
+use crate::token::MaskSlice;
+
+/// Element type of a `.npy` array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dtype {
+    Bool,
+    I8,
+    U8,
+    I16,
+    U16,
+    I32,
+    U32,
+    I64,
+    U64,
+    F32,
+    F64,
+}
+
+impl Dtype {
+    fn parse(descr: &str) -> Option<Dtype> {
+        let (order, code) = descr.split_at(1.min(descr.len()));
+        let little = matches!(order, "<" | "|" | "=");
+        let d = match code {
+            "b1" => Dtype::Bool,
+            "i1" => Dtype::I8,
+            "u1" => Dtype::U8,
+            "i2" => Dtype::I16,
+            "u2" => Dtype::U16,
+            "i4" => Dtype::I32,
+            "u4" => Dtype::U32,
+            "i8" => Dtype::I64,
+            "u8" => Dtype::U64,
+            "f4" => Dtype::F32,
+            "f8" => Dtype::F64,
+            _ => return None,
+        };
+        (little || d.size() == 1).then_some(d)
+    }
+
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::Bool | Dtype::I8 | Dtype::U8 => 1,
+            Dtype::I16 | Dtype::U16 => 2,
+            Dtype::I32 | Dtype::U32 | Dtype::F32 => 4,
+            Dtype::I64 | Dtype::U64 | Dtype::F64 => 8,
+        }
+    }
+}
+
+/// A parsed `.npy` header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NpyHeader {
+    pub dtype: Dtype,
+    pub shape: Vec<usize>,
+    pub data_offset: usize,
+}
+
+/// Parses the header at the start of `bytes` (magic, version, dict). Never panics on any input.
+pub fn parse_header(bytes: &[u8]) -> std::result::Result<NpyHeader, String> {
+    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
+        return Err("not a .npy file (bad magic)".into());
+    }
+    let (hlen, start): (usize, usize) = match bytes[6] {
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+        2 | 3 => {
+            if bytes.len() < 12 {
+                return Err("truncated .npy header".into());
+            }
+            (
+                u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+                12,
+            )
+        }
+        v => return Err(format!("unsupported .npy version {v}")),
+    };
+    let end = start.checked_add(hlen).ok_or("bad .npy header length")?;
+    if bytes.len() < end {
+        return Err("truncated .npy header".into());
+    }
+    let text =
+        std::str::from_utf8(&bytes[start..end]).map_err(|_| "the .npy header is not text")?;
+    let field = |key: &str| -> std::result::Result<&str, String> {
+        let k = format!("'{key}':");
+        let at = text
+            .find(&k)
+            .ok_or_else(|| format!("the .npy header has no {key:?}"))?;
+        Ok(text[at + k.len()..].trim_start())
+    };
+    let descr = field("descr")?;
+    let descr = descr
+        .strip_prefix('\'')
+        .and_then(|d| d.split_once('\''))
+        .map(|(d, _)| d)
+        .ok_or("bad descr in .npy header")?;
+    let dtype = Dtype::parse(descr).ok_or_else(|| format!("unsupported dtype {descr:?}"))?;
+    if field("fortran_order")?.starts_with("True") {
+        return Err("fortran_order arrays are not supported".into());
+    }
+    let shape = field("shape")?;
+    let shape = shape
+        .strip_prefix('(')
+        .and_then(|s| s.split_once(')'))
+        .map(|(s, _)| s)
+        .ok_or("bad shape in .npy header")?;
+    let shape = shape
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.trim_end_matches('L')
+                .parse::<usize>()
+                .map_err(|_| format!("bad shape entry {s:?}"))
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(NpyHeader {
+        dtype,
+        shape,
+        data_offset: end,
+    })
+}
+
+/// A memory-mapped 1-D `.npy` array.
+pub struct NpyArray {
+    pub path: PathBuf,
+    pub dtype: Dtype,
+    pub len: usize,
+    map: Option<Mmap>,
+    offset: usize,
+}
+
+impl NpyArray {
+    pub fn open(path: &Path) -> Result<Self> {
+        let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let size = file.metadata().map_err(|e| Error::io(path, e))?.len() as usize;
+        let mut head = vec![0u8; size.min(1 << 16)];
+        file.read_exact(&mut head).map_err(|e| Error::io(path, e))?;
+        let h = parse_header(&head).map_err(|m| Error::invalid(path, m))?;
+        if h.shape.len() != 1 {
+            return Err(Error::invalid(
+                path,
+                format!("expected a 1-D array, found shape {:?}", h.shape),
+            ));
+        }
+        let len = h.shape[0];
+        let need = len
+            .checked_mul(h.dtype.size())
+            .and_then(|b| b.checked_add(h.data_offset));
+        if need.is_none_or(|need| size < need) {
+            return Err(Error::invalid(
+                path,
+                format!("truncated: the header says {len} elements, the file holds fewer"),
+            ));
+        }
+        if h.data_offset % h.dtype.size() != 0 {
+            return Err(Error::invalid(
+                path,
+                "data is not aligned to its element size",
+            ));
+        }
+        // SAFETY: the file is opened read-only and only read through this map; tokscan documents that inputs
+        // must not be modified while a scan runs (as every mmap reader must).
+        let map = if len == 0 {
+            None
+        } else {
+            Some(unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?)
+        };
+        Ok(NpyArray {
+            path: path.to_path_buf(),
+            dtype: h.dtype,
+            len,
+            map,
+            offset: h.data_offset,
+        })
+    }
+
+    /// The elements as `&[T]`; the caller has checked that `T` matches `dtype`.
+    fn slice<T>(&self) -> &[T] {
+        match &self.map {
+            None => &[],
+            Some(m) => {
+                let bytes = &m[self.offset..self.offset + self.len * std::mem::size_of::<T>()];
+                assert!(
+                    bytes.as_ptr() as usize % std::mem::align_of::<T>() == 0,
+                    "aligned by construction"
+                );
+                // SAFETY: the range is inside the map, aligned (page-aligned map + offset checked at open), and
+                // every bit pattern is a valid value of the integer/float/bool-as-u8 types used here.
+                unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), self.len) }
+            }
+        }
+    }
+
+    fn tokens(&self) -> Result<Tokens<'_>> {
+        Ok(match self.dtype {
+            Dtype::I32 => Tokens::I32(self.slice()),
+            Dtype::U32 => Tokens::U32(self.slice()),
+            Dtype::I64 => Tokens::I64(self.slice()),
+            Dtype::U64 => Tokens::U64(self.slice()),
+            Dtype::U16 => Tokens::U16(self.slice()),
+            d => {
+                return Err(Error::invalid(
+                    &self.path,
+                    format!("token ids must be int32/uint32/int64/uint16, found {d:?}"),
+                ))
+            }
+        })
+    }
+
+    fn mask(&self) -> Result<MaskSlice<'_>> {
+        Ok(match self.dtype {
+            Dtype::Bool | Dtype::U8 => MaskSlice::U8(self.slice()),
+            Dtype::I8 => MaskSlice::I8(self.slice()),
+            Dtype::I16 => MaskSlice::I16(self.slice()),
+            Dtype::U16 => MaskSlice::U16(self.slice()),
+            Dtype::I32 => MaskSlice::I32(self.slice()),
+            Dtype::U32 => MaskSlice::U32(self.slice()),
+            Dtype::I64 => MaskSlice::I64(self.slice()),
+            Dtype::U64 => MaskSlice::U64(self.slice()),
+            Dtype::F32 => MaskSlice::F32(self.slice()),
+            Dtype::F64 => {
+                return Err(Error::invalid(
+                    &self.path,
+                    "float64 loss masks are not supported",
+                ))
+            }
+        })
+    }
+}
+
+/// An opened NumPy corpus directory.
+pub struct NumpyShard {
+    pub dir: PathBuf,
+    tokens: NpyArray,
+    offsets: Vec<i64>,
+    mask: Option<NpyArray>,
+    pub sample_ids: Option<Vec<Option<String>>>,
+    pub categories: Option<Vec<Option<String>>>,
+}
+
+impl NumpyShard {
+    pub fn open(dir: &Path) -> Result<Self> {
+        let tokens = NpyArray::open(&dir.join("tokens.npy"))?;
+        tokens.tokens()?;
+        let opath = dir.join("offsets.npy");
+        let oarr = NpyArray::open(&opath)?;
+        let offsets: Vec<i64> = match oarr.dtype {
+            Dtype::I64 => oarr.slice::<i64>().to_vec(),
+            Dtype::U64 => oarr
+                .slice::<u64>()
+                .iter()
+                .map(|&v| i64::try_from(v).unwrap_or(-1))
+                .collect(),
+            Dtype::I32 => oarr.slice::<i32>().iter().map(|&v| i64::from(v)).collect(),
+            Dtype::U32 => oarr.slice::<u32>().iter().map(|&v| i64::from(v)).collect(),
+            d => {
+                return Err(Error::invalid(
+                    &opath,
+                    format!("offsets must be integers, found {d:?}"),
+                ))
+            }
+        };
+        if offsets.is_empty() {
+            return Err(Error::invalid(
+                &opath,
+                "offsets must hold N+1 entries (found none)",
+            ));
+        }
+        let ntok = tokens.len as i64;
+        for (i, w) in offsets.windows(2).enumerate() {
+            if w[1] < w[0] {
+                return Err(Error::invalid(
+                    &opath,
+                    format!("offsets decrease at index {} ({} -> {})", i + 1, w[0], w[1]),
+                ));
+            }
+        }
+        if offsets[0] < 0 {
+            return Err(Error::invalid(
+                &opath,
+                format!("offsets[0] is negative ({})", offsets[0]),
+            ));
+        }
+        let last = *offsets.last().expect("non-empty");
+        if last > ntok {
+            return Err(Error::invalid(
+                &opath,
+                format!("last offset {last} exceeds the {ntok} tokens in tokens.npy"),
+            ));
+        }
+        let mpath = dir.join("loss_mask.npy");
+        let mask = if mpath.exists() {
+            let m = NpyArray::open(&mpath)?;
+            m.mask()?;
+            if m.len != tokens.len {
+                return Err(Error::invalid(
+                    &mpath,
+                    format!("{} entries, but tokens.npy has {}", m.len, tokens.len),
+                ));
+            }
+            Some(m)
+        } else {
+            None
+        };
+        let n = offsets.len() - 1;
+        let (sample_ids, categories) = read_meta(&dir.join("meta.parquet"), n)?;
+        Ok(NumpyShard {
+            dir: dir.to_path_buf(),
+            tokens,
+            offsets,
+            mask,
+            sample_ids,
+            categories,
+        })
+    }
+
+    pub fn rows(&self) -> u64 {
+        (self.offsets.len() - 1) as u64
+    }
+
+    pub fn offsets(&self) -> &[i64] {
+        &self.offsets
+    }
+
+    pub fn layout(&self) -> String {
+        if self.mask.is_some() {
+            "tokens+offsets+loss_mask"
+        } else {
+            "tokens+offsets"
+        }
+        .to_string()
+    }
+
+    /// Hands rows `[start, end)` to `f` as one batch.
+    pub fn with_rows(
+        &self,
+        start: usize,
+        end: usize,
+        f: impl FnOnce(&Batch<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let offsets = Offsets::I64(&self.offsets[start..=end]);
+        let ids = Ragged {
+            values: self.tokens.tokens()?,
+            offsets,
+        };
+        let mask = match &self.mask {
+            Some(m) => Some(RaggedMask {
+                values: m.mask()?,
+                offsets,
+            }),
+            None => None,
+        };
+        f(&Batch {
+            ids,
+            prompt: None,
+            mask,
+            sample_ids: self.sample_ids.as_ref().map(|v| &v[start..end]),
+            categories: self.categories.as_ref().map(|v| &v[start..end]),
+            null_rows: None,
+        })
+    }
+}
+
+type Labels = Option<Vec<Option<String>>>;
+
+fn read_meta(path: &Path, n: usize) -> Result<(Labels, Labels)> {
+    if !path.exists() {
+        return Ok((None, None));
+    }
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| Error::invalid(path, format!("not a readable Parquet file: {e}")))?;
+    let reader = builder
+        .build()
+        .map_err(|e| Error::invalid(path, format!("not a readable Parquet file: {e}")))?;
+    let schema = reader.schema();
+    let has = |c: &str| schema.field_with_name(c).is_ok();
+    let (want_id, want_cat) = (has("sample_id"), has("category"));
+    let (mut ids, mut cats) = (Vec::new(), Vec::new());
+    for rb in reader {
+        let rb =
+            rb.map_err(|e| Error::invalid(path, format!("not a readable Parquet file: {e}")))?;
+        if want_id {
+            ids.extend(super::parquet::strings(
+                path,
+                "sample_id",
+                rb.column_by_name("sample_id").expect("has"),
+            )?);
+        }
+        if want_cat {
+            cats.extend(super::parquet::strings(
+                path,
+                "category",
+                rb.column_by_name("category").expect("has"),
+            )?);
+        }
+    }
+    for (v, want) in [(&ids, want_id), (&cats, want_cat)] {
+        if want && v.len() != n {
+            return Err(Error::invalid(
+                path,
+                format!("{} rows, but offsets.npy describes {n} samples", v.len()),
+            ));
+        }
+    }
+    Ok((want_id.then_some(ids), want_cat.then_some(cats)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(dict: &str) -> Vec<u8> {
+        let mut v = b"\x93NUMPY\x01\x00".to_vec();
+        v.extend((dict.len() as u16).to_le_bytes());
+        v.extend(dict.as_bytes());
+        v
+    }
+
+    #[test]
+    fn parses_numpy_headers() {
+        let h = parse_header(&header(
+            "{'descr': '<i4', 'fortran_order': False, 'shape': (12,), }",
+        ))
+        .unwrap();
+        assert_eq!((h.dtype, h.shape), (Dtype::I32, vec![12]));
+        let h = parse_header(&header(
+            "{'descr': '|b1', 'fortran_order': False, 'shape': (3, 4), }",
+        ))
+        .unwrap();
+        assert_eq!((h.dtype, h.shape), (Dtype::Bool, vec![3, 4]));
+        assert!(parse_header(b"\x93NUMPX\x01\x00\x00\x00")
+            .unwrap_err()
+            .contains("magic"));
+        assert!(parse_header(&header(
+            "{'descr': '>i4', 'fortran_order': False, 'shape': (1,), }"
+        ))
+        .is_err());
+        assert!(parse_header(&header(
+            "{'descr': '<i4', 'fortran_order': True, 'shape': (1,), }"
+        ))
+        .unwrap_err()
+        .contains("fortran"));
+        let mut t = header("{'descr': '<i4', 'fortran_order': False, 'shape': (1,), }");
+        t.truncate(20);
+        assert!(parse_header(&t).unwrap_err().contains("truncated"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn header_parser_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            let _ = parse_header(&bytes);
+            let mut b = b"\x93NUMPY\x01\x00".to_vec();
+            b.extend(&bytes);
+            let _ = parse_header(&b);
+        }
+    }
+}

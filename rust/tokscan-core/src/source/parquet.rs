@@ -1,0 +1,415 @@
+//! Parquet shards through arrow-rs: metadata is read once per file, each row group is one unit of work
+//! decoded on its own (only the projected columns), batch by batch, so memory stays bounded.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+};
+use arrow_array::{Array, ArrayRef, GenericListArray, OffsetSizeTrait, RecordBatch};
+use arrow_schema::{DataType, Schema};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::arrow::ProjectionMask;
+
+use super::{Batch, ColumnNames, Offsets, Ragged, RaggedMask, Tokens};
+use crate::error::{Error, Result};
+use crate::token::MaskSlice;
+
+/// Rows decoded at a time inside a row group.
+const BATCH_ROWS: usize = 1024;
+
+/// Which column plays which role in one file.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Layout {
+    /// `input_ids`, or `output_ids` when `prompt` is set.
+    pub ids: String,
+    pub prompt: Option<String>,
+    pub loss_mask: Option<String>,
+    pub sample_id: Option<String>,
+    pub category: Option<String>,
+}
+
+impl Layout {
+    pub fn describe(&self) -> String {
+        let mut parts = match &self.prompt {
+            Some(p) => vec![p.clone(), self.ids.clone()],
+            None => vec![self.ids.clone()],
+        };
+        parts.extend(self.loss_mask.iter().cloned());
+        parts.join("+")
+    }
+}
+
+/// An opened Parquet file: its metadata and column layout.
+pub struct ParquetShard {
+    pub path: PathBuf,
+    meta: ArrowReaderMetadata,
+    projection: ProjectionMask,
+    pub layout: Layout,
+    pub row_group_rows: Vec<u64>,
+}
+
+fn open_file(path: &Path) -> Result<File> {
+    File::open(path).map_err(|e| Error::io(path, e))
+}
+
+fn parquet_err(path: &Path, e: impl std::fmt::Display) -> Error {
+    let msg = e.to_string().replace('\n', " ");
+    Error::invalid(path, format!("not a readable Parquet file: {msg}"))
+}
+
+fn is_token_list(dt: &DataType) -> bool {
+    match dt {
+        DataType::List(f) | DataType::LargeList(f) => matches!(
+            f.data_type(),
+            DataType::Int32
+                | DataType::Int64
+                | DataType::UInt32
+                | DataType::UInt16
+                | DataType::UInt64
+        ),
+        _ => false,
+    }
+}
+
+fn is_mask_list(dt: &DataType) -> bool {
+    match dt {
+        DataType::List(f) | DataType::LargeList(f) => matches!(
+            f.data_type(),
+            DataType::Boolean
+                | DataType::Int8
+                | DataType::UInt8
+                | DataType::Int16
+                | DataType::UInt16
+                | DataType::Int32
+                | DataType::UInt32
+                | DataType::Int64
+                | DataType::UInt64
+        ),
+        _ => false,
+    }
+}
+
+fn is_scalar_label(dt: &DataType) -> bool {
+    dt.is_integer()
+        || matches!(
+            dt,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Dictionary(..)
+        )
+}
+
+/// Picks the columns for each role: an explicit name must exist; otherwise the default name is used if present.
+pub fn detect_layout(path: &Path, schema: &Schema, names: &ColumnNames) -> Result<Layout> {
+    let columns = || {
+        schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let find = |explicit: &Option<String>, default: &str, role: &str| -> Result<Option<String>> {
+        match explicit {
+            Some(n) if schema.field_with_name(n).is_err() => Err(Error::column(
+                path,
+                format!("no column {n:?} for {role} (columns: {})", columns()),
+            )),
+            Some(n) => Ok(Some(n.clone())),
+            None => Ok(schema
+                .field_with_name(default)
+                .ok()
+                .map(|_| default.to_string())),
+        }
+    };
+    let typ = |n: &str| {
+        schema
+            .field_with_name(n)
+            .map(|f| f.data_type().clone())
+            .ok()
+    };
+    let check = |n: &Option<String>, ok: fn(&DataType) -> bool, want: &str| -> Result<()> {
+        if let Some(n) = n {
+            let dt = typ(n).expect("column exists");
+            if !ok(&dt) {
+                return Err(Error::column(
+                    path,
+                    format!("column {n:?} has type {dt}; expected {want}"),
+                ));
+            }
+        }
+        Ok(())
+    };
+    let input_ids = find(&names.input_ids, "input_ids", "input_ids")?;
+    let prompt = find(&names.prompt_ids, "prompt_ids", "prompt_ids")?;
+    let output = find(&names.output_ids, "output_ids", "output_ids")?;
+    let (ids, prompt) = match (input_ids, prompt, output) {
+        (Some(ids), _, _) if names.prompt_ids.is_none() && names.output_ids.is_none() => {
+            (ids, None)
+        }
+        (_, Some(p), Some(o)) => (o, Some(p)),
+        (_, None, Some(o)) if names.output_ids.is_some() => (o, None),
+        _ => {
+            return Err(Error::column(
+                path,
+                format!(
+                    "no token column: need input_ids, or prompt_ids + output_ids (columns: {})",
+                    columns()
+                ),
+            ))
+        }
+    };
+    let token_types = "a list of int32/int64/uint32/uint16";
+    check(&Some(ids.clone()), is_token_list, token_types)?;
+    check(&prompt, is_token_list, token_types)?;
+    if let (Some(p), Some(a), Some(b)) = (&prompt, typ(&ids), prompt.as_deref().and_then(typ)) {
+        let inner = |d: &DataType| match d {
+            DataType::List(f) | DataType::LargeList(f) => f.data_type().clone(),
+            _ => d.clone(),
+        };
+        if inner(&a) != inner(&b) {
+            return Err(Error::column(
+                path,
+                format!("columns {p:?} and {ids:?} have different element types"),
+            ));
+        }
+    }
+    let loss_mask = find(&names.loss_mask, "loss_mask", "loss_mask")?;
+    check(&loss_mask, is_mask_list, "a list of bool or integers")?;
+    let sample_id = find(&names.sample_id, "sample_id", "sample_id")?;
+    check(&sample_id, is_scalar_label, "an integer or string")?;
+    let category = find(&names.category, "category", "category")?;
+    check(&category, is_scalar_label, "an integer or string")?;
+    Ok(Layout {
+        ids,
+        prompt,
+        loss_mask,
+        sample_id,
+        category,
+    })
+}
+
+impl ParquetShard {
+    pub fn open(path: &Path, names: &ColumnNames) -> Result<Self> {
+        let file = open_file(path)?;
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        if len == 0 {
+            return Err(Error::invalid(path, "empty file (0 bytes), not Parquet"));
+        }
+        let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+            .map_err(|e| parquet_err(path, e))?;
+        let schema = meta.schema().clone();
+        let layout = detect_layout(path, &schema, names)?;
+        let wanted: Vec<&String> = [
+            Some(&layout.ids),
+            layout.prompt.as_ref(),
+            layout.loss_mask.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .chain(layout.sample_id.as_ref())
+        .chain(layout.category.as_ref())
+        .collect();
+        let indices: Vec<usize> = wanted
+            .iter()
+            .map(|n| schema.index_of(n).expect("detected column"))
+            .collect();
+        let projection = ProjectionMask::roots(meta.parquet_schema(), indices);
+        let row_group_rows = meta
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|rg| rg.num_rows().max(0) as u64)
+            .collect();
+        Ok(ParquetShard {
+            path: path.to_path_buf(),
+            meta,
+            projection,
+            layout,
+            row_group_rows,
+        })
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.row_group_rows.iter().sum()
+    }
+
+    /// Decodes row group `rg` batch by batch and hands each batch to `f`.
+    pub fn for_each_batch(
+        &self,
+        rg: usize,
+        mut f: impl FnMut(&Batch<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let path = &self.path;
+        let reader =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(open_file(path)?, self.meta.clone())
+                .with_projection(self.projection.clone())
+                .with_row_groups(vec![rg])
+                .with_batch_size(BATCH_ROWS)
+                .build()
+                .map_err(|e| parquet_err(path, e))?;
+        for rb in reader {
+            let rb = rb.map_err(|e| parquet_err(path, e))?;
+            self.with_batch(&rb, &mut f)?;
+        }
+        Ok(())
+    }
+
+    fn with_batch(
+        &self,
+        rb: &RecordBatch,
+        f: &mut impl FnMut(&Batch<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let path = &self.path;
+        let col = |n: &str| rb.column_by_name(n).expect("projected column").clone();
+        let ids_col = col(&self.layout.ids);
+        let ids = ragged(path, &self.layout.ids, &ids_col)?;
+        let prompt_col = self.layout.prompt.as_deref().map(col);
+        let prompt = match (&self.layout.prompt, &prompt_col) {
+            (Some(n), Some(c)) => Some(ragged(path, n, c)?),
+            _ => None,
+        };
+        let mask_col = self.layout.loss_mask.as_deref().map(col);
+        let mut bool_storage = Vec::new();
+        let mask = match (&self.layout.loss_mask, &mask_col) {
+            (Some(n), Some(c)) => Some(ragged_mask(path, n, c, &mut bool_storage)?),
+            _ => None,
+        };
+        let sample_ids = self
+            .layout
+            .sample_id
+            .as_deref()
+            .map(|n| strings(path, n, &col(n)))
+            .transpose()?;
+        let categories = self
+            .layout
+            .category
+            .as_deref()
+            .map(|n| strings(path, n, &col(n)))
+            .transpose()?;
+        let null_rows = (ids_col.null_count() > 0
+            || prompt_col.as_ref().is_some_and(|c| c.null_count() > 0))
+        .then(|| {
+            (0..rb.num_rows())
+                .map(|i| ids_col.is_null(i) || prompt_col.as_ref().is_some_and(|c| c.is_null(i)))
+                .collect::<Vec<bool>>()
+        });
+        let batch = Batch {
+            ids,
+            prompt,
+            mask,
+            sample_ids: sample_ids.as_deref(),
+            categories: categories.as_deref(),
+            null_rows: null_rows.as_deref(),
+        };
+        f(&batch)
+    }
+}
+
+fn list_parts<'a, O: OffsetSizeTrait>(list: &'a GenericListArray<O>) -> (&'a [O], &'a ArrayRef) {
+    (list.offsets().as_ref(), list.values())
+}
+
+fn ragged<'a>(path: &Path, name: &str, col: &'a ArrayRef) -> Result<Ragged<'a>> {
+    let (offsets, values) = match col.data_type() {
+        DataType::List(_) => {
+            let (o, v) = list_parts(col.as_list::<i32>());
+            (Offsets::I32(o), v)
+        }
+        DataType::LargeList(_) => {
+            let (o, v) = list_parts(col.as_list::<i64>());
+            (Offsets::I64(o), v)
+        }
+        dt => {
+            return Err(Error::column(
+                path,
+                format!("column {name:?} has type {dt}; expected a list"),
+            ))
+        }
+    };
+    if values.null_count() > 0 {
+        return Err(Error::invalid(
+            path,
+            format!("column {name:?} has null elements inside token lists"),
+        ));
+    }
+    let values = match values.data_type() {
+        DataType::Int32 => Tokens::I32(values.as_primitive::<Int32Type>().values()),
+        DataType::Int64 => Tokens::I64(values.as_primitive::<Int64Type>().values()),
+        DataType::UInt32 => Tokens::U32(values.as_primitive::<UInt32Type>().values()),
+        DataType::UInt16 => Tokens::U16(values.as_primitive::<UInt16Type>().values()),
+        DataType::UInt64 => Tokens::U64(values.as_primitive::<UInt64Type>().values()),
+        dt => {
+            return Err(Error::column(
+                path,
+                format!("column {name:?} holds {dt}; expected integer token ids"),
+            ))
+        }
+    };
+    Ok(Ragged { values, offsets })
+}
+
+fn ragged_mask<'a>(
+    path: &Path,
+    name: &str,
+    col: &'a ArrayRef,
+    bools: &'a mut Vec<u8>,
+) -> Result<RaggedMask<'a>> {
+    let (offsets, values) = match col.data_type() {
+        DataType::List(_) => {
+            let (o, v) = list_parts(col.as_list::<i32>());
+            (Offsets::I32(o), v)
+        }
+        DataType::LargeList(_) => {
+            let (o, v) = list_parts(col.as_list::<i64>());
+            (Offsets::I64(o), v)
+        }
+        dt => {
+            return Err(Error::column(
+                path,
+                format!("column {name:?} has type {dt}; expected a list"),
+            ))
+        }
+    };
+    if values.null_count() > 0 {
+        return Err(Error::invalid(
+            path,
+            format!("column {name:?} has null elements inside mask lists"),
+        ));
+    }
+    let values = match values.data_type() {
+        DataType::Boolean => {
+            *bools = values.as_boolean().values().iter().map(u8::from).collect();
+            MaskSlice::U8(bools.as_slice())
+        }
+        DataType::Int8 => MaskSlice::I8(values.as_primitive::<Int8Type>().values()),
+        DataType::UInt8 => MaskSlice::U8(values.as_primitive::<UInt8Type>().values()),
+        DataType::Int16 => MaskSlice::I16(values.as_primitive::<Int16Type>().values()),
+        DataType::UInt16 => MaskSlice::U16(values.as_primitive::<UInt16Type>().values()),
+        DataType::Int32 => MaskSlice::I32(values.as_primitive::<Int32Type>().values()),
+        DataType::UInt32 => MaskSlice::U32(values.as_primitive::<UInt32Type>().values()),
+        DataType::Int64 => MaskSlice::I64(values.as_primitive::<Int64Type>().values()),
+        DataType::UInt64 => MaskSlice::U64(values.as_primitive::<UInt64Type>().values()),
+        dt => {
+            return Err(Error::column(
+                path,
+                format!("column {name:?} holds {dt}; expected bool or integers"),
+            ))
+        }
+    };
+    Ok(RaggedMask { values, offsets })
+}
+
+/// A label column (sample id, category) as strings, whatever its storage type.
+pub fn strings(path: &Path, name: &str, col: &ArrayRef) -> Result<Vec<Option<String>>> {
+    let cast = arrow_cast::cast(col, &DataType::Utf8)
+        .map_err(|e| Error::column(path, format!("column {name:?} cannot be read as text: {e}")))?;
+    Ok(cast
+        .as_string::<i32>()
+        .iter()
+        .map(|s| s.map(str::to_string))
+        .collect())
+}

@@ -1,0 +1,139 @@
+//! Length statistics: exact quantiles (numpy's default linear interpolation) and a log2 histogram.
+
+use serde::{Deserialize, Serialize};
+
+/// Quantiles reported for every length series, in percent.
+pub const QUANTILES: [(&str, f64); 7] = [
+    ("p1", 1.0),
+    ("p5", 5.0),
+    ("p25", 25.0),
+    ("median", 50.0),
+    ("p75", 75.0),
+    ("p95", 95.0),
+    ("p99", 99.0),
+];
+
+/// A log-scale histogram: bin 0 holds zeros, bin k >= 1 holds lengths in `[2^(k-1), 2^k)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Histogram {
+    /// Lower edge of each bin (0, 1, 2, 4, 8, ...).
+    pub edges: Vec<u64>,
+    pub counts: Vec<u64>,
+}
+
+impl Histogram {
+    pub fn bin(v: u32) -> usize {
+        if v == 0 {
+            0
+        } else {
+            32 - v.leading_zeros() as usize
+        }
+    }
+
+    pub fn of(values: &[u32]) -> Histogram {
+        let nbins = values
+            .iter()
+            .map(|&v| Histogram::bin(v))
+            .max()
+            .map_or(0, |b| b + 1);
+        let mut counts = vec![0u64; nbins];
+        for &v in values {
+            counts[Histogram::bin(v)] += 1;
+        }
+        let edges = (0..nbins)
+            .map(|b| if b == 0 { 0 } else { 1u64 << (b - 1) })
+            .collect();
+        Histogram { edges, counts }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LengthStats {
+    pub min: u64,
+    pub p1: f64,
+    pub p5: f64,
+    pub p25: f64,
+    pub median: f64,
+    pub p75: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: u64,
+    pub mean: f64,
+    pub histogram: Histogram,
+}
+
+/// The q-th percentile of sorted values, interpolated linearly like `numpy.percentile`.
+pub fn percentile(sorted: &[u32], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let pos = q / 100.0 * (sorted.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = (lo + 1).min(sorted.len() - 1);
+    let frac = pos - lo as f64;
+    let (a, b) = (f64::from(sorted[lo]), f64::from(sorted[hi]));
+    a + (b - a) * frac
+}
+
+/// Float flavour for log-lengths.
+pub fn percentile_f64(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let pos = q / 100.0 * (sorted.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = (lo + 1).min(sorted.len() - 1);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+impl LengthStats {
+    /// Statistics of `values` (sorted in place).
+    pub fn of(values: &mut [u32]) -> LengthStats {
+        values.sort_unstable();
+        let q: Vec<f64> = QUANTILES
+            .iter()
+            .map(|(_, q)| percentile(values, *q))
+            .collect();
+        let sum: u64 = values.iter().map(|&v| u64::from(v)).sum();
+        LengthStats {
+            min: values.first().map_or(0, |&v| u64::from(v)),
+            p1: q[0],
+            p5: q[1],
+            p25: q[2],
+            median: q[3],
+            p75: q[4],
+            p95: q[5],
+            p99: q[6],
+            max: values.last().map_or(0, |&v| u64::from(v)),
+            mean: if values.is_empty() {
+                0.0
+            } else {
+                sum as f64 / values.len() as f64
+            },
+            histogram: Histogram::of(values),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_match_numpy_linear() {
+        let v = [1u32, 2, 3, 4, 10];
+        assert_eq!(percentile(&v, 50.0), 3.0);
+        assert_eq!(percentile(&v, 25.0), 2.0);
+        assert!((percentile(&v, 99.0) - 9.76).abs() < 1e-9);
+        assert_eq!(percentile(&[7], 5.0), 7.0);
+    }
+
+    #[test]
+    fn histogram_bins_are_powers_of_two() {
+        let h = Histogram::of(&[0, 1, 2, 3, 4, 1000]);
+        assert_eq!(h.edges[..4], [0, 1, 2, 4]);
+        assert_eq!(h.counts[..4], [1, 1, 2, 1]);
+        assert_eq!(h.counts.iter().sum::<u64>(), 6);
+        assert_eq!(*h.edges.last().unwrap(), 512);
+    }
+}
