@@ -75,14 +75,23 @@ def scan_with_progress(paths: list[str], show_progress: bool, **kwargs):
 
 @app.command()
 def scan(
-    paths: Annotated[list[str], typer.Argument(help="Parquet files, directories (recursive), globs, NumPy corpus dirs.")],
-    profile: Annotated[str, typer.Option("--profile", "-p", help="Built-in profile name or a TOML profile file.")] = "kimi-k2",
+    paths: Annotated[
+        list[str], typer.Argument(help="Parquet files, directories (recursive), globs, NumPy corpus dirs.")
+    ],
+    profile: Annotated[
+        str, typer.Option("--profile", "-p", help="Built-in profile name or a TOML profile file.")
+    ] = "kimi-k2",
     tokenizer: Annotated[
-        Path | None, typer.Option(help="Tokenizer dir (tokenizer.json) to resolve the profile's token strings.")
+        Path | None,
+        typer.Option(help="Tokenizer dir (tokenizer.json) to resolve the profile's token strings."),
     ] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the JSON report here ('-' for stdout).")] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the JSON report here ('-' for stdout).")
+    ] = None,
     threads: Annotated[int, typer.Option(help="Worker threads (0 = one per core).", min=0)] = 0,
-    fail_on: Annotated[FailOn, typer.Option(help="Exit 1 when anything at or above this severity is found.")] = FailOn.error,
+    fail_on: Annotated[
+        FailOn, typer.Option(help="Exit 1 when anything at or above this severity is found.")
+    ] = FailOn.error,
     ids_column: Annotated[str | None, typer.Option(help="Column with the whole sequence [input_ids].")] = None,
     prompt_column: Annotated[str | None, typer.Option(help="Column with prompt ids [prompt_ids].")] = None,
     output_column: Annotated[str | None, typer.Option(help="Column with completion ids [output_ids].")] = None,
@@ -104,7 +113,12 @@ def scan(
         )
         t0 = time.perf_counter()
         report = scan_with_progress(
-            paths, progress and not quiet, profile=profile, tokenizer=tokenizer, columns=columns, threads=threads
+            paths,
+            progress and not quiet,
+            profile=profile,
+            tokenizer=tokenizer,
+            columns=columns,
+            threads=threads,
         )
         seconds = time.perf_counter() - t0
         to_stdout = json_out is not None and str(json_out) == "-"
@@ -127,7 +141,8 @@ class DemoLayout(str, Enum):
 def demo(
     directory: Annotated[Path, typer.Argument(help="Where to write the demo corpus.")] = Path("tokscan-demo"),
     layout: Annotated[
-        DemoLayout, typer.Option(help="deepseek: real text through the DeepSeek-V4 tokenizer; kimi: synthetic K2.5 ids.")
+        DemoLayout,
+        typer.Option(help="deepseek: real text through the DeepSeek-V4 tokenizer; kimi: synthetic K2.5 ids."),
     ] = DemoLayout.deepseek,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
 ) -> None:

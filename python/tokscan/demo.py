@@ -18,9 +18,19 @@ import pyarrow.parquet as pq
 from . import synth
 from .errors import UsageError
 
-BOS, EOS, USER, ASSISTANT = "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>"
+BOS, EOS, USER, ASSISTANT = (
+    "<｜begin▁of▁sentence｜>",
+    "<｜end▁of▁sentence｜>",
+    "<｜User｜>",
+    "<｜Assistant｜>",
+)
 THINK, UNTHINK, PAD = "<think>", "</think>", "<｜▁pad▁｜>"
-CALLS, CALLS_END, CALL, SEP = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>"
+CALLS, CALLS_END, CALL, SEP = (
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁calls▁end｜>",
+    "<｜tool▁call▁begin｜>",
+    "<｜tool▁sep｜>",
+)
 CALL_END = "<｜tool▁call▁end｜>"
 
 SYSTEMS = [
@@ -83,7 +93,11 @@ CONVERSATIONS = [
     ),
 ]
 
-TOOL_QUESTION = ("B1_glaive", "What's the weather in Paris right now?", "I should call the weather tool for Paris.")
+TOOL_QUESTION = (
+    "B1_glaive",
+    "What's the weather in Paris right now?",
+    "I should call the weather tool for Paris.",
+)
 
 
 def _tokenizer():
@@ -161,7 +175,7 @@ def _deepseek_samples(seed: int) -> list[synth.Sample]:
     samples: list[synth.Sample] = []
     n = 160
     slots = sorted(rng.sample(range(20, n), len(codes)))
-    plan = dict(zip(slots, codes))
+    plan = dict(zip(slots, codes, strict=True))
     for i in range(n):
         samples.append(sample(i, plan.get(i), samples))
     return samples

@@ -7,6 +7,7 @@ expected prompt / thinking / response lengths, and the same samples are written 
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -147,7 +148,16 @@ class Generator:
             s.completion = [*th, UNTHINK, *rs, IM_END]
         elif code == "stray_special":
             half = len(rs) // 2
-            s.completion = [*th, UNTHINK, *rs[:half], IM_ASSISTANT, ASSISTANT_NAME, IM_MIDDLE, *rs[half:], IM_END]
+            s.completion = [
+                *th,
+                UNTHINK,
+                *rs[:half],
+                IM_ASSISTANT,
+                ASSISTANT_NAME,
+                IM_MIDDLE,
+                *rs[half:],
+                IM_END,
+            ]
             s.response += 3
         elif code == "pad_inside":
             s.completion = [*th, UNTHINK, *rs[:3], PAD, *rs[3:], IM_END]
@@ -201,7 +211,7 @@ def build_corpus(n_clean: int = 400, seed: int = 0, anomalies_per_code: int = 2)
 
 def _shards(n: int, n_shards: int) -> list[tuple[int, int]]:
     bounds = np.linspace(0, n, n_shards + 1).astype(int)
-    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    return [(int(a), int(b)) for a, b in itertools.pairwise(bounds) if b > a]
 
 
 def write_parquet_full(samples: list[Sample], out: Path, n_shards: int = 3, row_group_size: int = 64) -> Path:

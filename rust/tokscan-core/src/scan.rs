@@ -291,7 +291,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
             }
             None => (out, None),
         };
-        let mask = b.mask.map(|m| m.values.sub(m.offsets.range(i)));
+        let mask = b.mask.map(|m| m.values.row(m.offsets.range(i)));
         let cat_name = b
             .categories
             .and_then(|c| c[i].as_deref())

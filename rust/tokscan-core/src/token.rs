@@ -131,7 +131,7 @@ impl MaskSlice<'_> {
 
 impl<'a> MaskSlice<'a> {
     /// The sub-slice `range` (a row of a ragged mask).
-    pub fn sub(self, range: std::ops::Range<usize>) -> MaskSlice<'a> {
+    pub fn row(self, range: std::ops::Range<usize>) -> MaskSlice<'a> {
         match self {
             MaskSlice::Bool(s) => MaskSlice::Bool(&s[range]),
             MaskSlice::U8(s) => MaskSlice::U8(&s[range]),

