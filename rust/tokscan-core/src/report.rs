@@ -326,3 +326,57 @@ pub fn build_report(
         flagged,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::Lengths;
+
+    fn rec(row: u64, category: u32, total: u32, hash: u64, id: Option<&str>) -> SampleRecord {
+        SampleRecord {
+            row,
+            source: 0,
+            category,
+            lengths: Lengths {
+                total,
+                ..Default::default()
+            },
+            flags: 0,
+            completion_hash: hash,
+            completion_len: if hash == 0 { 0 } else { 10 },
+            sample_id: id.map(Box::from),
+        }
+    }
+
+    #[test]
+    fn corpus_checks_flag_later_duplicates_ids_and_outliers() {
+        let mut s = Summary::new(0);
+        s.category_index("a");
+        s.category_index("b");
+        for row in 0..30u64 {
+            s.records.push(rec(
+                row,
+                0,
+                100 + (row as u32 % 7) * 10,
+                1000 + row,
+                Some(&format!("id{row}")),
+            ));
+        }
+        s.records.push(rec(30, 0, 100_000, 5000, Some("big"))); // far outlier
+        s.records.push(rec(31, 0, 120, 1005, Some("id3"))); // same completion as row 5, same id as row 3
+        s.records.push(rec(32, 1, 5, 0, None)); // empty completions are never duplicates
+        s.records.push(rec(33, 1, 5, 0, None));
+        let seen = corpus_checks(&mut s);
+        let flagged = |c: Code| {
+            s.records
+                .iter()
+                .filter(|r| r.flags & c.bit() != 0)
+                .map(|r| r.row)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(flagged(Code::Duplicate), vec![31]);
+        assert_eq!(flagged(Code::SampleIdDuplicate), vec![31]);
+        assert_eq!(flagged(Code::LengthOutlier), vec![30]); // category b has too few samples to judge
+        assert_eq!(seen[&31].row, 5);
+    }
+}
