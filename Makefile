@@ -44,6 +44,10 @@ fmt: venv ## format Rust and Python
 	$(BIN)/ruff format python tests benches
 	$(BIN)/ruff check --fix python tests benches
 
+bench: build ## full benchmark (DuckDB, polars, numpy baselines; corpus cached in ~/.cache/tokscan-bench)
+	$(PY) -m pip install --quiet duckdb polars zstandard
+	$(PY) benches/bench.py --scaling --json benches/results.json
+
 clean: ## remove build output and the virtualenv
 	cargo clean
 	rm -rf $(VENV) demo-out
