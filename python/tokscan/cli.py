@@ -56,7 +56,8 @@ def _columns(**roles: str | None) -> dict[str, str]:
 
 def scan_with_progress(paths: list[str], show_progress: bool, **kwargs):
     if not (show_progress and err.is_terminal):
-        return run_scan(paths, **kwargs)
+        # Still poll from this thread, so Ctrl-C cancels the scan promptly.
+        return run_scan(paths, progress=lambda _p: None, **kwargs)
     with Progress(
         TextColumn("[bold]scanning"),
         BarColumn(),
