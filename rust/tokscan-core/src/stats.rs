@@ -62,28 +62,25 @@ pub struct LengthStats {
     pub histogram: Histogram,
 }
 
-/// The q-th percentile of sorted values, interpolated linearly like `numpy.percentile`.
-pub fn percentile(sorted: &[u32], q: f64) -> f64 {
-    if sorted.is_empty() {
+/// The q-th percentile of `n` sorted values read through `at`, interpolated linearly like `numpy.percentile`.
+fn interpolate(n: usize, q: f64, at: impl Fn(usize) -> f64) -> f64 {
+    if n == 0 {
         return 0.0;
     }
-    let pos = q / 100.0 * (sorted.len() - 1) as f64;
+    let pos = q / 100.0 * (n - 1) as f64;
     let lo = pos.floor() as usize;
-    let hi = (lo + 1).min(sorted.len() - 1);
-    let frac = pos - lo as f64;
-    let (a, b) = (f64::from(sorted[lo]), f64::from(sorted[hi]));
-    a + (b - a) * frac
+    let hi = (lo + 1).min(n - 1);
+    at(lo) + (at(hi) - at(lo)) * (pos - lo as f64)
 }
 
-/// Float flavour for log-lengths.
+/// The q-th percentile of sorted lengths.
+pub fn percentile(sorted: &[u32], q: f64) -> f64 {
+    interpolate(sorted.len(), q, |i| f64::from(sorted[i]))
+}
+
+/// The q-th percentile of sorted floats (log-lengths).
 pub fn percentile_f64(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let pos = q / 100.0 * (sorted.len() - 1) as f64;
-    let lo = pos.floor() as usize;
-    let hi = (lo + 1).min(sorted.len() - 1);
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+    interpolate(sorted.len(), q, |i| sorted[i])
 }
 
 impl LengthStats {

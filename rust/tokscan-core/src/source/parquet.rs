@@ -313,7 +313,13 @@ fn list_parts<O: OffsetSizeTrait>(list: &GenericListArray<O>) -> (&[O], &ArrayRe
     (list.offsets().as_ref(), list.values())
 }
 
-fn ragged<'a>(path: &Path, name: &str, col: &'a ArrayRef) -> Result<Ragged<'a>> {
+/// Offsets and child values of a list column; null elements inside the lists are an input error.
+fn list_column<'a>(
+    path: &Path,
+    name: &str,
+    col: &'a ArrayRef,
+    what: &str,
+) -> Result<(Offsets<'a>, &'a ArrayRef)> {
     let (offsets, values) = match col.data_type() {
         DataType::List(_) => {
             let (o, v) = list_parts(col.as_list::<i32>());
@@ -333,9 +339,14 @@ fn ragged<'a>(path: &Path, name: &str, col: &'a ArrayRef) -> Result<Ragged<'a>> 
     if values.null_count() > 0 {
         return Err(Error::invalid(
             path,
-            format!("column {name:?} has null elements inside token lists"),
+            format!("column {name:?} has null elements inside {what} lists"),
         ));
     }
+    Ok((offsets, values))
+}
+
+fn ragged<'a>(path: &Path, name: &str, col: &'a ArrayRef) -> Result<Ragged<'a>> {
+    let (offsets, values) = list_column(path, name, col, "token")?;
     let values = match values.data_type() {
         DataType::Int32 => Tokens::I32(values.as_primitive::<Int32Type>().values()),
         DataType::Int64 => Tokens::I64(values.as_primitive::<Int64Type>().values()),
@@ -358,28 +369,7 @@ fn ragged_mask<'a>(
     col: &'a ArrayRef,
     bools: &'a mut Vec<u8>,
 ) -> Result<RaggedMask<'a>> {
-    let (offsets, values) = match col.data_type() {
-        DataType::List(_) => {
-            let (o, v) = list_parts(col.as_list::<i32>());
-            (Offsets::I32(o), v)
-        }
-        DataType::LargeList(_) => {
-            let (o, v) = list_parts(col.as_list::<i64>());
-            (Offsets::I64(o), v)
-        }
-        dt => {
-            return Err(Error::column(
-                path,
-                format!("column {name:?} has type {dt}; expected a list"),
-            ))
-        }
-    };
-    if values.null_count() > 0 {
-        return Err(Error::invalid(
-            path,
-            format!("column {name:?} has null elements inside mask lists"),
-        ));
-    }
+    let (offsets, values) = list_column(path, name, col, "mask")?;
     let values = match values.data_type() {
         DataType::Boolean => {
             *bools = values.as_boolean().values().iter().map(u8::from).collect();
