@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: help venv build demo test test-rust test-python lint fmt bench clean
+.PHONY: help venv build demo test test-rust test-python lint fmt fuzz bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -43,6 +43,9 @@ fmt: venv ## format Rust and Python
 	cargo fmt --all
 	$(BIN)/ruff format python tests benches
 	$(BIN)/ruff check --fix python tests benches
+
+fuzz: ## stable-toolchain fuzzing of the NumPy reader and the checker (FUZZ_CASES, default 200000 per target)
+	TOKSCAN_FUZZ_CASES=$${FUZZ_CASES:-200000} timeout $${FUZZ_SECONDS:-900} cargo test --release -p tokscan-core --test fuzz
 
 bench: build ## full benchmark (DuckDB, polars, numpy baselines; corpus cached in ~/.cache/tokscan-bench)
 	$(PY) -m pip install --quiet duckdb polars zstandard

@@ -131,6 +131,16 @@ pub fn scan(
     progress: &Progress,
 ) -> Result<Report> {
     let (summary, inputs) = scan_summary(paths, profile, opts, progress)?;
+    if summary.records.is_empty() {
+        let list = inputs
+            .iter()
+            .map(|i| i.path.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(Error::Usage(format!(
+            "no samples found in {list}: nothing to check"
+        )));
+    }
     Ok(build_report(summary, profile, inputs, &opts.severities))
 }
 

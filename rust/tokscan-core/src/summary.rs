@@ -86,6 +86,18 @@ impl Summary {
         self.details.extend(other.details);
     }
 
+    /// Shifts rows and source indices, so that summaries of shards scanned apart (each numbered from 0) merge
+    /// into the summary of one scan over all of them.
+    pub fn rebase(&mut self, row_offset: u64, source_offset: u32) {
+        for r in &mut self.records {
+            r.row += row_offset;
+            r.source += source_offset;
+        }
+        for d in &mut self.details {
+            d.row += row_offset;
+        }
+    }
+
     /// Canonical order: categories sorted by name, records and details by row.
     pub fn normalize(&mut self) {
         let mut order: Vec<usize> = (0..self.categories.len()).collect();

@@ -267,13 +267,24 @@ pub fn check_sample<T: TokenId + PartialEq>(
         let mut response_from = cs;
         let mut think_ends = 0u32;
         let mut closed_by_think_end = false;
-        if a < cs && is_think_start(a) {
-            think_open = Some(a + 1);
-            thinking_seen = true;
+        // The generation prompt may open (K2.5, R1) or open and close (Qwen3 without thinking) the reasoning:
+        // replay the final assistant turn's prompt part; reasoning counts from the completion start.
+        for e in events
+            .iter()
+            .filter(|e| (e.pos as usize) >= a && (e.pos as usize) < cs)
+        {
+            let k = kind_of(e);
+            if k & kind::THINK_START != 0 {
+                think_open = Some(cs);
+                thinking_seen = true;
+            } else if k & kind::THINK_END != 0 {
+                think_open = None;
+                thinking_seen = true;
+            }
         }
         for e in events
             .iter()
-            .filter(|e| (e.pos as usize) >= a && (e.pos as usize) < end)
+            .filter(|e| (e.pos as usize) >= cs && (e.pos as usize) < end)
         {
             let pos = e.pos as usize;
             let k = kind_of(e);
@@ -304,7 +315,7 @@ pub fn check_sample<T: TokenId + PartialEq>(
                     response_from = pos;
                 }
             }
-            if pos >= cs && k & kind::STRAY != 0 {
+            if k & kind::STRAY != 0 {
                 facts.flag(Code::StraySpecial, Some(pos));
             }
         }

@@ -372,3 +372,35 @@ mod deepseek {
         assert_eq!(run_ds(&no_system), vec!["missing_system"]);
     }
 }
+
+mod qwen3 {
+    use super::*;
+
+    const START: u32 = 151644;
+    const END: u32 = 151645;
+    const T: u32 = 151667;
+    const TE: u32 = 151668;
+    const NL: u32 = 198;
+
+    fn turn(name: u32, body: &[u32]) -> Vec<u32> {
+        [&[START, name, NL][..], body, &[END, NL]].concat()
+    }
+
+    #[test]
+    fn thinking_disabled_prompt_closes_the_reasoning_before_the_completion() {
+        let p = Profile::load("qwen3", None).unwrap();
+        let mut prompt = turn(8948, &text(5, 1));
+        prompt.extend(turn(872, &text(5, 2)));
+        prompt.extend([START, 77091, NL, T, 271, TE, 271]);
+        let mut all = prompt.clone();
+        all.extend(text(9, 3));
+        all.extend([END, NL]);
+        let mut counts = vec![0u64; p.specials.len()];
+        // Told where the prompt ends, the empty think block is the prompt's; otherwise it is the completion's.
+        for (split, lengths) in [(Some(prompt.len()), (0, 9)), (None, (1, 10))] {
+            let f = check_sample(&p, &all, split, None, &mut Scratch::default(), &mut counts);
+            assert_eq!(codes(&f), Vec::<&str>::new(), "{split:?}");
+            assert_eq!((f.lengths.thinking, f.lengths.response), lengths);
+        }
+    }
+}
