@@ -224,12 +224,19 @@ struct UnitCtx<'a> {
     next_row: u64,
 }
 
+/// Test-only switch: with this variable set, every work unit panics, so tests can prove that a panic on a
+/// worker thread reaches Python as an exception and the CLI as a one-line error.
+pub const PANIC_SWITCH: &str = "TOKSCAN_TEST_PANIC";
+
 fn scan_unit(
     opened: &[Opened],
     unit: &Unit,
     profile: &Profile,
     progress: &Progress,
 ) -> Result<Summary> {
+    if std::env::var_os(PANIC_SWITCH).is_some() {
+        panic!("{PANIC_SWITCH} is set: deliberate panic in a scan worker");
+    }
     let o = &opened[unit.shard];
     let mut ctx = UnitCtx {
         profile,

@@ -32,11 +32,11 @@ fn sample(seed: u32, len: u32) -> Vec<i32> {
     v.extend((0..len).map(|i| 1000 + ((i * 7919 + seed * 31) % 90000) as i32));
     v.extend([IM_END, ASST, 69702, MID, THINK]);
     v.extend((0..len).map(|i| 2000 + ((i * 104729 + seed) % 90000) as i32));
-    if seed % 5 != 0 {
+    if !seed.is_multiple_of(5) {
         v.push(UNTHINK); // every fifth sample: unterminated thinking
     }
     v.extend((0..seed % 7).map(|i| 3000 + i as i32));
-    if seed % 4 != 0 {
+    if !seed.is_multiple_of(4) {
         v.push(IM_END); // every fourth: truncated
     }
     v

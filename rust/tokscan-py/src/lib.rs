@@ -225,8 +225,20 @@ fn builtin_profiles() -> Vec<&'static str> {
     tokscan_core::profile::BUILTIN_PROFILES.to_vec()
 }
 
+/// Panics are caught at the boundary and their message travels in the `InternalError`; the default hook
+/// would also print them (with a backtrace) to stderr. Set `TOKSCAN_DEBUG=1` to see them anyway.
+fn install_quiet_panic_hook() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if std::env::var_os("TOKSCAN_DEBUG").is_some() {
+            default(info);
+        }
+    }));
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    install_quiet_panic_hook();
     m.add_class::<PyProfile>()?;
     m.add_class::<PyScan>()?;
     m.add_function(wrap_pyfunction!(codes, m)?)?;

@@ -1,0 +1,252 @@
+"""Broken and hostile inputs: each is an input error (exit 2, one line naming the file, a named exception)
+or, when the file is sound but a sample is not, a per-sample anomaly. Never a panic, a hang or a traceback.
+Inputs are never modified."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import tokscan
+from conftest import run_cli
+from tokscan import synth
+
+
+def assert_input_error(path: Path, exc: type[Exception], *needles: str, cli_path: Path | None = None) -> None:
+    with pytest.raises(exc) as info:
+        tokscan.scan(cli_path or path)
+    for n in needles:
+        assert n in str(info.value), str(info.value)
+    proc = run_cli("scan", str(cli_path or path))
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert str(path) in lines[0], lines[0]
+
+
+@pytest.fixture
+def good(tmp_path) -> list[synth.Sample]:
+    return synth.build_corpus(n_clean=30, seed=5, anomalies_per_code=0)
+
+
+def write_good_parquet(samples, path: Path) -> Path:
+    pq.write_table(pa.table({"input_ids": [s.ids for s in samples]}), path, compression="zstd")
+    return path
+
+
+# --- Parquet -----------------------------------------------------------------------------------------
+
+
+def test_parquet_truncated_mid_file(tmp_path, good):
+    p = write_good_parquet(good, tmp_path / "t.parquet")
+    data = p.read_bytes()
+    p.write_bytes(data[: len(data) // 2])
+    assert_input_error(p, tokscan.InputError, "Parquet")
+
+
+def test_parquet_bad_footer_magic(tmp_path, good):
+    p = write_good_parquet(good, tmp_path / "m.parquet")
+    data = bytearray(p.read_bytes())
+    data[-4:] = b"XXXX"
+    p.write_bytes(bytes(data))
+    assert_input_error(p, tokscan.InputError, "Parquet")
+
+
+def test_parquet_empty_file_and_not_parquet(tmp_path):
+    e = tmp_path / "empty.parquet"
+    e.write_bytes(b"")
+    assert_input_error(e, tokscan.InputError, "empty file")
+    n = tmp_path / "n.parquet"
+    n.write_bytes(b"PAR1" + os.urandom(200))
+    assert_input_error(n, tokscan.InputError, "Parquet")
+
+
+def test_null_elements_inside_a_list_are_an_input_error(tmp_path):
+    p = tmp_path / "nulls.parquet"
+    pq.write_table(pa.table({"input_ids": pa.array([[1, None, 3]], type=pa.list_(pa.int32()))}), p)
+    assert_input_error(p, tokscan.InputError, "null elements")
+
+
+def test_null_token_list_is_a_per_sample_anomaly(tmp_path, good):
+    p = tmp_path / "nullrow.parquet"
+    rows = [s.ids for s in good]
+    rows[4] = None
+    pq.write_table(pa.table({"input_ids": pa.array(rows, type=pa.list_(pa.int32()))}), p)
+    r = tokscan.scan(p)
+    assert r.n_samples == len(good)
+    assert r.flagged_rows("empty_completion") == [4]
+
+
+def test_zero_row_file_contributes_nothing_and_no_samples_at_all_is_an_error(tmp_path, good):
+    z = tmp_path / "zero.parquet"
+    pq.write_table(pa.table({"input_ids": pa.array([], type=pa.list_(pa.int32()))}), z)
+    write_good_parquet(good, tmp_path / "good.parquet")
+    assert tokscan.scan(tmp_path).n_samples == len(good)
+    with pytest.raises(tokscan.UsageError, match="no samples"):
+        tokscan.scan(z)
+    proc = run_cli("scan", str(z))
+    assert proc.returncode == 2 and "no samples" in proc.stderr
+
+
+# --- NumPy -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def npdir(tmp_path, good) -> Path:
+    return synth.write_numpy(good, tmp_path / "np", with_mask=True)
+
+
+def test_numpy_bad_magic(npdir):
+    t = npdir / "tokens.npy"
+    t.write_bytes(b"\x93NUMPX" + t.read_bytes()[6:])
+    assert_input_error(t, tokscan.InputError, "bad magic", cli_path=npdir)
+
+
+def test_numpy_truncated_header_and_data(npdir):
+    t = npdir / "tokens.npy"
+    data = t.read_bytes()
+    t.write_bytes(data[:40])
+    assert_input_error(t, tokscan.InputError, "truncated", cli_path=npdir)
+    t.write_bytes(data[:-8])
+    assert_input_error(t, tokscan.InputError, "truncated", cli_path=npdir)
+
+
+def test_numpy_fortran_2d_float(npdir):
+    t = npdir / "tokens.npy"
+    np.save(t, np.asfortranarray(np.zeros((3, 4), dtype=np.int32)))
+    assert_input_error(t, tokscan.InputError, "fortran", cli_path=npdir)
+    np.save(t, np.zeros((3, 4), dtype=np.int32))
+    assert_input_error(t, tokscan.InputError, "1-D", cli_path=npdir)
+    np.save(t, np.zeros(10, dtype=np.float32))
+    assert_input_error(t, tokscan.InputError, "token ids must be", cli_path=npdir)
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        (lambda o: o[::-1].copy(), "decrease"),
+        (lambda o: o - 5, "negative"),
+        (lambda o: np.concatenate([o[:-1], [o[-1] + 10]]), "exceeds"),
+    ],
+    ids=["decreasing", "negative", "past-the-end"],
+)
+def test_numpy_bad_offsets(npdir, change, needle):
+    o = npdir / "offsets.npy"
+    np.save(o, change(np.load(o)))
+    assert_input_error(o, tokscan.InputError, needle, cli_path=npdir)
+
+
+def test_numpy_meta_count_and_mask_length(npdir, good):
+    meta = npdir / "meta.parquet"
+    pq.write_table(pa.table({"sample_id": [s.sample_id for s in good[:-1]]}), meta)
+    assert_input_error(meta, tokscan.InputError, "rows", cli_path=npdir)
+    meta.unlink()
+    m = npdir / "loss_mask.npy"
+    np.save(m, np.load(m)[:-1])
+    assert_input_error(m, tokscan.InputError, "entries", cli_path=npdir)
+
+
+def test_parquet_mask_of_wrong_length_is_a_per_sample_anomaly(tmp_path, good):
+    p = tmp_path / "m.parquet"
+    masks = [s.mask() for s in good]
+    masks[2] = masks[2][:-1]
+    pq.write_table(pa.table({"input_ids": [s.ids for s in good], "loss_mask": masks}), p)
+    r = tokscan.scan(p)
+    assert r.flagged_rows("loss_mask_misaligned") == [2]
+
+
+def test_single_ten_million_token_sample(tmp_path, good):
+    d = tmp_path / "big"
+    d.mkdir()
+    s = good[0]
+    body = np.random.default_rng(0).integers(1000, 160000, size=10_000_000, dtype=np.int32)
+    tokens = np.concatenate([np.array(s.prompt, np.int32), body, np.array([synth.UNTHINK, 5, synth.IM_END], np.int32)])
+    np.save(d / "tokens.npy", tokens)
+    np.save(d / "offsets.npy", np.array([0, len(tokens)], dtype=np.int64))
+    r = tokscan.scan(d)
+    assert r.n_tokens == len(tokens)
+    assert r.data["overall"]["lengths"]["thinking"]["max"] == 10_000_000
+    assert r.flagged == []
+
+
+# --- Paths -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="running as root: file permissions are not enforced")
+def test_unreadable_file(tmp_path, good):
+    p = write_good_parquet(good, tmp_path / "secret.parquet")
+    p.chmod(0)
+    assert_input_error(p, tokscan.InputError, "ermission")
+
+
+def test_directory_with_unrelated_files(tmp_path, good):
+    (tmp_path / "README.txt").write_text("hello")
+    (tmp_path / "data.csv").write_text("a,b\n")
+    with pytest.raises(tokscan.InputError, match="no Parquet files"):
+        tokscan.scan(tmp_path)
+    write_good_parquet(good, tmp_path / "x.parquet")
+    assert tokscan.scan(tmp_path).n_samples == len(good)
+
+
+def test_symlink_loop(tmp_path, good):
+    write_good_parquet(good, tmp_path / "x.parquet")
+    (tmp_path / "loop").symlink_to(tmp_path, target_is_directory=True)
+    assert tokscan.scan(tmp_path).n_samples == len(good)
+
+
+def test_missing_path(tmp_path):
+    assert_input_error(tmp_path / "nope", tokscan.InputNotFoundError, "no such file")
+
+
+# --- Panics, read-only ---------------------------------------------------------------------------------
+
+
+def test_a_panic_in_a_worker_becomes_an_exception(tmp_path, good):
+    p = write_good_parquet(good, tmp_path / "x.parquet")
+    code = (
+        "import tokscan, sys\n"
+        "try:\n    tokscan.scan(sys.argv[1])\n"
+        "except tokscan.InternalError as e:\n    print('caught', e)\n"
+    )
+    env = {**os.environ, "TOKSCAN_TEST_PANIC": "1"}
+    proc = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "caught internal error" in proc.stdout and "deliberate panic" in proc.stdout
+    cli = subprocess.run([sys.executable, "-m", "tokscan", "scan", str(p)], capture_output=True, text=True, env=env)
+    assert cli.returncode == 2 and "Traceback" not in cli.stderr
+    assert "internal error" in cli.stderr.strip().splitlines()[-1]
+
+
+def fingerprint(root: Path) -> dict[str, tuple[str, int]]:
+    return {
+        str(p): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_inputs_are_never_modified(layouts):
+    root = next(iter(layouts.values())).parent
+    before = fingerprint(root)
+    for path in layouts.values():
+        tokscan.scan(path, threads=2)
+    assert fingerprint(root) == before
+
+
+def test_numpy_header_version_2(tmp_path, good):
+    d = synth.write_numpy(good, tmp_path / "v2")
+    t = d / "tokens.npy"
+    arr = np.load(t)
+    header = b"{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }" % len(arr)
+    pad = 64 - (12 + len(header) + 1) % 64
+    header = header + b" " * pad + b"\n"
+    t.write_bytes(b"\x93NUMPY\x02\x00" + struct.pack("<I", len(header)) + header + arr.tobytes())
+    assert tokscan.scan(d).n_samples == len(good)

@@ -1,0 +1,75 @@
+"""Bounded resources: peak memory does not grow with corpus size (many shards), and Ctrl-C stops a long
+scan promptly and cleanly. The corpus is made large cheaply: many symlinks to one ~4M-token shard."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "benches"))
+import corpus
+
+RSS_LIMIT_MB = 512
+
+
+@pytest.fixture(scope="module")
+def shard(tmp_path_factory) -> Path:
+    c = corpus.build(tmp_path_factory.mktemp("one"), scale=0.015, shards=1, floors=False)
+    return next(c.parquet_full.glob("*.parquet"))
+
+
+def many(tmp: Path, shard: Path, n: int) -> Path:
+    d = tmp / f"x{n}"
+    d.mkdir()
+    for i in range(n):
+        (d / f"part-{i:04d}.parquet").symlink_to(shard)
+    return d
+
+
+def peak_rss_mb(path: Path) -> tuple[float, int]:
+    code = (
+        "import resource, sys, json, tokscan\n"
+        "r = tokscan.scan(sys.argv[1])\n"
+        "print(json.dumps([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, r.n_tokens]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    rss, tokens = json.loads(out.stdout)
+    return rss, tokens
+
+
+def test_peak_memory_does_not_grow_with_corpus_size(tmp_path, shard):
+    small_rss, small_tokens = peak_rss_mb(many(tmp_path, shard, 2))
+    big_rss, big_tokens = peak_rss_mb(many(tmp_path, shard, 16))
+    assert big_tokens == 8 * small_tokens
+    print(
+        f"peak RSS: {small_rss:.0f} MB for {small_tokens / 1e6:.0f}M tokens, "
+        f"{big_rss:.0f} MB for {big_tokens / 1e6:.0f}M"
+    )
+    assert big_rss < RSS_LIMIT_MB
+    assert big_rss < small_rss * 1.25 + 40
+
+
+def test_ctrl_c_stops_a_long_scan_promptly(tmp_path, shard):
+    d = many(tmp_path, shard, 200)  # ~800M tokens: many seconds of work
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tokscan", "scan", str(d)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    time.sleep(2.0)
+    assert proc.poll() is None, "the scan finished before it could be interrupted"
+    t0 = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    stopped = time.perf_counter() - t0
+    assert proc.returncode == 130, err
+    assert err.strip() == "tokscan: interrupted"
+    assert stopped < 2.0, stopped
