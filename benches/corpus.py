@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 from tokscan.synth import (
     ASSISTANT_NAME,
     CATEGORIES,

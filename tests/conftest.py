@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import settings
+
 from tokscan import synth
 
 settings.register_profile("fast", max_examples=15, deadline=None)

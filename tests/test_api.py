@@ -7,6 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 import tokscan
 from tokscan import synth
 from tokscan.api import default_tokenizer_dir

@@ -7,8 +7,10 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import run_cli
+
 from tokscan import synth
+
+from conftest import run_cli
 
 
 def assert_one_line_error(proc, *needles: str) -> None:

@@ -15,9 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 import tokscan
-from conftest import run_cli
 from tokscan import synth
+
+from conftest import run_cli
 
 
 def assert_input_error(path: Path, exc: type[Exception], *needles: str, cli_path: Path | None = None) -> None:
@@ -250,3 +252,12 @@ def test_numpy_header_version_2(tmp_path, good):
     header = header + b" " * pad + b"\n"
     t.write_bytes(b"\x93NUMPY\x02\x00" + struct.pack("<I", len(header)) + header + arr.tobytes())
     assert tokscan.scan(d).n_samples == len(good)
+
+
+def test_the_error_reported_is_the_first_bad_input_in_path_order(tmp_path, good):
+    for name in ("b.parquet", "c.parquet", "d.parquet"):
+        (tmp_path / name).write_text("not parquet")
+    write_good_parquet(good, tmp_path / "a.parquet")
+    for threads in (1, 2, 8, 8, 8):
+        with pytest.raises(tokscan.InputError, match=r"b\.parquet"):
+            tokscan.scan(tmp_path, threads=threads)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+
 import tokscan
-from conftest import oracle_outliers, run_cli
 from tokscan import demo, synth
+
+from conftest import oracle_outliers, run_cli
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 import tokscan
-from conftest import oracle_outliers
 from tokscan import synth
+
+from conftest import oracle_outliers
 
 QUANTS = {"p1": 1, "p5": 5, "p25": 25, "median": 50, "p75": 75, "p95": 95, "p99": 99}
 

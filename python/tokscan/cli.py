@@ -16,7 +16,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from . import _core
 from .api import scan as run_scan
 from .errors import TokscanError
-from .render import print_summary
+from .render import print_drift, print_summary
 
 app = typer.Typer(
     name="tokscan",
@@ -24,6 +24,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,
 )
 # Wide enough for the category table when output goes to a file or a CI log.
 out = Console(width=None if sys.stdout.isatty() else 120)
@@ -74,25 +75,56 @@ def scan_with_progress(paths: list[str], show_progress: bool, **kwargs):
         return run_scan(paths, progress=update, **kwargs)
 
 
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+    github = "github"
+
+
+def load_config(path: Path | None):
+    from . import config
+
+    return config.load_file(path) if path is not None else config.discover()
+
+
+def emit_ci_outputs(report, fail_on: str, cfg, drifts, junit_out: Path | None, fmt: OutputFormat) -> None:
+    from . import ciformat
+
+    if junit_out is not None:
+        junit_out.write_text(ciformat.junit(report, fail_on, cfg.policy, drifts))
+    if fmt is OutputFormat.github:
+        sys.stdout.write(ciformat.github(report, fail_on, cfg.policy, drifts))
+
+
 @app.command()
 def scan(
     paths: Annotated[
-        list[str], typer.Argument(help="Parquet files, directories (recursive), globs, NumPy corpus dirs.")
-    ],
+        list[str] | None,
+        typer.Argument(help="Parquet files, directories (recursive), globs, NumPy corpus dirs [config: paths]."),
+    ] = None,
     profile: Annotated[
-        str, typer.Option("--profile", "-p", help="Built-in profile name or a TOML profile file.")
-    ] = "kimi-k2",
+        str | None, typer.Option("--profile", "-p", help="Built-in profile name or a TOML profile file [kimi-k2].")
+    ] = None,
     tokenizer: Annotated[
-        Path | None,
-        typer.Option(help="Tokenizer dir (tokenizer.json) to resolve the profile's token strings."),
+        Path | None, typer.Option(help="Tokenizer dir (tokenizer.json) to resolve the profile's token strings.")
     ] = None,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the JSON report here ('-' for stdout).")
     ] = None,
-    threads: Annotated[int, typer.Option(help="Worker threads (0 = one per core).", min=0)] = 0,
+    threads: Annotated[int | None, typer.Option(help="Worker threads (0 = one per core).", min=0)] = None,
     fail_on: Annotated[
-        FailOn, typer.Option(help="Exit 1 when anything at or above this severity is found.")
-    ] = FailOn.error,
+        FailOn | None, typer.Option(help="Exit 1 when anything at or above this severity is found [error].")
+    ] = None,
+    config_file: Annotated[
+        Path | None, typer.Option("--config", help="Config file (default: tokscan.toml / pyproject.toml upward).")
+    ] = None,
+    baseline: Annotated[
+        Path | None, typer.Option(help="A previous JSON report: drift from it fails the run (see `tokscan diff`).")
+    ] = None,
+    junit_out: Annotated[Path | None, typer.Option("--junit", help="Write a JUnit XML report here.")] = None,
+    fmt: Annotated[
+        OutputFormat, typer.Option("--format", help="text summary, JSON report, or GitHub annotations on stdout.")
+    ] = OutputFormat.text,
     ids_column: Annotated[str | None, typer.Option(help="Column with the whole sequence [input_ids].")] = None,
     prompt_column: Annotated[str | None, typer.Option(help="Column with prompt ids [prompt_ids].")] = None,
     output_column: Annotated[str | None, typer.Option(help="Column with completion ids [output_ids].")] = None,
@@ -104,33 +136,92 @@ def scan(
 ) -> None:
     """Scan a corpus: per-category statistics, boundary-token counts and every anomalous sample."""
     with user_errors():
-        columns = _columns(
-            input_ids=ids_column,
-            prompt_ids=prompt_column,
-            output_ids=output_column,
-            loss_mask=mask_column,
-            sample_id=id_column,
-            category=category_column,
-        )
+        from .drift import compare
+        from .errors import UsageError
+        from .report import Report
+
+        cfg = load_config(config_file)
+        paths = paths or cfg.paths
+        if not paths:
+            raise UsageError("no input paths given (pass PATHS or set `paths` in tokscan.toml)")
+        columns = {
+            **cfg.columns,
+            **_columns(
+                input_ids=ids_column,
+                prompt_ids=prompt_column,
+                output_ids=output_column,
+                loss_mask=mask_column,
+                sample_id=id_column,
+                category=category_column,
+            ),
+        }
+        fail_level = fail_on.value if fail_on else (cfg.fail_on or "error")
+        base = Report.load(baseline) if baseline is not None else None
         t0 = time.perf_counter()
         report = scan_with_progress(
             paths,
-            progress and not quiet,
-            profile=profile,
-            tokenizer=tokenizer,
+            progress and not quiet and fmt is OutputFormat.text,
+            profile=profile or cfg.profile or "kimi-k2",
+            tokenizer=tokenizer or cfg.tokenizer,
             columns=columns,
-            threads=threads,
+            threads=threads if threads is not None else (cfg.threads or 0),
+            severities=cfg.severities(),
         )
         seconds = time.perf_counter() - t0
-        to_stdout = json_out is not None and str(json_out) == "-"
+        drifts = compare(base, report, cfg.drift) if base is not None else None
+        to_stdout = (json_out is not None and str(json_out) == "-") or fmt is OutputFormat.json
+        if json_out is not None and str(json_out) != "-":
+            report.write_json(json_out)
+        if to_stdout:
+            sys.stdout.write(report.to_json() + "\n")
+        emit_ci_outputs(report, fail_level, cfg, drifts, junit_out, fmt)
+        if not quiet and fmt is OutputFormat.text and not to_stdout:
+            print_summary(report, out, fail_level, seconds, cfg.policy)
+            if drifts is not None:
+                print_drift(drifts, out, baseline)
+        code = report.exit_code(fail_level, cfg.policy)
+        raise typer.Exit(1 if code or drifts else 0)
+
+
+@app.command()
+def diff(
+    base: Annotated[Path, typer.Argument(help="The baseline JSON report (the last good corpus).")],
+    new: Annotated[Path, typer.Argument(help="The new JSON report.")],
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the drift findings as JSON ('-': stdout).")
+    ] = None,
+    config_file: Annotated[Path | None, typer.Option("--config", help="Config file with [drift] thresholds.")] = None,
+    junit_out: Annotated[Path | None, typer.Option("--junit", help="Write a JUnit XML report here.")] = None,
+    fmt: Annotated[OutputFormat, typer.Option("--format", help="text table, JSON, or GitHub annotations.")] = (
+        OutputFormat.text
+    ),
+) -> None:
+    """Compare two reports: counts, length distributions, special-token and anomaly rates. Exit 1 on drift."""
+    import json
+
+    with user_errors():
+        from . import ciformat
+        from .drift import compare, to_json
+        from .report import Report
+
+        cfg = load_config(config_file)
+        b, n = Report.load(base), Report.load(new)
+        drifts = compare(b, n, cfg.drift)
+        doc = json.dumps({"base": str(base), "new": str(new), "drift": to_json(drifts)}, indent=2)
         if json_out is not None:
-            if to_stdout:
-                sys.stdout.write(report.to_json() + "\n")
+            if str(json_out) == "-":
+                sys.stdout.write(doc + "\n")
             else:
-                report.write_json(json_out)
-        if not quiet and not to_stdout:
-            print_summary(report, out, fail_on.value, seconds)
-        raise typer.Exit(report.exit_code(fail_on.value))
+                json_out.write_text(doc + "\n")
+        if fmt is OutputFormat.json and (json_out is None or str(json_out) != "-"):
+            sys.stdout.write(doc + "\n")
+        if junit_out is not None:
+            junit_out.write_text(ciformat.junit(n, "never", cfg.policy, drifts))
+        if fmt is OutputFormat.github:
+            sys.stdout.write(ciformat.github(n, "never", cfg.policy, drifts))
+        if fmt is OutputFormat.text and (json_out is None or str(json_out) != "-"):
+            print_drift(drifts, out, base)
+        raise typer.Exit(1 if drifts else 0)
 
 
 class DemoLayout(str, Enum):

@@ -84,7 +84,22 @@ def anomaly_table(report: Report) -> Table:
     return t
 
 
-def print_summary(report: Report, console: Console, fail_on: str = "error", seconds: float | None = None) -> None:
+def print_drift(drifts, console: Console, baseline: object) -> None:
+    if not drifts:
+        console.print(f"[bold green]No drift[/] from {baseline}")
+        return
+    t = Table(title=f"Drift from {baseline}", title_justify="left", header_style="bold")
+    for col in ("check", "category", "subject", "finding"):
+        t.add_column(col)
+    for d in drifts:
+        t.add_row(d.check, d.category, d.subject, d.message)
+    console.print(t)
+    console.print(f"[bold red]DRIFT[/]: {len(drifts)} finding(s)")
+
+
+def print_summary(
+    report: Report, console: Console, fail_on: str = "error", seconds: float | None = None, policy=None
+) -> None:
     d = report.data
     speed = ""
     if seconds is not None and seconds > 0:
@@ -98,7 +113,7 @@ def print_summary(report: Report, console: Console, fail_on: str = "error", seco
         console.print(anomaly_table(report))
     else:
         console.print("[green]No anomalies found.[/]")
-    failures = report.failures(fail_on)
+    failures = report.failures(fail_on, policy)
     if failures:
         total = sum(failures.values())
         console.print(

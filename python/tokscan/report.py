@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ReportError
+
+if TYPE_CHECKING:
+    from .config import Rule
 
 SCHEMA_VERSION = 1
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
@@ -48,22 +52,37 @@ class Report:
         """Rows of the samples flagged with `code`, in scan order."""
         return [f["row"] for f in self.flagged if code in f["codes"]]
 
-    def failures(self, fail_on: str = "error") -> dict[str, int]:
-        """Codes at or above `fail_on` that were found, with their counts."""
+    def failures(self, fail_on: str = "error", policy: Mapping[str, Rule] | None = None) -> dict[str, int]:
+        """Codes at or above `fail_on` that were found (and not tolerated by `policy`), with their counts."""
         if fail_on not in FAIL_ON:
             raise ValueError(f"fail_on must be one of {', '.join(FAIL_ON)}")
         if fail_on == "never":
             return {}
         floor = SEVERITY_RANK[fail_on]
-        return {
-            code: a["count"]
-            for code, a in self.anomalies.items()
-            if a["count"] > 0 and SEVERITY_RANK[a["severity"]] >= floor
-        }
+        policy = policy or {}
+        out = {}
+        for code, a in self.anomalies.items():
+            rule = policy.get(code)
+            if a["count"] == 0 or SEVERITY_RANK[a["severity"]] < floor:
+                continue
+            if rule is not None and rule.tolerates(a["count"], self.n_samples):
+                continue
+            out[code] = a["count"]
+        return out
 
-    def exit_code(self, fail_on: str = "error") -> int:
-        """0 when nothing at or above `fail_on` was found, else 1."""
-        return 1 if self.failures(fail_on) else 0
+    def exit_code(self, fail_on: str = "error", policy: Mapping[str, Rule] | None = None) -> int:
+        """0 when nothing at or above `fail_on` was found (beyond what `policy` tolerates), else 1."""
+        return 1 if self.failures(fail_on, policy) else 0
+
+    def examples(self, code: str, limit: int = 3) -> list[str]:
+        """The first sample ids (or `#row`) flagged with `code`."""
+        out = []
+        for f in self.flagged:
+            if code in f["codes"]:
+                out.append(str(f["sample_id"]) if f["sample_id"] is not None else f"#{f['row']}")
+                if len(out) == limit:
+                    break
+        return out
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.data, indent=indent)

@@ -158,7 +158,9 @@ pub fn scan_summary(
         .build()
         .map_err(|e| Error::Usage(format!("cannot start worker threads: {e}")))?;
     pool.install(|| {
-        let opened: Vec<Opened> = inputs
+        // Collect every result before picking the first error in path order, so the error reported does not
+        // depend on which thread failed first.
+        let opened: Vec<Result<Opened>> = inputs
             .par_iter()
             .map(|i| {
                 Ok(Opened {
@@ -166,7 +168,8 @@ pub fn scan_summary(
                     shard: open(i, &opts.columns)?,
                 })
             })
-            .collect::<Result<_>>()?;
+            .collect();
+        let opened: Vec<Opened> = opened.into_iter().collect::<Result<_>>()?;
         let units = plan(&opened);
         progress
             .units_total
@@ -182,10 +185,29 @@ pub fn scan_summary(
             })
             .sum();
         progress.tokens_total.store(total_tokens, Ordering::Relaxed);
-        let parts: Vec<Summary> = units
+        // A failing unit stops the others (through the cancel flag); the error reported is the first real one
+        // in unit order, not an "interrupted" of a unit that was merely stopped.
+        let parts: Vec<Result<Summary>> = units
             .par_iter()
-            .map(|u| scan_unit(&opened, u, profile, progress))
-            .collect::<Result<_>>()?;
+            .map(|u| {
+                let r = scan_unit(&opened, u, profile, progress);
+                if matches!(r, Err(ref e) if !matches!(e, Error::Interrupted)) {
+                    progress.cancel();
+                }
+                r
+            })
+            .collect();
+        if let Some(e) = parts
+            .iter()
+            .position(|r| matches!(r, Err(e) if !matches!(e, Error::Interrupted)))
+        {
+            return Err(parts
+                .into_iter()
+                .nth(e)
+                .expect("index in range")
+                .expect_err("an error"));
+        }
+        let parts: Vec<Summary> = parts.into_iter().collect::<Result<_>>()?;
         let mut summary = Summary::new(profile.specials.len());
         for p in parts {
             summary.merge(p);

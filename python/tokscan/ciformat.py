@@ -1,0 +1,85 @@
+"""Output for CI systems: JUnit XML and GitHub Actions workflow commands."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+
+from .config import Rule
+from .drift import Drift
+from .report import Report
+
+
+def _anomaly_line(report: Report, code: str) -> str:
+    a = report.anomalies[code]
+    share = 100 * a["count"] / max(1, report.n_samples)
+    ex = ", ".join(report.examples(code))
+    return f"{a['count']} sample(s) ({share:.2f}%) flagged {code}: {a['description']}" + (f"; e.g. {ex}" if ex else "")
+
+
+def junit(report: Report, fail_on: str, policy: Mapping[str, Rule], drifts: list[Drift] | None = None) -> str:
+    """One test case per anomaly code and per drift check; failures carry counts and example sample ids."""
+    failing = report.failures(fail_on, policy)
+    suites = ET.Element("testsuites", name="tokscan")
+    s = ET.SubElement(suites, "testsuite", name="tokscan.anomalies")
+    n_fail = 0
+    for code, a in report.anomalies.items():
+        case = ET.SubElement(s, "testcase", classname="tokscan.anomalies", name=code)
+        if code in failing:
+            n_fail += 1
+            f = ET.SubElement(case, "failure", message=_anomaly_line(report, code), type=a["severity"])
+            f.text = "\n".join(
+                f"row {x['row']} sample_id={x['sample_id']} source={x['source']} position={x['positions'].get(code)}"
+                for x in report.flagged
+                if code in x["codes"]
+            )
+        elif a["count"]:
+            ET.SubElement(case, "system-out").text = _anomaly_line(report, code) + " (tolerated)"
+    s.set("tests", str(len(report.anomalies)))
+    s.set("failures", str(n_fail))
+    s.set("errors", "0")
+    if drifts is not None:
+        d = ET.SubElement(suites, "testsuite", name="tokscan.drift")
+        checks = ("samples", "tokens", "median", "ks", "special_rate", "anomaly_rate", "categories")
+        for check in checks:
+            case = ET.SubElement(d, "testcase", classname="tokscan.drift", name=check)
+            found = [
+                x for x in drifts if x.check == check or (check == "categories" and x.check.startswith("category_"))
+            ]
+            if found:
+                f = ET.SubElement(case, "failure", message=f"{len(found)} drift(s): {found[0].message}", type="drift")
+                f.text = "\n".join(x.message for x in found)
+        d.set("tests", str(len(checks)))
+        d.set("failures", str(sum(1 for c in d if c.find("failure") is not None)))
+        d.set("errors", "0")
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _escape(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(s: str) -> str:
+    return _escape(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def _command(level: str, message: str, **props: str) -> str:
+    params = ",".join(f"{k}={_escape_property(v)}" for k, v in props.items() if v)
+    return f"::{level} {params}::{_escape(message)}"
+
+
+def github(report: Report, fail_on: str, policy: Mapping[str, Rule], drifts: list[Drift] | None = None) -> str:
+    """Workflow-command annotations: `::error` for failing codes and drift, `::warning`/`::notice` otherwise."""
+    failing = report.failures(fail_on, policy)
+    lines = []
+    for code, a in report.anomalies.items():
+        if not a["count"]:
+            continue
+        level = "error" if code in failing else ("warning" if a["severity"] != "info" else "notice")
+        first = next((f for f in report.flagged if code in f["codes"]), None)
+        file = first["source"] if first else ""
+        lines.append(_command(level, _anomaly_line(report, code), file=file, title=f"tokscan {code}"))
+    for d in drifts or []:
+        lines.append(_command("error", d.message, title=f"tokscan drift {d.check}"))
+    return "\n".join(lines) + ("\n" if lines else "")

@@ -1,0 +1,186 @@
+"""Project configuration: `tokscan.toml`, or `[tool.tokscan]` in `pyproject.toml`, found from the working
+directory upward (in each directory `tokscan.toml` wins). Command-line flags override it.
+
+    profile = "kimi-k2"
+    tokenizer = "tokenizer/"
+    paths = ["data/"]
+    threads = 0
+    fail_on = "error"
+
+    [columns]              # role -> column name
+    input_ids = "tokens"
+
+    [policy]               # per anomaly code
+    truncated = "0.5%"     # tolerated rate: fail only above 0.5 % of samples
+    duplicate = 10         # tolerated count
+    length_outlier = "ignore"
+    repetition = "error"   # severity override
+
+    [drift]                # thresholds for `tokscan diff` / `scan --baseline` (see tokscan.drift)
+    samples = 0.2
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+from .report import FAIL_ON, SEVERITY_RANK
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+CODES: tuple[str, ...] = ()  # filled lazily from the core, to keep import light
+
+
+def _codes() -> tuple[str, ...]:
+    from . import _core
+
+    return tuple(name for name, *_ in _core.codes())
+
+
+COLUMN_ROLES = ("input_ids", "prompt_ids", "output_ids", "loss_mask", "sample_id", "category")
+TOP_KEYS = {"profile", "tokenizer", "paths", "threads", "fail_on", "columns", "policy", "drift"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What to do with one code's findings."""
+
+    severity: str | None = None  # override of the code's severity
+    ignore: bool = False
+    max_count: int | None = None  # tolerated number of samples
+    max_rate: float | None = None  # tolerated share of samples, in percent
+
+    def tolerates(self, count: int, n_samples: int) -> bool:
+        if self.ignore:
+            return True
+        if self.max_count is not None:
+            return count <= self.max_count
+        if self.max_rate is not None:
+            return 100.0 * count / max(1, n_samples) <= self.max_rate
+        return False
+
+
+@dataclass
+class Config:
+    source: Path | None = None
+    profile: str | None = None
+    tokenizer: str | None = None
+    paths: list[str] = field(default_factory=list)
+    threads: int | None = None
+    fail_on: str | None = None
+    columns: dict[str, str] = field(default_factory=dict)
+    policy: dict[str, Rule] = field(default_factory=dict)
+    drift: dict[str, float] = field(default_factory=dict)
+
+    def severities(self) -> dict[str, str]:
+        return {code: r.severity for code, r in self.policy.items() if r.severity}
+
+
+def parse_rule(where: str, code: str, value: Any) -> Rule:
+    key = f"{where}: policy.{code}"
+    if isinstance(value, bool):
+        raise UsageError(f"{key}: expected a severity, 'ignore', a count or a rate like '0.5%', got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise UsageError(f"{key}: a tolerated count must be >= 0")
+        return Rule(max_count=value)
+    if isinstance(value, str):
+        v = value.strip()
+        if v == "ignore":
+            return Rule(ignore=True)
+        if v in SEVERITY_RANK:
+            return Rule(severity=v)
+        if v.endswith("%"):
+            try:
+                rate = float(v[:-1])
+            except ValueError:
+                rate = -1.0
+            if not 0 <= rate <= 100:
+                raise UsageError(f"{key}: bad rate {value!r} (expected e.g. '0.5%')")
+            return Rule(max_rate=rate)
+    raise UsageError(f"{key}: expected a severity, 'ignore', a count or a rate like '0.5%', got {value!r}")
+
+
+def from_table(table: dict[str, Any], where: str, source: Path | None = None) -> Config:
+    from .drift import DEFAULT_THRESHOLDS
+
+    unknown = set(table) - TOP_KEYS
+    if unknown:
+        raise UsageError(f"{where}: unknown key {sorted(unknown)[0]!r} (known: {', '.join(sorted(TOP_KEYS))})")
+    cfg = Config(source=source)
+    base = source.parent if source else Path.cwd()
+
+    def typed(key: str, kind: type, value: Any) -> Any:
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            raise UsageError(f"{where}: {key} must be a {kind.__name__}, got {value!r}")
+        return value
+
+    if "profile" in table:
+        p = typed("profile", str, table["profile"])
+        cfg.profile = str(base / p) if p.endswith(".toml") else p
+    if "tokenizer" in table:
+        cfg.tokenizer = str(base / typed("tokenizer", str, table["tokenizer"]))
+    if "paths" in table:
+        cfg.paths = [str(base / typed("paths[]", str, p)) for p in typed("paths", list, table["paths"])]
+    if "threads" in table:
+        cfg.threads = typed("threads", int, table["threads"])
+    if "fail_on" in table:
+        cfg.fail_on = typed("fail_on", str, table["fail_on"])
+        if cfg.fail_on not in FAIL_ON:
+            raise UsageError(f"{where}: fail_on must be one of {', '.join(FAIL_ON)}, got {cfg.fail_on!r}")
+    for role, name in typed("columns", dict, table.get("columns", {})).items():
+        if role not in COLUMN_ROLES:
+            raise UsageError(f"{where}: unknown key 'columns.{role}' (roles: {', '.join(COLUMN_ROLES)})")
+        cfg.columns[role] = typed(f"columns.{role}", str, name)
+    codes = _codes()
+    for code, value in typed("policy", dict, table.get("policy", {})).items():
+        if code not in codes:
+            raise UsageError(f"{where}: unknown key 'policy.{code}' (not an anomaly code)")
+        cfg.policy[code] = parse_rule(where, code, value)
+    for key, value in typed("drift", dict, table.get("drift", {})).items():
+        if key not in DEFAULT_THRESHOLDS:
+            raise UsageError(f"{where}: unknown key 'drift.{key}' (known: {', '.join(DEFAULT_THRESHOLDS)})")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise UsageError(f"{where}: drift.{key} must be a number, got {value!r}")
+        cfg.drift[key] = float(value)
+    return cfg
+
+
+def load_file(path: Path) -> Config:
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as e:
+        raise UsageError(f"{path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{path}: invalid TOML: {e}") from None
+    if path.name == "pyproject.toml":
+        table = data.get("tool", {}).get("tokscan")
+        if table is None:
+            raise UsageError(f"{path}: no [tool.tokscan] table")
+        return from_table(table, f"{path} [tool.tokscan]", path)
+    return from_table(data, str(path), path)
+
+
+def discover(start: Path | None = None) -> Config:
+    """The nearest configuration from `start` (default: the working directory) upward, or an empty one."""
+    d = (start or Path.cwd()).resolve()
+    for folder in (d, *d.parents):
+        t = folder / "tokscan.toml"
+        if t.is_file():
+            return load_file(t)
+        py = folder / "pyproject.toml"
+        if py.is_file():
+            try:
+                has = "tokscan" in tomllib.loads(py.read_text()).get("tool", {})
+            except (OSError, tomllib.TOMLDecodeError):
+                has = False
+            if has:
+                return load_file(py)
+    return Config()
