@@ -16,7 +16,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from . import _core
 from .api import scan as run_scan
 from .errors import TokscanError
-from .render import print_drift, print_summary
+from .render import print_decoded, print_drift, print_summary
 
 app = typer.Typer(
     name="tokscan",
@@ -131,6 +131,9 @@ def scan(
     mask_column: Annotated[str | None, typer.Option(help="Column with the loss mask [loss_mask].")] = None,
     id_column: Annotated[str | None, typer.Option(help="Column with sample ids [sample_id].")] = None,
     category_column: Annotated[str | None, typer.Option(help="Column with categories [category].")] = None,
+    decode: Annotated[
+        int, typer.Option(help="Decode up to N flagged samples per code (needs --tokenizer).", min=0)
+    ] = 0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No terminal summary.")] = False,
     progress: Annotated[bool, typer.Option(help="Progress bar on stderr (terminals only).")] = True,
 ) -> None:
@@ -168,6 +171,13 @@ def scan(
             severities=cfg.severities(),
         )
         seconds = time.perf_counter() - t0
+        if decode:
+            from .forensics import decode_flagged, load_tokenizer
+
+            tok_dir = tokenizer or cfg.tokenizer
+            if tok_dir is None:
+                raise UsageError("--decode needs --tokenizer DIR (or `tokenizer` in tokscan.toml)")
+            report.data["decoded"] = decode_flagged(report, paths, load_tokenizer(tok_dir), decode, columns)
         drifts = compare(base, report, cfg.drift) if base is not None else None
         to_stdout = (json_out is not None and str(json_out) == "-") or fmt is OutputFormat.json
         if json_out is not None and str(json_out) != "-":
@@ -177,6 +187,8 @@ def scan(
         emit_ci_outputs(report, fail_level, cfg, drifts, junit_out, fmt)
         if not quiet and fmt is OutputFormat.text and not to_stdout:
             print_summary(report, out, fail_level, seconds, cfg.policy)
+            if "decoded" in report.data:
+                print_decoded(report.data["decoded"], out)
             if drifts is not None:
                 print_drift(drifts, out, baseline)
         code = report.exit_code(fail_level, cfg.policy)
@@ -222,6 +234,97 @@ def diff(
         if fmt is OutputFormat.text and (json_out is None or str(json_out) != "-"):
             print_drift(drifts, out, base)
         raise typer.Exit(1 if drifts else 0)
+
+
+SEGMENT_STYLE = {
+    "system": "magenta",
+    "user": "green",
+    "assistant": "blue",
+    "tool": "yellow",
+    "header": "bold white on grey23",
+    "thinking": "italic cyan",
+    "response": "bright_white",
+    "tool_call": "bold yellow",
+    "other": "dim",
+}
+
+
+@app.command()
+def show(
+    path: Annotated[list[str], typer.Argument(help="The corpus (as given to `tokscan scan`).")],
+    sample_id: Annotated[str | None, typer.Option("--sample-id", help="The sample's id.")] = None,
+    row: Annotated[int | None, typer.Option(help="The sample's row in scan order (as in the report).")] = None,
+    tokenizer: Annotated[Path | None, typer.Option(help="Tokenizer dir (tokenizer.json) to decode with.")] = None,
+    prompts: Annotated[Path | None, typer.Option(help="prompts.jsonl the samples were generated from.")] = None,
+    profile: Annotated[str, typer.Option("--profile", "-p", help="Built-in profile name or a TOML file.")] = "kimi-k2",
+    raw: Annotated[bool, typer.Option(help="Print token ids beside the text.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the same as JSON.")] = False,
+) -> None:
+    """Show one sample: its structure, anomalies with positions, and the decoded sequence by segment."""
+    import json
+
+    from .api import load_profile
+    from .errors import UsageError
+    from .forensics import Corpus, describe, explain, load_tokenizer, prompt_record
+
+    with user_errors():
+        if (sample_id is None) == (row is None):
+            raise UsageError("give exactly one of --sample-id or --row")
+        corpus = Corpus(path)
+        target = corpus.find_id(sample_id) if sample_id is not None else int(row)  # type: ignore[arg-type]
+        sample = corpus.fetch(target)
+        explain(sample, load_profile(profile, tokenizer))
+        tok = load_tokenizer(tokenizer) if tokenizer is not None else None
+        doc = describe(sample, tok, raw)
+        record, how = prompt_record(prompts, sample) if prompts is not None else (None, "")
+        if prompts is not None:
+            doc["prompt_record"] = {"match": how, "record": record}
+        if as_json:
+            sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+            return
+        render_sample(doc, record, how)
+
+
+def render_sample(doc: dict, record: dict | None, how: str) -> None:
+    from rich.panel import Panel
+    from rich.text import Text
+
+    L = doc["lengths"]
+    out.print(
+        f"[bold]sample {doc['sample_id'] if doc['sample_id'] is not None else '-'}[/] · row {doc['row']} · "
+        f"{doc['source']} · category {doc['category']}"
+    )
+    out.print(
+        f"lengths: prompt {L['prompt']} · thinking {L['thinking']} · response {L['response']} · total {L['total']}"
+    )
+    if doc["codes"]:
+        for code in doc["codes"]:
+            pos = doc["positions"].get(code)
+            out.print(f"[bold red]{code}[/]" + (f" at token {pos}" if pos is not None else ""))
+    else:
+        out.print("[green]no per-sample anomalies[/] (corpus-wide codes need `tokscan scan`)")
+    if how:
+        out.print(f"prompt record: {how}")
+        for m in (record or {}).get("messages", []):
+            out.print(Panel(str(m.get("content", "")), title=str(m.get("role", "?")), title_align="left"))
+    body = Text()
+    for seg in doc["segments"]:
+        style = SEGMENT_STYLE.get(seg["kind"], "")
+        body.append(f"[{seg['kind']} {seg['start']}:{seg['end']}] ", style="dim")
+        body.append(seg.get("text", " ".join(map(str, seg.get("ids", [])))), style=style)
+        if "text" in seg and "ids" in seg:
+            body.append(f"  {seg['ids']}", style="dim")
+        body.append("\n")
+    out.print(Panel(body, title="sequence", title_align="left"))
+    for code, ex in doc["excerpts"].items():
+        if "at" in ex:
+            line = Text(f"{code} @ {ex['position']}: …")
+            line.append(ex["before"])
+            line.append(ex["at"] or "∅", style="bold white on red")
+            line.append(ex["after"] + "…")
+        else:
+            line = Text(f"{code} @ {ex['position']}: {ex['ids_before']} [{ex['id_at']}] {ex['ids_after']}")
+        out.print(line)
 
 
 class DemoLayout(str, Enum):

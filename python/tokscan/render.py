@@ -84,6 +84,23 @@ def anomaly_table(report: Report) -> Table:
     return t
 
 
+def print_decoded(decoded: dict, console: Console) -> None:
+    console.print("[bold]Decoded examples[/]")
+    for code, entries in decoded.items():
+        for e in entries:
+            who = e["sample_id"] if e["sample_id"] is not None else f"#{e['row']}"
+            line = Text(f"{code} · {who}", style="bold")
+            ex = e["excerpt"]
+            if ex is not None:
+                line.append(f" @ {ex['position']}: …", style="")
+                line.append(ex["before"], style="")
+                line.append(ex["at"] or "∅", style="bold white on red")
+                line.append(ex["after"] + "…", style="")
+            else:
+                line.append(f": starts {e['first']!r} … ends {e['last']!r}", style="")
+            console.print(line)
+
+
 def print_drift(drifts, console: Console, baseline: object) -> None:
     if not drifts:
         console.print(f"[bold green]No drift[/] from {baseline}")

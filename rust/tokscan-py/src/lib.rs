@@ -203,6 +203,70 @@ impl PyScan {
     }
 }
 
+/// Checks one sample and explains it: codes, positions, lengths, completion and reasoning spans, turns and
+/// special-token events. Corpus-wide codes (duplicates, length outliers) need a scan and are not included.
+#[pyfunction]
+#[pyo3(signature = (profile, ids, prompt_len=None, mask=None))]
+fn check_one<'py>(
+    py: Python<'py>,
+    profile: &PyProfile,
+    ids: Vec<i64>,
+    prompt_len: Option<usize>,
+    mask: Option<Vec<u8>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let p = profile.inner.clone();
+    let (facts, scratch) = detached(py, move || {
+        let mut scratch = tokscan_core::check::Scratch::default();
+        let mut counts = vec![0u64; p.specials.len()];
+        let m = mask.as_deref().map(tokscan_core::token::MaskSlice::U8);
+        let f = tokscan_core::check::check_sample(&p, &ids, prompt_len, m, &mut scratch, &mut counts);
+        Ok((f, scratch))
+    })?;
+    let d = PyDict::new(py);
+    let codes: Vec<&str> = tokscan_core::anomaly::codes_in(facts.flags).map(|c| c.as_str()).collect();
+    let positions = PyDict::new(py);
+    for c in tokscan_core::anomaly::codes_in(facts.flags) {
+        if let Some(pos) = facts.position(c) {
+            positions.set_item(c.as_str(), pos)?;
+        }
+    }
+    let l = facts.lengths;
+    let lengths = PyDict::new(py);
+    lengths.set_item("prompt", l.prompt)?;
+    lengths.set_item("thinking", l.thinking)?;
+    lengths.set_item("response", l.response)?;
+    lengths.set_item("total", l.total)?;
+    d.set_item("codes", codes)?;
+    d.set_item("positions", positions)?;
+    d.set_item("lengths", lengths)?;
+    d.set_item("completion", (facts.completion.0, facts.completion.1))?;
+    d.set_item("thinking", (facts.thinking.0, facts.thinking.1))?;
+    let turns: Vec<(&str, usize, usize, usize, bool)> =
+        scratch.turns.iter().map(|t| (t.role.as_str(), t.start, t.content_start, t.end, t.clean)).collect();
+    d.set_item("turns", turns)?;
+    let specials = &profile.inner.specials;
+    let events: Vec<(u32, &str)> =
+        scratch.events.iter().map(|e| (e.pos, specials[e.slot as usize].name.as_str())).collect();
+    d.set_item("events", events)?;
+    Ok(d)
+}
+
+/// The inputs a scan of `paths` would read, in scan order: `(path, format, hive category)`.
+#[pyfunction]
+fn discover_inputs(py: Python<'_>, paths: Vec<String>) -> PyResult<Vec<(String, String, Option<String>)>> {
+    let found = detached(py, move || tokscan_core::source::discover(&paths))?;
+    Ok(found
+        .into_iter()
+        .map(|i| {
+            let fmt = match i.format {
+                tokscan_core::source::Format::Parquet => "parquet",
+                tokscan_core::source::Format::Numpy => "numpy",
+            };
+            (i.path.display().to_string(), fmt.to_string(), i.hive_category)
+        })
+        .collect())
+}
+
 /// `(name, bit, default severity, description)` of every anomaly code.
 #[pyfunction]
 fn codes() -> Vec<(&'static str, u32, &'static str, &'static str)> {
@@ -243,6 +307,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyScan>()?;
     m.add_function(wrap_pyfunction!(codes, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_profiles, m)?)?;
+    m.add_function(wrap_pyfunction!(check_one, m)?)?;
+    m.add_function(wrap_pyfunction!(discover_inputs, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

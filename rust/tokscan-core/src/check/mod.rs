@@ -16,23 +16,27 @@ pub struct Event {
     pub slot: u16,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Turn {
-    role: Role,
-    start: usize,
-    content_start: usize,
+/// A turn of the conversation as parsed from the role tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Turn {
+    pub role: Role,
+    /// Position of the role token.
+    pub start: usize,
+    /// First content token (after the role name and separator).
+    pub content_start: usize,
     /// Exclusive end: one past the closing end-of-turn, or the next role token.
-    end: usize,
+    pub end: usize,
     /// False when it opened while an assistant turn was still open: the model began a new turn inside
     /// its completion, so this is not a real turn of the conversation.
-    clean: bool,
+    pub clean: bool,
 }
 
 /// Buffers reused from sample to sample, so the hot loop does not allocate.
 #[derive(Debug, Default)]
 pub struct Scratch {
     pub events: Vec<Event>,
-    turns: Vec<Turn>,
+    /// The turns of the last checked sample.
+    pub turns: Vec<Turn>,
 }
 
 /// Lengths of one sample's parts, in tokens.
@@ -56,6 +60,8 @@ pub struct SampleFacts {
     pub lengths: Lengths,
     /// Completion range `[start, end)` (end excludes trailing padding).
     pub completion: (u32, u32),
+    /// Reasoning content `[start, end)` inside the completion; empty when there is none.
+    pub thinking: (u32, u32),
 }
 
 impl SampleFacts {
@@ -94,6 +100,7 @@ pub fn check_sample<T: TokenId + PartialEq>(
             ..Lengths::default()
         },
         completion: (0, 0),
+        thinking: (0, 0),
     };
 
     // 1. Classify: collect special-token events, count them, find the first out-of-vocabulary id.
@@ -300,11 +307,13 @@ pub fn check_sample<T: TokenId + PartialEq>(
                 }
                 if let Some(s) = think_open.take() {
                     facts.lengths.thinking = (pos - s) as u32;
+                    facts.thinking = (s as u32, pos as u32);
                     response_from = pos + 1;
                     closed_by_think_end = true;
                 } else if !thinking_seen {
                     // Reasoning opened by a pre-fill the profile did not declare.
                     facts.lengths.thinking = (pos - cs) as u32;
+                    facts.thinking = (cs as u32, pos as u32);
                     response_from = pos + 1;
                     closed_by_think_end = true;
                     thinking_seen = true;
@@ -312,6 +321,7 @@ pub fn check_sample<T: TokenId + PartialEq>(
             } else if k & kind::SECTION_BEGIN != 0 && profile.rules.think_may_end_at_tool_call {
                 if let Some(s) = think_open.take() {
                     facts.lengths.thinking = (pos - s) as u32;
+                    facts.thinking = (s as u32, pos as u32);
                     response_from = pos;
                 }
             }
@@ -321,6 +331,7 @@ pub fn check_sample<T: TokenId + PartialEq>(
         }
         if let Some(s) = think_open {
             facts.lengths.thinking = (end - s) as u32;
+            facts.thinking = (s as u32, end as u32);
             response_from = end;
             if !truncated {
                 facts.flag(Code::UnterminatedThinking, Some(s - 1));

@@ -1,0 +1,308 @@
+"""Looking at individual samples: fetch one from the corpus without scanning it, explain its structure with
+the Rust checker, and decode it (or an excerpt) with the model's tokenizer. The tokenizer is slow, so it only
+ever sees the samples asked for."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from . import _core
+from .errors import ColumnError, InputError, UsageError
+
+EXCERPT_RADIUS = 12
+EDGE_TOKENS = 12
+
+
+class Decoder(Protocol):
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str: ...
+
+
+def load_tokenizer(path: str | os.PathLike[str]) -> Decoder:
+    """A Hugging Face tokenizer from a local directory (or a tokenizer.json file); never touches the network."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    p = Path(path)
+    try:
+        from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    except ImportError:  # pragma: no cover
+        raise UsageError("decoding needs transformers (pip install 'tokscan[tokenizer]')") from None
+    if p.is_file():
+        return PreTrainedTokenizerFast(tokenizer_file=str(p))
+    if (p / "tokenizer.json").is_file():
+        return PreTrainedTokenizerFast(tokenizer_file=str(p / "tokenizer.json"))
+    if not p.exists():
+        raise InputError(f"{p}: no such file or directory")
+    try:
+        return AutoTokenizer.from_pretrained(str(p), local_files_only=True, trust_remote_code=False)
+    except Exception as e:  # transformers raises many types here
+        raise InputError(f"{p}: cannot load a tokenizer ({e})") from None
+
+
+@dataclass
+class Sample:
+    source: str
+    row: int  # global row in scan order
+    local_row: int
+    sample_id: str | None
+    category: str | None
+    ids: np.ndarray
+    prompt_len: int | None = None
+    mask: np.ndarray | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _pick(names: list[str], columns: Mapping[str, str], role: str, default: str) -> str | None:
+    want = columns.get(role)
+    if want is not None:
+        if want not in names:
+            raise ColumnError(f"no column {want!r} for {role} (columns: {', '.join(names)})")
+        return want
+    return default if default in names else None
+
+
+def _label(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+class Corpus:
+    """The inputs of `paths` in scan order, with their row counts (read from metadata only)."""
+
+    def __init__(self, paths: list[str], columns: Mapping[str, str] | None = None):
+        self.columns = dict(columns or {})
+        self.inputs = _core.discover_inputs([os.fspath(p) for p in paths])
+        self.counts = [self._rows(path, fmt) for path, fmt, _cat in self.inputs]
+        self.starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
+
+    @staticmethod
+    def _rows(path: str, fmt: str) -> int:
+        if fmt == "parquet":
+            return pq.ParquetFile(path).metadata.num_rows
+        return len(np.load(Path(path) / "offsets.npy", mmap_mode="r")) - 1
+
+    def locate(self, row: int) -> tuple[int, int]:
+        if not 0 <= row < self.starts[-1]:
+            raise UsageError(f"row {row} is out of range (the corpus has {int(self.starts[-1])} samples)")
+        k = int(np.searchsorted(self.starts, row, side="right") - 1)
+        return k, row - int(self.starts[k])
+
+    def find_id(self, sample_id: str) -> int:
+        """Global row of `sample_id`: reads only the id column (Parquet) or meta.parquet (NumPy)."""
+        for k, (path, fmt, _cat) in enumerate(self.inputs):
+            file = path if fmt == "parquet" else str(Path(path) / "meta.parquet")
+            if not Path(file).is_file():
+                continue
+            pf = pq.ParquetFile(file)
+            name = _pick(pf.schema_arrow.names, self.columns, "sample_id", "sample_id")
+            if name is None:
+                continue
+            col = pf.read(columns=[name]).column(name).cast("string")
+            hits = pc.indices_nonzero(pc.equal(col, sample_id)).to_pylist()
+            if hits:
+                return int(self.starts[k]) + int(hits[0])
+        raise UsageError(f"no sample with sample_id {sample_id!r} in {', '.join(p for p, _f, _c in self.inputs)}")
+
+    def fetch(self, row: int) -> Sample:
+        k, local = self.locate(row)
+        path, fmt, hive = self.inputs[k]
+        if fmt == "numpy":
+            return self._fetch_numpy(path, hive, row, local)
+        return self._fetch_parquet(path, hive, row, local)
+
+    def _fetch_numpy(self, path: str, hive: str | None, row: int, local: int) -> Sample:
+        d = Path(path)
+        offsets = np.load(d / "offsets.npy", mmap_mode="r")
+        a, b = int(offsets[local]), int(offsets[local + 1])
+        ids = np.asarray(np.load(d / "tokens.npy", mmap_mode="r")[a:b]).astype(np.int64)
+        mask = None
+        if (d / "loss_mask.npy").is_file():
+            mask = np.asarray(np.load(d / "loss_mask.npy", mmap_mode="r")[a:b]).astype(np.uint8)
+        sid = cat = None
+        if (d / "meta.parquet").is_file():
+            meta = pq.read_table(d / "meta.parquet").slice(local, 1).to_pylist()[0]
+            sid, cat = _label(meta.get("sample_id")), _label(meta.get("category"))
+        return Sample(path, row, local, sid, cat or hive, ids, None, mask)
+
+    def _fetch_parquet(self, path: str, hive: str | None, row: int, local: int) -> Sample:
+        pf = pq.ParquetFile(path)
+        names = pf.schema_arrow.names
+        ids_col = _pick(names, self.columns, "input_ids", "input_ids")
+        prompt = _pick(names, self.columns, "prompt_ids", "prompt_ids")
+        output = _pick(names, self.columns, "output_ids", "output_ids")
+        if ids_col is None or "prompt_ids" in self.columns or "output_ids" in self.columns:
+            ids_col = None
+            if prompt is None or output is None:
+                raise ColumnError(f"{path}: no token column: need input_ids, or prompt_ids + output_ids")
+        wanted = [c for c in (ids_col, prompt if ids_col is None else None, output if ids_col is None else None) if c]
+        mask_col = _pick(names, self.columns, "loss_mask", "loss_mask")
+        sid_col = _pick(names, self.columns, "sample_id", "sample_id")
+        cat_col = _pick(names, self.columns, "category", "category")
+        md = pf.metadata
+        rg, before = 0, 0
+        while before + md.row_group(rg).num_rows <= local:
+            before += md.row_group(rg).num_rows
+            rg += 1
+        cols = wanted + [c for c in (mask_col, sid_col, cat_col) if c]
+        rec = pf.read_row_group(rg, columns=cols).slice(local - before, 1).to_pylist()[0]
+        if ids_col is not None:
+            ids = np.array(rec[ids_col] or [], dtype=np.int64)
+            prompt_len = None
+        else:
+            p, o = rec[prompt] or [], rec[output] or []
+            ids = np.array(p + o, dtype=np.int64)
+            prompt_len = len(p)
+        mask = np.array(rec[mask_col], dtype=np.uint8) if mask_col and rec[mask_col] is not None else None
+        return Sample(
+            path,
+            row,
+            local,
+            _label(rec.get(sid_col)) if sid_col else None,
+            (_label(rec.get(cat_col)) if cat_col else None) or hive,
+            ids,
+            prompt_len,
+            mask,
+        )
+
+
+def explain(sample: Sample, profile: _core.Profile) -> dict[str, Any]:
+    mask = None if sample.mask is None else sample.mask.tolist()
+    sample.info = _core.check_one(profile, sample.ids.tolist(), sample.prompt_len, mask)
+    return sample.info
+
+
+def segments(sample: Sample) -> list[tuple[int, int, str]]:
+    """Consecutive token ranges labelled system / user / assistant / tool / header / thinking / response /
+    tool_call / other, from the parsed turns and the completion's reasoning span."""
+    info = sample.info
+    n = len(sample.ids)
+    label = np.full(n, "other", dtype=object)
+    for role, start, content, end, clean in info["turns"]:
+        label[start:content] = "header"
+        if clean:
+            label[content:end] = role
+    first = min((t[1] for t in info["turns"]), default=n)
+    if first > 0:
+        # Text before the first role token: the system prompt of formats without a system role (DeepSeek).
+        lead = 1 if info["events"] and info["events"][0][0] == 0 else 0
+        label[:lead] = "header"
+        label[lead:first] = "system"
+    cs, ce = info["completion"]
+    label[cs:ce] = "response"
+    ts, te = info["thinking"]
+    if te > ts:
+        label[ts:te] = "thinking"
+    depth, begin = 0, 0
+    for pos, name in info["events"]:
+        low = name.lower()
+        if "tool" in low and "call" in low and ("begin" in low or low in ("<tool_call>",)):
+            if depth == 0:
+                begin = pos
+            depth += 1
+        elif "tool" in low and "call" in low and ("end" in low or low in ("</tool_call>",)):
+            depth = max(0, depth - 1)
+            if depth == 0:
+                label[begin : pos + 1] = "tool_call"
+    out: list[tuple[int, int, str]] = []
+    for i in range(n):
+        if out and out[-1][2] == label[i] and out[-1][1] == i:
+            out[-1] = (out[-1][0], i + 1, label[i])
+        else:
+            out.append((i, i + 1, str(label[i])))
+    return out
+
+
+def excerpt(ids: np.ndarray, pos: int, tok: Decoder | None, radius: int = EXCERPT_RADIUS) -> dict[str, Any]:
+    a, b = max(0, pos - radius), min(len(ids), pos + radius + 1)
+    at = min(max(pos, 0), max(len(ids) - 1, 0))
+    part = {
+        "position": pos,
+        "ids_before": ids[a:at].tolist(),
+        "id_at": int(ids[at]) if len(ids) else None,
+        "ids_after": ids[at + 1 : b].tolist(),
+    }
+    if tok is not None:
+        part["before"] = tok.decode(ids[a:at].tolist(), skip_special_tokens=False)
+        text = tok.decode(ids[at : at + 1].tolist(), skip_special_tokens=False) if len(ids) else ""
+        part["at"] = text or f"⟨id {int(ids[at])}⟩"  # ids the tokenizer cannot decode stay visible
+        part["after"] = tok.decode(ids[at + 1 : b].tolist(), skip_special_tokens=False)
+    return part
+
+
+def describe(sample: Sample, tok: Decoder | None, raw: bool = False) -> dict[str, Any]:
+    """The JSON form of `tokscan show`."""
+    info = sample.info
+    segs = []
+    for a, b, kind in segments(sample):
+        seg: dict[str, Any] = {"kind": kind, "start": a, "end": b}
+        if tok is not None:
+            seg["text"] = tok.decode(sample.ids[a:b].tolist(), skip_special_tokens=False)
+        if raw or tok is None:
+            seg["ids"] = sample.ids[a:b].tolist()
+        segs.append(seg)
+    return {
+        "source": sample.source,
+        "row": sample.row,
+        "sample_id": sample.sample_id,
+        "category": sample.category,
+        "lengths": info["lengths"],
+        "codes": info["codes"],
+        "positions": info["positions"],
+        "completion": list(info["completion"]),
+        "thinking": list(info["thinking"]),
+        "segments": segs,
+        "excerpts": {code: excerpt(sample.ids, pos, tok) for code, pos in info["positions"].items()},
+    }
+
+
+def prompt_record(path: Path, sample: Sample) -> tuple[dict[str, Any] | None, str]:
+    """The prompt record of `sample` in a JSONL file: by an id field when records have one, else by line."""
+    lines = path.read_text().splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    id_field = next((f for f in ("sample_id", "id") if records and f in records[0]), None)
+    if id_field is not None and sample.sample_id is not None:
+        for r in records:
+            if str(r.get(id_field)) == sample.sample_id:
+                return r, f"matched by {id_field}"
+        return None, f"no record with {id_field} = {sample.sample_id}"
+    if sample.row < len(records):
+        return records[sample.row], f"matched by line number {sample.row + 1} (the records have no id field)"
+    return None, f"{path} has only {len(records)} records"
+
+
+def decode_flagged(
+    report: Any, paths: list[str], tok: Decoder, per_code: int, columns: Mapping[str, str] | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """Up to `per_code` flagged samples per anomaly code, decoded around the anomaly position plus the
+    sample's first and last tokens. Only those samples are read and decoded."""
+    corpus = Corpus(paths, columns)
+    cache: dict[int, Sample] = {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for f in report.flagged:
+        for code in f["codes"]:
+            entries = out.setdefault(code, [])
+            if len(entries) >= per_code:
+                continue
+            row = f["row"]
+            if row not in cache:
+                cache[row] = corpus.fetch(row)
+            ids = cache[row].ids
+            pos = f["positions"].get(code)
+            entries.append(
+                {
+                    "row": row,
+                    "sample_id": f["sample_id"],
+                    "position": pos,
+                    "excerpt": excerpt(ids, pos, tok) if pos is not None else None,
+                    "first": tok.decode(ids[:EDGE_TOKENS].tolist(), skip_special_tokens=False),
+                    "last": tok.decode(ids[-EDGE_TOKENS:].tolist(), skip_special_tokens=False),
+                }
+            )
+    return {code: v for code, v in out.items() if v}

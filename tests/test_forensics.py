@@ -1,0 +1,137 @@
+"""Forensics with the real DeepSeek-V4 tokenizer: `tokscan show`, `scan --decode`, prompt records."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import tokscan
+from tokscan import demo, forensics, synth
+from tokscan.api import default_tokenizer_dir
+
+from conftest import run_cli
+
+TOK = default_tokenizer_dir()
+
+
+@pytest.fixture(scope="module")
+def ds(tmp_path_factory):
+    root = tmp_path_factory.mktemp("forensics")
+    path, _profile = demo.write_demo(root, "deepseek", seed=11)
+    samples = demo._deepseek_samples(11)
+    prompts = root / "prompts.jsonl"
+    prompts.write_text(
+        "".join(
+            json.dumps({"id": s.sample_id, "messages": [{"role": "user", "content": f"question of {s.sample_id}"}]})
+            + "\n"
+            for s in samples
+        )
+    )
+    return path, samples, prompts
+
+
+def row_of(samples, code):
+    return next(i for i, s in enumerate(samples) if code in s.expected)
+
+
+def show(path, *args):
+    proc = run_cli("show", str(path), "-p", "deepseek", "--tokenizer", str(TOK), "--json", *args)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_show_clean_sample_segments_and_text(ds):
+    path, samples, _ = ds
+    row = next(i for i, s in enumerate(samples) if not s.expected and i > 20)
+    doc = show(path, "--row", str(row))
+    assert doc["row"] == row and doc["sample_id"] == samples[row].sample_id and doc["codes"] == []
+    kinds = [seg["kind"] for seg in doc["segments"]]
+    for kind in ("system", "user", "thinking", "response"):
+        assert kind in kinds, kinds
+    text = {seg["kind"]: seg["text"] for seg in doc["segments"]}
+    assert text["system"] in demo.SYSTEMS
+    assert "Quick sanity check" in text["thinking"]
+    tokenizer = forensics.load_tokenizer(TOK)
+    assert "".join(seg["text"] for seg in doc["segments"]) == tokenizer.decode(samples[row].ids)
+    assert doc["lengths"]["total"] == len(samples[row].ids)
+
+
+def test_show_flagged_sample_by_id_marks_the_anomaly(ds):
+    path, samples, prompts = ds
+    row = row_of(samples, "trailing_tokens")
+    doc = show(path, "--sample-id", samples[row].sample_id, "--prompts", str(prompts))
+    assert doc["codes"] == ["trailing_tokens"]
+    ex = doc["excerpts"]["trailing_tokens"]
+    assert ex["at"] == "<｜User｜>" and "Fahrenheit" in ex["after"]
+    assert doc["prompt_record"]["match"] == "matched by id"
+    assert doc["prompt_record"]["record"]["messages"][0]["content"] == f"question of {samples[row].sample_id}"
+    terminal = run_cli("show", str(path), "-p", "deepseek", "--tokenizer", str(TOK), "--row", str(row))
+    assert terminal.returncode == 0 and "trailing_tokens at token" in terminal.stdout
+
+
+def test_show_without_tokenizer_prints_ids_and_errors_are_one_line(ds):
+    path, samples, _ = ds
+    proc = run_cli("show", str(path), "-p", "deepseek", "--row", "3", "--json")
+    doc = json.loads(proc.stdout)
+    assert sum(len(s["ids"]) for s in doc["segments"]) == len(samples[3].ids)
+    proc = run_cli("show", str(path), "-p", "deepseek", "--sample-id", "nope")
+    assert proc.returncode == 2 and "nope" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("layout", ["parquet_split", "numpy_mask"])
+def test_fetch_by_row_in_every_layout(layout, layouts, samples):
+    corpus = forensics.Corpus([str(layouts[layout])])
+    for row in (0, 137, len(samples) - 1):
+        s = corpus.fetch(row)
+        assert s.ids.tolist() == samples[row].ids and s.sample_id == samples[row].sample_id
+        if layout == "parquet_split":
+            assert s.prompt_len == len(samples[row].prompt)
+    assert corpus.find_id(samples[200].sample_id) == 200
+
+
+class CountingTokenizer:
+    def __init__(self, inner):
+        self.inner, self.calls, self.tokens = inner, 0, 0
+
+    def decode(self, ids, skip_special_tokens=False):
+        self.calls += 1
+        self.tokens += len(ids)
+        return self.inner.decode(ids, skip_special_tokens=skip_special_tokens)
+
+
+def test_decode_touches_only_flagged_samples(ds):
+    path, samples, _ = ds
+    report = tokscan.scan(path, profile="deepseek")
+    tok = CountingTokenizer(forensics.load_tokenizer(TOK))
+    decoded = forensics.decode_flagged(report, [str(path)], tok, per_code=1)
+    entries = [e for v in decoded.values() for e in v]
+    assert set(decoded) == {c for f in report.flagged for c in f["codes"]}
+    expected_calls = sum(5 if e["excerpt"] is not None else 2 for e in entries)
+    assert tok.calls == expected_calls
+    assert tok.tokens <= len(entries) * (2 * forensics.EDGE_TOKENS + 2 * forensics.EXCERPT_RADIUS + 1)
+    rep = decoded["repetition"][0]
+    assert rep["row"] == row_of(samples, "repetition") and "I think so." in rep["excerpt"]["after"]
+
+
+def test_scan_decode_cli(ds, tmp_path):
+    path, _samples, _ = ds
+    out = tmp_path / "r.json"
+    proc = run_cli("scan", str(path), "-p", "deepseek", "--decode", "2", "--tokenizer", str(TOK), "--json", str(out))
+    assert proc.returncode == 1 and "Decoded examples" in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["decoded"]["truncated"][0]["last"]
+    proc = run_cli("scan", str(path), "-p", "deepseek", "--decode", "2")
+    assert proc.returncode == 2 and "--tokenizer" in proc.stderr
+
+
+def test_kimi_layout_rows_map_to_samples(layouts, samples):
+    profile = tokscan.load_profile("kimi-k2")
+    corpus = forensics.Corpus([str(layouts["parquet_full"])])
+    row = next(i for i, s in enumerate(samples) if "stray_special" in s.expected)
+    s = corpus.fetch(row)
+    info = forensics.explain(s, profile)
+    assert info["codes"] == ["stray_special"]
+    kinds = {k for _a, _b, k in forensics.segments(s)}
+    assert {"system", "user", "thinking", "response", "header"} <= kinds
+    assert synth.IM_ASSISTANT in s.ids.tolist()
