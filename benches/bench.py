@@ -43,9 +43,17 @@ def run_one(name: str, path: str, threads: int) -> dict:
     t0 = time.perf_counter()
     info = CONTENDERS[name](Path(path), threads)
     seconds = time.perf_counter() - t0
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    rss_children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return {"seconds": seconds, "rss_mb": max(rss, rss_children), **info}
+    return {"seconds": seconds, "rss_mb": max(peak_rss_mb(), children_rss_mb()), **info}
+
+
+def peak_rss_mb() -> float:
+    """This process image's peak RSS (VmHWM); ru_maxrss would include the forking parent's size."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+
+
+def children_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
 def measure(name: str, path: Path, threads: int) -> dict:

@@ -135,3 +135,30 @@ def test_kimi_layout_rows_map_to_samples(layouts, samples):
     kinds = {k for _a, _b, k in forensics.segments(s)}
     assert {"system", "user", "thinking", "response", "header"} <= kinds
     assert synth.IM_ASSISTANT in s.ids.tolist()
+
+
+def test_spelled_special_found_where_think_end_was_retokenized_as_text(tmp_path):
+    import json as _json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from tokenizers import Tokenizer
+
+    samples = demo._deepseek_samples(5)
+    clean = [s for s in samples if not s.expected][:40]
+    spec = _json.loads((TOK / "tokenizer.json").read_text())
+    spec["added_tokens"] = []
+    plain = Tokenizer.from_str(_json.dumps(spec))
+    bad = clean[7]
+    cut = bad.completion.index(128822)  # </think>, re-tokenized as text as a broken template renderer would
+    bad.completion = [
+        *bad.completion[:cut],
+        *plain.encode("</think>", add_special_tokens=False).ids,
+        *bad.completion[cut + 1 :],
+    ]
+    path = tmp_path / "spelled.parquet"
+    pq.write_table(pa.table({"input_ids": [s.ids for s in clean]}), path)
+    with_tok = tokscan.scan(path, profile="deepseek", tokenizer=TOK)
+    assert with_tok.flagged_rows("spelled_special") == [7]
+    assert with_tok.flagged[0]["positions"]["spelled_special"] == len(bad.prompt) + cut
+    assert tokscan.scan(path, profile="deepseek").count("spelled_special") == 0  # needs the tokenizer

@@ -33,10 +33,12 @@ def many(tmp: Path, shard: Path, n: int) -> Path:
 
 
 def peak_rss_mb(path: Path) -> tuple[float, int]:
+    # VmHWM is this process image's own peak; ru_maxrss would include the forking parent's size.
     code = (
-        "import resource, sys, json, tokscan\n"
+        "import sys, json, tokscan\n"
         "r = tokscan.scan(sys.argv[1])\n"
-        "print(json.dumps([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, r.n_tokens]))\n"
+        "hwm = next(l for l in open('/proc/self/status') if l.startswith('VmHWM:'))\n"
+        "print(json.dumps([int(hwm.split()[1]) / 1024, r.n_tokens]))\n"
     )
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
     rss, tokens = json.loads(out.stdout)

@@ -15,8 +15,33 @@ ProgressCallback = Callable[[dict[str, int]], None]
 
 def load_profile(profile: str | os.PathLike[str] = "kimi-k2", tokenizer: str | os.PathLike[str] | None = None):
     """A built-in profile by name (`kimi-k2`, `deepseek`, `qwen3`) or a TOML profile file; with `tokenizer`
-    (a directory holding tokenizer.json / tokenizer_config.json) its token strings resolve through it."""
-    return _core.Profile.load(str(profile), None if tokenizer is None else str(tokenizer))
+    (a directory holding tokenizer.json / tokenizer_config.json) its token strings resolve through it, and
+    when it has a tokenizer.json the scan also looks for special tokens spelled as text (`spelled_special`)."""
+    prof = _core.Profile.load(str(profile), None if tokenizer is None else str(tokenizer))
+    if tokenizer is not None:
+        patterns = spelled_pieces(Path(tokenizer), [name for name, _id in prof.special_tokens])
+        if patterns:
+            prof = prof.with_spelled(patterns)
+    return prof
+
+
+def spelled_pieces(tokenizer: Path, strings: list[str]) -> list[tuple[str, list[int]]]:
+    """How each special-token string encodes as ordinary text: the tokenizer.json with its added tokens
+    removed, so the strings go through the pre-tokenizer and BPE like any text. Empty without tokenizer.json
+    or the `tokenizers` package."""
+    import json
+
+    path = tokenizer if tokenizer.is_file() else tokenizer / "tokenizer.json"
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        return []
+    if not path.is_file():
+        return []
+    spec = json.loads(path.read_text())
+    spec["added_tokens"] = []
+    plain = Tokenizer.from_str(json.dumps(spec))
+    return [(s, plain.encode(s, add_special_tokens=False).ids) for s in strings]
 
 
 def scan(

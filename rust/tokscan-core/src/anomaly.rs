@@ -81,6 +81,7 @@ codes! {
     SampleIdDuplicate = 14, "sample_id_duplicate", Error, "the same sample_id appears more than once";
     LossMaskMisaligned = 15, "loss_mask_misaligned", Error, "mask length differs from the ids, mask 1 outside assistant turns, or 0 inside the final completion";
     LengthOutlier = 16, "length_outlier", Info, "total length far outside its category's distribution (log-scale Tukey far-out fence)";
+    SpelledSpecial = 17, "spelled_special", Error, "a special token's string encoded as ordinary pieces (e.g. </think> written as text); needs a tokenizer";
 }
 
 /// Number of codes; per-sample arrays are sized by it.

@@ -223,6 +223,47 @@ pub struct Profile {
     pub repetition: RepetitionPolicy,
     pub specials: Vec<SpecialToken>,
     table: SpecialTable,
+    /// Piece sequences of special-token strings spelled as ordinary text (`spelled_special`).
+    pub spelled: Option<SpelledPatterns>,
+}
+
+/// One multi-pattern automaton over the little-endian bytes of id sequences.
+#[derive(Debug, Clone)]
+pub struct SpelledPatterns {
+    pub names: Vec<String>,
+    pub pieces: Vec<Vec<u32>>,
+    automaton: aho_corasick::AhoCorasick,
+}
+
+impl SpelledPatterns {
+    /// Patterns of fewer than two pieces are dropped: a single ordinary token is not a spelling.
+    pub fn new(patterns: Vec<(String, Vec<u32>)>) -> Result<Option<Self>> {
+        let (names, pieces): (Vec<String>, Vec<Vec<u32>>) =
+            patterns.into_iter().filter(|(_, p)| p.len() >= 2).unzip();
+        if pieces.is_empty() {
+            return Ok(None);
+        }
+        let bytes: Vec<Vec<u8>> = pieces
+            .iter()
+            .map(|p| p.iter().flat_map(|id| id.to_le_bytes()).collect())
+            .collect();
+        let automaton = aho_corasick::AhoCorasick::new(&bytes)
+            .map_err(|e| Error::Usage(format!("cannot build the spelled-token automaton: {e}")))?;
+        Ok(Some(SpelledPatterns {
+            names,
+            pieces,
+            automaton,
+        }))
+    }
+
+    /// First token position where a pattern starts in `ids_le` (ids as little-endian `u32` bytes).
+    pub fn find(&self, ids_le: &[u8]) -> Option<usize> {
+        self.automaton
+            .find_overlapping_iter(ids_le)
+            .filter(|m| m.start() % 4 == 0)
+            .map(|m| m.start() / 4)
+            .min()
+    }
 }
 
 /// Names of the built-in profiles.
@@ -583,6 +624,7 @@ impl Profile {
             repetition: rep,
             specials,
             table,
+            spelled: None,
         })
     }
 
@@ -624,6 +666,9 @@ impl Profile {
             },
             "repetition": self.repetition,
             "special_tokens": self.specials.iter().map(|s| (s.name.clone(), s.id)).collect::<BTreeMap<_, _>>(),
+            "spelled_special": self.spelled.as_ref().map(|s| {
+                s.names.iter().cloned().zip(s.pieces.iter().cloned()).collect::<BTreeMap<_, _>>()
+            }),
         })
     }
 }

@@ -100,6 +100,22 @@ impl PyProfile {
         self.inner.pad
     }
 
+    /// A copy that also flags `spelled_special`: `patterns` are `(special token string, its ordinary pieces)`.
+    fn with_spelled(&self, py: Python<'_>, patterns: Vec<(String, Vec<u32>)>) -> PyResult<Self> {
+        let mut p = (*self.inner).clone();
+        p.spelled =
+            tokscan_core::profile::SpelledPatterns::new(patterns).map_err(|e| to_py(py, e))?;
+        Ok(PyProfile { inner: Arc::new(p) })
+    }
+
+    /// Special-token strings whose spelled-out pieces this profile searches for.
+    #[getter]
+    fn spelled(&self) -> Vec<(String, Vec<u32>)> {
+        self.inner.spelled.as_ref().map_or_else(Vec::new, |s| {
+            s.names.iter().cloned().zip(s.pieces.clone()).collect()
+        })
+    }
+
     /// The profile as a JSON string (as embedded in reports).
     fn describe_json(&self) -> String {
         self.inner.describe().to_string()
@@ -219,11 +235,14 @@ fn check_one<'py>(
         let mut scratch = tokscan_core::check::Scratch::default();
         let mut counts = vec![0u64; p.specials.len()];
         let m = mask.as_deref().map(tokscan_core::token::MaskSlice::U8);
-        let f = tokscan_core::check::check_sample(&p, &ids, prompt_len, m, &mut scratch, &mut counts);
+        let f =
+            tokscan_core::check::check_sample(&p, &ids, prompt_len, m, &mut scratch, &mut counts);
         Ok((f, scratch))
     })?;
     let d = PyDict::new(py);
-    let codes: Vec<&str> = tokscan_core::anomaly::codes_in(facts.flags).map(|c| c.as_str()).collect();
+    let codes: Vec<&str> = tokscan_core::anomaly::codes_in(facts.flags)
+        .map(|c| c.as_str())
+        .collect();
     let positions = PyDict::new(py);
     for c in tokscan_core::anomaly::codes_in(facts.flags) {
         if let Some(pos) = facts.position(c) {
@@ -241,19 +260,28 @@ fn check_one<'py>(
     d.set_item("lengths", lengths)?;
     d.set_item("completion", (facts.completion.0, facts.completion.1))?;
     d.set_item("thinking", (facts.thinking.0, facts.thinking.1))?;
-    let turns: Vec<(&str, usize, usize, usize, bool)> =
-        scratch.turns.iter().map(|t| (t.role.as_str(), t.start, t.content_start, t.end, t.clean)).collect();
+    let turns: Vec<(&str, usize, usize, usize, bool)> = scratch
+        .turns
+        .iter()
+        .map(|t| (t.role.as_str(), t.start, t.content_start, t.end, t.clean))
+        .collect();
     d.set_item("turns", turns)?;
     let specials = &profile.inner.specials;
-    let events: Vec<(u32, &str)> =
-        scratch.events.iter().map(|e| (e.pos, specials[e.slot as usize].name.as_str())).collect();
+    let events: Vec<(u32, &str)> = scratch
+        .events
+        .iter()
+        .map(|e| (e.pos, specials[e.slot as usize].name.as_str()))
+        .collect();
     d.set_item("events", events)?;
     Ok(d)
 }
 
 /// The inputs a scan of `paths` would read, in scan order: `(path, format, hive category)`.
 #[pyfunction]
-fn discover_inputs(py: Python<'_>, paths: Vec<String>) -> PyResult<Vec<(String, String, Option<String>)>> {
+fn discover_inputs(
+    py: Python<'_>,
+    paths: Vec<String>,
+) -> PyResult<Vec<(String, String, Option<String>)>> {
     let found = detached(py, move || tokscan_core::source::discover(&paths))?;
     Ok(found
         .into_iter()
@@ -262,7 +290,11 @@ fn discover_inputs(py: Python<'_>, paths: Vec<String>) -> PyResult<Vec<(String, 
                 tokscan_core::source::Format::Parquet => "parquet",
                 tokscan_core::source::Format::Numpy => "numpy",
             };
-            (i.path.display().to_string(), fmt.to_string(), i.hive_category)
+            (
+                i.path.display().to_string(),
+                fmt.to_string(),
+                i.hive_category,
+            )
         })
         .collect())
 }

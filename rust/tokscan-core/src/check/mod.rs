@@ -35,6 +35,8 @@ pub struct Turn {
 #[derive(Debug, Default)]
 pub struct Scratch {
     pub events: Vec<Event>,
+    /// The sample's ids as little-endian bytes, for the spelled-token automaton.
+    bytes: Vec<u8>,
     /// The turns of the last checked sample.
     pub turns: Vec<Turn>,
 }
@@ -351,7 +353,17 @@ pub fn check_sample<T: TokenId + PartialEq>(
         facts.flag(Code::UnbalancedToolCall, Some(pos));
     }
 
-    // 8. Loss mask against the structure.
+    // 8. Special tokens spelled as ordinary pieces.
+    if let Some(sp) = &profile.spelled {
+        let bytes = &mut scratch.bytes;
+        bytes.clear();
+        bytes.extend(tokens.iter().flat_map(|t| t.id().to_le_bytes()));
+        if let Some(pos) = sp.find(bytes) {
+            facts.flag(Code::SpelledSpecial, Some(pos));
+        }
+    }
+
+    // 9. Loss mask against the structure.
     if let Some(m) = mask {
         let done = if cs < n_eff && !truncated {
             (end + 1).min(n_eff)

@@ -404,3 +404,44 @@ mod qwen3 {
         }
     }
 }
+
+#[test]
+fn spelled_special_tokens_are_found_at_their_position() {
+    let mut p = kimi();
+    // "</think>" as ordinary pieces, and a one-piece pattern that must be ignored.
+    p.spelled = crate::profile::SpelledPatterns::new(vec![
+        ("</think>".into(), vec![1800, 37947, 32]),
+        ("x".into(), vec![1000]),
+    ])
+    .unwrap();
+    let mut counts = vec![0u64; p.specials.len()];
+    let (pr, mut c) = (prompt(), text(20, 3));
+    c.extend([1800, 37947, 32]);
+    c.extend(text(5, 4));
+    c.push(UNTHINK);
+    c.extend(text(5, 5));
+    c.push(END);
+    let all = joined(&pr, &c);
+    let f = check_sample(&p, &all, None, None, &mut Scratch::default(), &mut counts);
+    assert_eq!(codes(&f), vec!["spelled_special"]);
+    assert_eq!(f.position(Code::SpelledSpecial), Some(pr.len() as u32 + 20));
+    // The same bytes not aligned to a token boundary are not a match.
+    let shifted: Vec<u32> = [
+        &pr[..],
+        &[(37947u32 << 8) | 7, 32 << 8][..],
+        &completion(5, 5)[..],
+    ]
+    .concat();
+    let f = check_sample(
+        &p,
+        &shifted,
+        None,
+        None,
+        &mut Scratch::default(),
+        &mut counts,
+    );
+    assert!(f.flags & Code::SpelledSpecial.bit() == 0);
+    let clean = joined(&pr, &completion(10, 10));
+    let f = check_sample(&p, &clean, None, None, &mut Scratch::default(), &mut counts);
+    assert_eq!(codes(&f), Vec::<&str>::new());
+}
