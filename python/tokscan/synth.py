@@ -68,6 +68,8 @@ class Sample:
     expected: set[str] = field(default_factory=set)
     #: Loss-mask shift (tokens to the right) to inject; 0 = aligned.
     mask_shift: int = 0
+    #: The prompt messages the sample was rendered from, when known.
+    messages: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def ids(self) -> list[int]:
