@@ -648,6 +648,12 @@ impl Profile {
         id < self.table.low_end || id >= self.table.high_start
     }
 
+    /// `(low_end, high_start)`: ids in `[low_end, high_start)` are plain text.
+    #[inline(always)]
+    pub fn lookup_bounds(&self) -> (u32, u32) {
+        (self.table.low_end, self.table.high_start)
+    }
+
     pub fn slot_of(&self, id: u32) -> Option<usize> {
         self.specials.iter().position(|s| s.id == id)
     }

@@ -5,54 +5,66 @@
 
 use crate::profile::RepetitionPolicy;
 
+/// Longest loop unit the search supports (profiles are validated against it).
+pub const MAX_PERIOD: usize = 64;
+
 /// Start of the earliest loop in `t` (ties go to the shorter period), or `None`.
+///
+/// One pass over probe positions serves every period: a loop of period `p` needs a run of at least
+/// `min_span - p >= min_span - max_period` matches, so probing every `stride`-th position, with `stride` a
+/// quarter of that, puts at least four consecutive probes inside any qualifying run. A candidate is verified
+/// by expanding its run exactly, so the answer equals the exhaustive search's.
 pub fn find_loop<T: PartialEq + Copy>(t: &[T], policy: &RepetitionPolicy) -> Option<usize> {
     let n = t.len();
     let min_span = policy.min_span as usize;
-    if n < min_span {
+    let maxp = (policy.max_period as usize).min(n / 2).min(MAX_PERIOD);
+    if n < min_span || maxp == 0 || min_span <= maxp {
         return None;
     }
+    let stride = ((min_span - maxp) / 4).max(1);
+    let mut runs = [0usize; MAX_PERIOD + 1];
+    // Probes below `skip[p]` belong to a run of period p already verified too short.
+    let mut skip = [0usize; MAX_PERIOD + 1];
+    let mut done = [false; MAX_PERIOD + 1];
     let mut best: Option<usize> = None;
-    for p in 1..=(policy.max_period as usize).min(n / 2) {
-        // A loop of span L at period p is a run of L - p positions i with t[i] == t[i - p].
-        let need = min_span - p;
-        let stride = (need / 4).max(1);
-        let probes = need / stride; // consecutive matching probes any qualifying run must contain
-        let mut run_probes = 0usize;
-        let mut i = p;
-        while i < n {
-            if best.is_some_and(|b| i >= b + min_span + stride + p) {
-                break; // a run detected from here on starts after `best`
-            }
-            if t[i] == t[i - p] {
-                run_probes += 1;
-                if run_probes >= probes {
-                    // Verify: expand the run of matches around this probe exactly (the probes before it
-                    // may belong to other runs).
-                    let mut s = i;
-                    while s > p && t[s - 1] == t[s - 1 - p] {
-                        s -= 1;
-                    }
-                    let mut e = i + 1;
-                    while e < n && t[e] == t[e - p] {
-                        e += 1;
-                    }
-                    if e - s >= need {
-                        let start = s - p;
-                        if best.is_none_or(|b| start < b) {
-                            best = Some(start);
-                        }
-                        break;
-                    }
-                    run_probes = 0;
-                    i = e + stride;
-                    continue;
-                }
-            } else {
-                run_probes = 0;
-            }
-            i += stride;
+    let mut i = 1;
+    while i < n {
+        if best.is_some_and(|b| i >= b + min_span + stride + maxp) {
+            break; // a run detected from here on starts after `best`
         }
+        let cur = t[i];
+        for p in 1..=maxp.min(i) {
+            if done[p] || i < skip[p] {
+                continue;
+            }
+            if cur != t[i - p] {
+                runs[p] = 0;
+                continue;
+            }
+            runs[p] += 1;
+            let need = min_span - p;
+            if runs[p] >= need / stride {
+                let mut s = i;
+                while s > p && t[s - 1] == t[s - 1 - p] {
+                    s -= 1;
+                }
+                let mut e = i + 1;
+                while e < n && t[e] == t[e - p] {
+                    e += 1;
+                }
+                if e - s >= need {
+                    let start = s - p;
+                    if best.is_none_or(|b| start < b) {
+                        best = Some(start);
+                    }
+                    done[p] = true;
+                } else {
+                    runs[p] = 0;
+                    skip[p] = e + 1;
+                }
+            }
+        }
+        i += stride;
     }
     best
 }

@@ -4,6 +4,23 @@
 /// `u32::MAX`, which every profile treats as out of vocabulary.
 pub trait TokenId: Copy + Send + Sync + 'static {
     fn id(self) -> u32;
+
+    /// The slice as little-endian `u32` bytes when its storage already is exactly that.
+    fn as_le_u32_bytes(_ids: &[Self]) -> Option<&[u8]> {
+        None
+    }
+}
+
+/// Reinterprets 4-byte integers as bytes (any alignment is valid for `u8`).
+fn four_byte_view<T>(ids: &[T]) -> Option<&[u8]> {
+    if cfg!(target_endian = "little") && std::mem::size_of::<T>() == 4 {
+        // SAFETY: same memory, `u8` has no alignment or validity requirements, length in bytes is exact.
+        Some(unsafe {
+            std::slice::from_raw_parts(ids.as_ptr().cast::<u8>(), std::mem::size_of_val(ids))
+        })
+    } else {
+        None
+    }
 }
 
 impl TokenId for u16 {
@@ -18,6 +35,10 @@ impl TokenId for u32 {
     fn id(self) -> u32 {
         self
     }
+
+    fn as_le_u32_bytes(ids: &[Self]) -> Option<&[u8]> {
+        four_byte_view(ids)
+    }
 }
 
 impl TokenId for i32 {
@@ -28,6 +49,11 @@ impl TokenId for i32 {
         } else {
             self as u32
         }
+    }
+
+    /// Non-negative ids have the bytes of their `u32`; negative ones are out of vocabulary either way.
+    fn as_le_u32_bytes(ids: &[Self]) -> Option<&[u8]> {
+        four_byte_view(ids)
     }
 }
 
@@ -150,6 +176,9 @@ impl<'a> MaskSlice<'a> {
 /// xxh3-64 of a sequence of ids, normalised to little-endian `u32` so equal ids hash equal whatever the
 /// storage type.
 pub fn hash_ids<T: TokenId>(ids: &[T]) -> u64 {
+    if let Some(bytes) = T::as_le_u32_bytes(ids) {
+        return xxhash_rust::xxh3::xxh3_64(bytes);
+    }
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     let mut buf = [0u8; 4096];
     for chunk in ids.chunks(buf.len() / 4) {
@@ -159,4 +188,28 @@ pub fn hash_ids<T: TokenId>(ids: &[T]) -> u64 {
         h.update(&buf[..chunk.len() * 4]);
     }
     h.digest()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_is_the_same_whatever_the_storage_type() {
+        let v: Vec<u32> = (0..3000).map(|i| i * 37 % 160_000).collect();
+        let h = hash_ids(&v);
+        assert_eq!(
+            hash_ids(&v.iter().map(|&x| x as i32).collect::<Vec<_>>()),
+            h
+        );
+        assert_eq!(
+            hash_ids(&v.iter().map(|&x| i64::from(x)).collect::<Vec<_>>()),
+            h
+        );
+        assert_eq!(
+            hash_ids(&v.iter().map(|&x| u64::from(x)).collect::<Vec<_>>()),
+            h
+        );
+        assert_ne!(hash_ids(&v[1..]), h);
+    }
 }

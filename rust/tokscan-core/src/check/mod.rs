@@ -6,6 +6,9 @@ use crate::profile::{kind, Profile, Role};
 use crate::repetition::find_loop;
 use crate::token::{MaskSlice, TokenId};
 
+/// Tokens tested at once by the classify pass's fast path.
+const CLASSIFY_CHUNK: usize = 32;
+
 /// Sentinel for "no position".
 pub const NO_POS: u32 = u32::MAX;
 
@@ -109,17 +112,30 @@ pub fn check_sample<T: TokenId + PartialEq>(
     let events = &mut scratch.events;
     events.clear();
     let mut first_oov = None;
-    for (i, t) in tokens.iter().enumerate() {
-        let id = t.id();
-        if profile.needs_lookup(id) {
-            if id >= profile.vocab_size {
-                first_oov.get_or_insert(i);
-            } else if let Some(slot) = profile.special_slot(id) {
-                events.push(Event {
-                    pos: i as u32,
-                    slot,
-                });
-                counts[slot as usize] += 1;
+    // Plain text ids are the vast majority: test a whole chunk with a branch-free (vectorised) fold and only
+    // walk the chunks that hold a candidate.
+    let (low_end, high_start) = profile.lookup_bounds();
+    for (c, chunk) in tokens.chunks(CLASSIFY_CHUNK).enumerate() {
+        let any = chunk.iter().fold(false, |acc, t| {
+            let id = t.id();
+            acc | (id < low_end) | (id >= high_start)
+        });
+        if !any {
+            continue;
+        }
+        for (j, t) in chunk.iter().enumerate() {
+            let id = t.id();
+            if id < low_end || id >= high_start {
+                let i = c * CLASSIFY_CHUNK + j;
+                if id >= profile.vocab_size {
+                    first_oov.get_or_insert(i);
+                } else if let Some(slot) = profile.special_slot(id) {
+                    events.push(Event {
+                        pos: i as u32,
+                        slot,
+                    });
+                    counts[slot as usize] += 1;
+                }
             }
         }
     }
