@@ -35,10 +35,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-CODES: tuple[str, ...] = ()  # filled lazily from the core, to keep import light
-
 
 def _codes() -> tuple[str, ...]:
+    """The anomaly codes, asked of the core only when a config is read."""
     from . import _core
 
     return tuple(name for name, *_ in _core.codes())
