@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from .errors import InputError, UsageError
-from .forensics import Corpus, load_tokenizer
+from .forensics import Corpus, load_tokenizer, pick_column
 
 SHIFT_WINDOW = 3
 MIN_SHIFT_RUN = 2
@@ -126,13 +126,14 @@ def sample_prompts(corpus: Corpus) -> tuple[list[np.ndarray], list[int | None], 
             ids += [None if v is None else str(v) for v in sid]
             continue
         names = pq.ParquetFile(path).schema_arrow.names
-        col = "prompt_ids" if "prompt_ids" in names and "input_ids" not in names else "input_ids"
-        cols = [col] + (["sample_id"] if "sample_id" in names else [])
-        t = pq.read_table(path, columns=cols)
+        ids_col, prompt_col, _output = corpus.token_columns(path, names)
+        col = ids_col or prompt_col
+        sid_col = pick_column(names, corpus.columns, "sample_id", "sample_id")
+        t = pq.read_table(path, columns=[c for c in (col, sid_col) if c])
         arr = t.column(col).to_pylist()
         seqs += [np.array(a or [], dtype=np.int64) for a in arr]
-        plens += [len(a or []) if col == "prompt_ids" else None for a in arr]
-        sid = t.column("sample_id").to_pylist() if "sample_id" in names else [None] * len(arr)
+        plens += [len(a or []) if col == prompt_col else None for a in arr]
+        sid = t.column(sid_col).to_pylist() if sid_col else [None] * len(arr)
         ids += [None if v is None else str(v) for v in sid]
         assert len(seqs) == int(corpus.starts[k + 1])
     return seqs, plens, ids

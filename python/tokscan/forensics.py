@@ -60,7 +60,7 @@ class Sample:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def _pick(names: list[str], columns: Mapping[str, str], role: str, default: str) -> str | None:
+def pick_column(names: list[str], columns: Mapping[str, str], role: str, default: str) -> str | None:
     want = columns.get(role)
     if want is not None:
         if want not in names:
@@ -101,7 +101,7 @@ class Corpus:
             if not Path(file).is_file():
                 continue
             pf = pq.ParquetFile(file)
-            name = _pick(pf.schema_arrow.names, self.columns, "sample_id", "sample_id")
+            name = pick_column(pf.schema_arrow.names, self.columns, "sample_id", "sample_id")
             if name is None:
                 continue
             col = pf.read(columns=[name]).column(name).cast("string")
@@ -131,20 +131,26 @@ class Corpus:
             sid, cat = _label(meta.get("sample_id")), _label(meta.get("category"))
         return Sample(path, row, local, sid, cat or hive, ids, None, mask)
 
+    def token_columns(self, path: str, names: list[str]) -> tuple[str | None, str | None, str | None]:
+        """`(input_ids, prompt_ids, output_ids)` column names of a Parquet file, chosen like the scanner does:
+        `input_ids` unless prompt/output columns were named explicitly or `input_ids` is absent."""
+        ids_col = pick_column(names, self.columns, "input_ids", "input_ids")
+        prompt = pick_column(names, self.columns, "prompt_ids", "prompt_ids")
+        output = pick_column(names, self.columns, "output_ids", "output_ids")
+        if ids_col is not None and "prompt_ids" not in self.columns and "output_ids" not in self.columns:
+            return ids_col, None, None
+        if prompt is None or output is None:
+            raise ColumnError(f"{path}: no token column: need input_ids, or prompt_ids + output_ids")
+        return None, prompt, output
+
     def _fetch_parquet(self, path: str, hive: str | None, row: int, local: int) -> Sample:
         pf = pq.ParquetFile(path)
         names = pf.schema_arrow.names
-        ids_col = _pick(names, self.columns, "input_ids", "input_ids")
-        prompt = _pick(names, self.columns, "prompt_ids", "prompt_ids")
-        output = _pick(names, self.columns, "output_ids", "output_ids")
-        if ids_col is None or "prompt_ids" in self.columns or "output_ids" in self.columns:
-            ids_col = None
-            if prompt is None or output is None:
-                raise ColumnError(f"{path}: no token column: need input_ids, or prompt_ids + output_ids")
-        wanted = [c for c in (ids_col, prompt if ids_col is None else None, output if ids_col is None else None) if c]
-        mask_col = _pick(names, self.columns, "loss_mask", "loss_mask")
-        sid_col = _pick(names, self.columns, "sample_id", "sample_id")
-        cat_col = _pick(names, self.columns, "category", "category")
+        ids_col, prompt, output = self.token_columns(path, names)
+        wanted = [c for c in (ids_col, prompt, output) if c]
+        mask_col = pick_column(names, self.columns, "loss_mask", "loss_mask")
+        sid_col = pick_column(names, self.columns, "sample_id", "sample_id")
+        cat_col = pick_column(names, self.columns, "category", "category")
         md = pf.metadata
         rg, before = 0, 0
         while before + md.row_group(rg).num_rows <= local:
