@@ -216,8 +216,8 @@ def _shards(n: int, n_shards: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in itertools.pairwise(bounds) if b > a]
 
 
-def write_parquet_full(samples: list[Sample], out: Path, n_shards: int = 3, row_group_size: int = 64) -> Path:
-    """`input_ids` + `loss_mask` (SpecForge style), zstd, several shards and row groups."""
+def _write_shards(samples: list[Sample], out: Path, n_shards: int, row_group_size: int, stem: str, columns) -> Path:
+    """Writes `samples` as zstd Parquet shards; `columns(part)` gives the token columns of one shard."""
     out.mkdir(parents=True, exist_ok=True)
     for k, (a, b) in enumerate(_shards(len(samples), n_shards)):
         part = samples[a:b]
@@ -225,29 +225,41 @@ def write_parquet_full(samples: list[Sample], out: Path, n_shards: int = 3, row_
             {
                 "sample_id": [s.sample_id for s in part],
                 "category": [s.category for s in part],
-                "input_ids": pa.array([s.ids for s in part], type=pa.list_(pa.int32())),
-                "loss_mask": pa.array([s.mask() for s in part], type=pa.list_(pa.int8())),
+                **columns(part),
             }
         )
-        pq.write_table(table, out / f"part-{k:03d}.parquet", compression="zstd", row_group_size=row_group_size)
+        pq.write_table(table, out / f"{stem}-{k:03d}.parquet", compression="zstd", row_group_size=row_group_size)
     return out
+
+
+def write_parquet_full(samples: list[Sample], out: Path, n_shards: int = 3, row_group_size: int = 64) -> Path:
+    """`input_ids` + `loss_mask` (SpecForge style), zstd, several shards and row groups."""
+    return _write_shards(
+        samples,
+        out,
+        n_shards,
+        row_group_size,
+        "part",
+        lambda part: {
+            "input_ids": pa.array([s.ids for s in part], type=pa.list_(pa.int32())),
+            "loss_mask": pa.array([s.mask() for s in part], type=pa.list_(pa.int8())),
+        },
+    )
 
 
 def write_parquet_split(samples: list[Sample], out: Path, n_shards: int = 2, row_group_size: int = 100) -> Path:
     """`prompt_ids` + `output_ids` (SGLang capture style), int64 large lists."""
-    out.mkdir(parents=True, exist_ok=True)
-    for k, (a, b) in enumerate(_shards(len(samples), n_shards)):
-        part = samples[a:b]
-        table = pa.table(
-            {
-                "sample_id": [s.sample_id for s in part],
-                "category": [s.category for s in part],
-                "prompt_ids": pa.array([s.prompt for s in part], type=pa.large_list(pa.int64())),
-                "output_ids": pa.array([s.completion for s in part], type=pa.large_list(pa.int64())),
-            }
-        )
-        pq.write_table(table, out / f"capture-{k:03d}.parquet", compression="zstd", row_group_size=row_group_size)
-    return out
+    return _write_shards(
+        samples,
+        out,
+        n_shards,
+        row_group_size,
+        "capture",
+        lambda part: {
+            "prompt_ids": pa.array([s.prompt for s in part], type=pa.large_list(pa.int64())),
+            "output_ids": pa.array([s.completion for s in part], type=pa.large_list(pa.int64())),
+        },
+    )
 
 
 def write_numpy(samples: list[Sample], out: Path, with_mask: bool = False, dtype: str = "int32") -> Path:
