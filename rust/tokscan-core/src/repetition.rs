@@ -27,12 +27,20 @@ pub fn find_loop<T: PartialEq + Copy>(t: &[T], policy: &RepetitionPolicy) -> Opt
     let mut skip = [0usize; MAX_PERIOD + 1];
     let mut done = [false; MAX_PERIOD + 1];
     let mut best: Option<usize> = None;
+    // Whether some `runs[p]` may be non-zero; while none is, a probe that equals none of the `maxp` tokens
+    // before it (the usual case in text) is settled with one branch-free comparison of the whole window.
+    let mut live = false;
     let mut i = 1;
     while i < n {
         if best.is_some_and(|b| i >= b + min_span + stride + maxp) {
             break; // a run detected from here on starts after `best`
         }
         let cur = t[i];
+        if !live && i >= maxp && !t[i - maxp..i].iter().fold(false, |a, &x| a | (x == cur)) {
+            i += stride;
+            continue;
+        }
+        live = false;
         for p in 1..=maxp.min(i) {
             if done[p] || i < skip[p] {
                 continue;
@@ -42,6 +50,7 @@ pub fn find_loop<T: PartialEq + Copy>(t: &[T], policy: &RepetitionPolicy) -> Opt
                 continue;
             }
             runs[p] += 1;
+            live = true;
             let need = min_span - p;
             if runs[p] >= need / stride {
                 let mut s = i;
@@ -142,6 +151,25 @@ mod tests {
             let mut t = prefix;
             for _ in 0..reps { t.extend_from_slice(&unit); }
             t.extend(suffix);
+            prop_assert_eq!(find_loop(&t, &policy), find_loop_naive(&t, &policy));
+        }
+
+        /// Text-like ids (a window rarely repeats a token), so the whole-window fast path is taken between
+        /// the loops and near-loops.
+        #[test]
+        fn fast_path_over_text_equals_exhaustive(
+            parts in proptest::collection::vec(
+                (proptest::collection::vec(0u32..5000, 0..120), proptest::collection::vec(0u32..5000, 1..9), 0usize..12),
+                1..6,
+            ),
+            min_span in 16u32..80,
+        ) {
+            let policy = RepetitionPolicy { max_period: 8, min_span };
+            let mut t = Vec::new();
+            for (text, unit, reps) in parts {
+                t.extend(text);
+                for _ in 0..reps { t.extend_from_slice(&unit); }
+            }
             prop_assert_eq!(find_loop(&t, &policy), find_loop_naive(&t, &policy));
         }
     }
