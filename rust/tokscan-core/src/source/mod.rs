@@ -2,6 +2,7 @@
 //! on the order paths were given in); each shard splits into independent units (a Parquet row group, a
 //! range of NumPy samples) that yield ragged batches of token rows.
 
+pub mod arrow;
 pub mod numpy;
 pub mod parquet;
 

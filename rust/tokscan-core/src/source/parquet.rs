@@ -5,19 +5,16 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{
-    Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
-};
-use arrow_array::{Array, ArrayRef, GenericListArray, OffsetSizeTrait, RecordBatch};
+use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Schema};
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
 };
 use parquet::arrow::ProjectionMask;
 
-use super::{Batch, ColumnNames, Offsets, Ragged, RaggedMask, Tokens};
+use super::arrow::ListProblem;
+use super::{Batch, ColumnNames, Ragged, RaggedMask};
 use crate::error::{Error, Result};
-use crate::token::MaskSlice;
 
 /// Rows decoded at a time inside a row group.
 const BATCH_ROWS: usize = 1024;
@@ -309,58 +306,8 @@ impl ParquetShard {
     }
 }
 
-fn list_parts<O: OffsetSizeTrait>(list: &GenericListArray<O>) -> (&[O], &ArrayRef) {
-    (list.offsets().as_ref(), list.values())
-}
-
-/// Offsets and child values of a list column; null elements inside the lists are an input error.
-fn list_column<'a>(
-    path: &Path,
-    name: &str,
-    col: &'a ArrayRef,
-    what: &str,
-) -> Result<(Offsets<'a>, &'a ArrayRef)> {
-    let (offsets, values) = match col.data_type() {
-        DataType::List(_) => {
-            let (o, v) = list_parts(col.as_list::<i32>());
-            (Offsets::I32(o), v)
-        }
-        DataType::LargeList(_) => {
-            let (o, v) = list_parts(col.as_list::<i64>());
-            (Offsets::I64(o), v)
-        }
-        dt => {
-            return Err(Error::column(
-                path,
-                format!("column {name:?} has type {dt}; expected a list"),
-            ))
-        }
-    };
-    if values.null_count() > 0 {
-        return Err(Error::invalid(
-            path,
-            format!("column {name:?} has null elements inside {what} lists"),
-        ));
-    }
-    Ok((offsets, values))
-}
-
 fn ragged<'a>(path: &Path, name: &str, col: &'a ArrayRef) -> Result<Ragged<'a>> {
-    let (offsets, values) = list_column(path, name, col, "token")?;
-    let values = match values.data_type() {
-        DataType::Int32 => Tokens::I32(values.as_primitive::<Int32Type>().values()),
-        DataType::Int64 => Tokens::I64(values.as_primitive::<Int64Type>().values()),
-        DataType::UInt32 => Tokens::U32(values.as_primitive::<UInt32Type>().values()),
-        DataType::UInt16 => Tokens::U16(values.as_primitive::<UInt16Type>().values()),
-        DataType::UInt64 => Tokens::U64(values.as_primitive::<UInt64Type>().values()),
-        dt => {
-            return Err(Error::column(
-                path,
-                format!("column {name:?} holds {dt}; expected integer token ids"),
-            ))
-        }
-    };
-    Ok(Ragged { values, offsets })
+    super::arrow::token_list(col.as_ref()).map_err(|p| list_error(path, name, p))
 }
 
 fn ragged_mask<'a>(
@@ -369,28 +316,16 @@ fn ragged_mask<'a>(
     col: &'a ArrayRef,
     bools: &'a mut Vec<u8>,
 ) -> Result<RaggedMask<'a>> {
-    let (offsets, values) = list_column(path, name, col, "mask")?;
-    let values = match values.data_type() {
-        DataType::Boolean => {
-            *bools = values.as_boolean().values().iter().map(u8::from).collect();
-            MaskSlice::U8(bools.as_slice())
-        }
-        DataType::Int8 => MaskSlice::I8(values.as_primitive::<Int8Type>().values()),
-        DataType::UInt8 => MaskSlice::U8(values.as_primitive::<UInt8Type>().values()),
-        DataType::Int16 => MaskSlice::I16(values.as_primitive::<Int16Type>().values()),
-        DataType::UInt16 => MaskSlice::U16(values.as_primitive::<UInt16Type>().values()),
-        DataType::Int32 => MaskSlice::I32(values.as_primitive::<Int32Type>().values()),
-        DataType::UInt32 => MaskSlice::U32(values.as_primitive::<UInt32Type>().values()),
-        DataType::Int64 => MaskSlice::I64(values.as_primitive::<Int64Type>().values()),
-        DataType::UInt64 => MaskSlice::U64(values.as_primitive::<UInt64Type>().values()),
-        dt => {
-            return Err(Error::column(
-                path,
-                format!("column {name:?} holds {dt}; expected bool or integers"),
-            ))
-        }
-    };
-    Ok(RaggedMask { values, offsets })
+    super::arrow::mask_list(col.as_ref(), bools).map_err(|p| list_error(path, name, p))
+}
+
+/// Null elements are a broken file; a wrong type is the wrong column.
+fn list_error(path: &Path, name: &str, p: ListProblem) -> Error {
+    let message = format!("column {name:?} {p}");
+    match p {
+        ListProblem::NullElements(_) => Error::invalid(path, message),
+        _ => Error::column(path, message),
+    }
 }
 
 /// A label column (sample id, category) as strings, whatever its storage type.
