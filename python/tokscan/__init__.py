@@ -16,6 +16,7 @@ from .errors import (
     UsageError,
 )
 from .report import Report
+from .validate import CheckResult, Validator
 
 __version__ = _core.__version__
 
@@ -30,6 +31,7 @@ __all__ = [
     "CODES",
     "CODE_INFO",
     "PROFILES",
+    "CheckResult",
     "ColumnError",
     "InputError",
     "InputNotFoundError",
@@ -40,6 +42,7 @@ __all__ = [
     "ScanInterrupted",
     "TokscanError",
     "UsageError",
+    "Validator",
     "__version__",
     "load_profile",
     "scan",

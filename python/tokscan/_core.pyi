@@ -1,5 +1,10 @@
 """Type stubs of the compiled core (`tokscan._core`)."""
 
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
 __version__: str
 
 class Profile:
@@ -30,6 +35,22 @@ class Scan:
     def run(self) -> str: ...
     def progress(self) -> dict[str, int]: ...
     def cancel(self) -> None: ...
+
+class Validator:
+    def __init__(self, profile: Profile, pad_id: int | None = None, threads: int = 1) -> None: ...
+    @property
+    def pad_id(self) -> int | None: ...
+    def check_numpy(
+        self,
+        ids: npt.NDArray[Any],
+        offsets: npt.NDArray[np.int32] | npt.NDArray[np.int64] | None = None,
+        loss_mask: npt.NDArray[Any] | None = None,
+        mask_offsets: npt.NDArray[np.int32] | npt.NDArray[np.int64] | None = None,
+    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32]]: ...
+    def check_each(
+        self, ids: list[npt.NDArray[Any]], masks: list[npt.NDArray[Any] | None] | None = None
+    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32]]: ...
+    def check_arrow(self, ids: Any, loss_mask: Any = None) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32]]: ...
 
 def codes() -> list[tuple[str, int, str, str]]: ...
 def builtin_profiles() -> list[str]: ...

@@ -15,9 +15,11 @@ pub mod source;
 pub mod stats;
 pub mod summary;
 pub mod token;
+pub mod validate;
 
 pub use anomaly::{Code, Severity};
 pub use error::{Error, Result};
 pub use profile::Profile;
 pub use report::Report;
 pub use scan::{scan, Progress, ScanOptions};
+pub use validate::Validator;

@@ -13,6 +13,8 @@ use tokscan_core::profile::Vocabulary;
 use tokscan_core::source::ColumnNames;
 use tokscan_core::{Code, Error, Profile, Progress, ScanOptions, Severity};
 
+mod validate;
+
 /// Raises the `tokscan.errors` exception named `class` with `msg`.
 fn raise(py: Python<'_>, class: &str, msg: String) -> PyErr {
     match py.import("tokscan.errors").and_then(|m| m.getattr(class)) {
@@ -21,7 +23,7 @@ fn raise(py: Python<'_>, class: &str, msg: String) -> PyErr {
     }
 }
 
-fn to_py(py: Python<'_>, e: Error) -> PyErr {
+pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
     let class = match &e {
         Error::NotFound { .. } => "InputNotFoundError",
         Error::Io { .. } | Error::InvalidInput { .. } => "InputError",
@@ -34,7 +36,10 @@ fn to_py(py: Python<'_>, e: Error) -> PyErr {
 }
 
 /// Runs `f` with the GIL released; a panic inside becomes `InternalError`.
-fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, Error> + Send) -> PyResult<T> {
+pub(crate) fn detached<T: Send>(
+    py: Python<'_>,
+    f: impl FnOnce() -> Result<T, Error> + Send,
+) -> PyResult<T> {
     let out = py.detach(|| catch_unwind(AssertUnwindSafe(f)));
     match out {
         Ok(Ok(v)) => Ok(v),
@@ -56,8 +61,8 @@ fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, Error> + Send
 
 /// A resolved chat-format profile.
 #[pyclass(frozen, name = "Profile", module = "tokscan._core")]
-struct PyProfile {
-    inner: Arc<Profile>,
+pub struct PyProfile {
+    pub(crate) inner: Arc<Profile>,
 }
 
 #[pymethods]
@@ -337,6 +342,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     install_quiet_panic_hook();
     m.add_class::<PyProfile>()?;
     m.add_class::<PyScan>()?;
+    m.add_class::<validate::PyValidator>()?;
     m.add_function(wrap_pyfunction!(codes, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_profiles, m)?)?;
     m.add_function(wrap_pyfunction!(check_one, m)?)?;
