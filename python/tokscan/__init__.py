@@ -15,6 +15,7 @@ from .errors import (
     TokscanError,
     UsageError,
 )
+from .hf import hf_annotate, hf_filter
 from .report import Report
 from .validate import CheckResult, Validator
 
@@ -44,6 +45,8 @@ __all__ = [
     "UsageError",
     "Validator",
     "__version__",
+    "hf_annotate",
+    "hf_filter",
     "load_profile",
     "scan",
 ]
