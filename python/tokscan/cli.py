@@ -123,6 +123,16 @@ def scan(
     ] = None,
     junit_out: Annotated[Path | None, typer.Option("--junit", help="Write a JUnit XML report here.")] = None,
     html_out: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
+    exclude: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write the samples to drop here, one per line: sample ids (rows when a sample has none). "
+            "Selected by --fail-on severity, or by --exclude-code."
+        ),
+    ] = None,
+    exclude_code: Annotated[
+        list[str] | None, typer.Option(help="With --exclude: drop the samples with this code (repeatable).")
+    ] = None,
     fmt: Annotated[
         OutputFormat, typer.Option("--format", help="text summary, JSON report, or GitHub annotations on stdout.")
     ] = OutputFormat.text,
@@ -192,6 +202,15 @@ def scan(
             from .html import render
 
             html_out.write_text(render(report, fail_level, cfg.policy))
+        if exclude is not None:
+            from .clean import selected, write_exclusions
+
+            drop = selected(report, fail_level, exclude_code or (), cfg.policy)
+            kind = write_exclusions(drop, exclude)
+            if not quiet and fmt is OutputFormat.text and not to_stdout:
+                out.print(f"exclusion list: {len(drop)} sample(s) by {kind} -> {exclude}", highlight=False)
+        elif exclude_code:
+            raise UsageError("--exclude-code needs --exclude FILE")
         if not quiet and fmt is OutputFormat.text and not to_stdout:
             print_summary(report, out, fail_level, seconds, cfg.policy)
             if "decoded" in report.data:
@@ -400,6 +419,38 @@ def demo(
         report.write_json(json_path)
         again = f"tokscan scan {path} --profile {profile}" + (f" --tokenizer {tok}" if tok else "")
         out.print(f"\nJSON report: {json_path}  ·  re-run with: {again}")
+
+
+@app.command()
+def clean(
+    paths: Annotated[list[str], typer.Argument(help="The corpus, exactly as it was scanned.")],
+    report_path: Annotated[Path, typer.Option("--report", help="The JSON report of a scan of PATHS.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="New directory for the cleaned copy.")],
+    fail_on: Annotated[
+        FailOn | None, typer.Option(help="Drop samples with a code at or above this severity [error].")
+    ] = None,
+    code: Annotated[
+        list[str] | None, typer.Option("--code", help="Drop samples with this code instead (repeatable).")
+    ] = None,
+    config_file: Annotated[Path | None, typer.Option("--config", help="Config file ([policy] ignores).")] = None,
+) -> None:
+    """Write a copy of the corpus without the flagged samples (same layout), plus a manifest of what was
+    removed. The source is never modified."""
+    with user_errors():
+        from .clean import MANIFEST
+        from .clean import clean as run_clean
+        from .report import Report
+
+        cfg = load_config(config_file)
+        report = Report.load(report_path)
+        level = fail_on.value if fail_on else (cfg.fail_on or "error")
+        m = run_clean(paths, report, out_dir, fail_on=level, codes=code or (), policy=cfg.policy, columns=cfg.columns)
+        removed = len(m["removed"])
+        out.print(
+            f"kept {m['kept']} of {m['kept'] + removed} samples ({removed} removed) in {len(m['inputs'])} file(s) "
+            f"-> {out_dir}  ·  manifest: {out_dir / MANIFEST}",
+            highlight=False,
+        )
 
 
 @app.command()

@@ -1,0 +1,193 @@
+"""Acting on a scan's findings: the exclusion list (`scan --exclude`) and a cleaned copy of the corpus
+(`tokscan clean`). The source is only ever read; the copy has the same layout (Parquet files with the same
+schema and codec, or NumPy corpus directories with the same dtypes) minus the selected samples, and a
+manifest of what was removed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import _core
+from .errors import ReportError, UsageError
+from .report import SEVERITY_RANK, Report
+
+if TYPE_CHECKING:
+    from .config import Rule
+
+MANIFEST = "tokscan-clean.json"
+NUMPY_ARRAYS = ("tokens.npy", "offsets.npy", "loss_mask.npy")
+
+
+def selected(
+    report: Report,
+    fail_on: str = "error",
+    codes: Iterable[str] = (),
+    policy: Mapping[str, Rule] | None = None,
+) -> list[dict[str, Any]]:
+    """The flagged samples to drop: those with any of `codes` when given, else those with a code at or above
+    `fail_on` (after the report's severities; codes the policy ignores are kept)."""
+    codes = list(codes)
+    unknown = [c for c in codes if c not in report.anomalies]
+    if unknown:
+        raise UsageError(f"unknown anomaly code(s): {', '.join(unknown)} (see `tokscan codes`)")
+    if codes:
+        want = set(codes)
+    elif fail_on == "never":
+        want = set()
+    else:
+        floor = SEVERITY_RANK[fail_on]
+        policy = policy or {}
+        want = {
+            c
+            for c, a in report.anomalies.items()
+            if SEVERITY_RANK[a["severity"]] >= floor and not (c in policy and policy[c].ignore)
+        }
+    return [f for f in report.flagged if want.intersection(f["codes"])]
+
+
+def write_exclusions(entries: list[dict[str, Any]], path: Path) -> str:
+    """Writes one line per sample: its sample_id when every selected sample has one, else its global row.
+    Returns which of the two it wrote."""
+    by_id = bool(entries) and all(f["sample_id"] is not None for f in entries)
+    lines = [str(f["sample_id"]) if by_id else str(f["row"]) for f in entries]
+    text = "".join(line + "\n" for line in lines)
+    if str(path) == "-":
+        import sys
+
+        sys.stdout.write(text)
+    else:
+        path.write_text(text)
+    return "sample_id" if by_id else "row"
+
+
+def _common_root(given: list[str], sources: list[Path]) -> Path:
+    """The folder the output directory stands for: the given directory (or the deepest folder holding all the
+    given paths), so `clean DIR --out NEW` makes NEW a drop-in replacement for DIR."""
+    bases = []
+    for p in map(Path, given):
+        if p.is_dir():
+            bases.append(p.resolve())
+        elif p.is_file():
+            bases.append(p.resolve().parent)
+        else:  # a glob
+            bases = [s.parent for s in sources]
+            break
+    return Path(os.path.commonpath([str(b) for b in bases]))
+
+
+def _same_inputs(report: Report, inputs: list[tuple[str, str, Any]], counts: list[int]) -> None:
+    have = [(str(Path(p).resolve()), int(n)) for (p, _f, _c), n in zip(inputs, counts, strict=True)]
+    want = [(str(Path(i["path"]).resolve()), int(i["samples"])) for i in report.data.get("inputs", [])]
+    if have != want:
+        raise ReportError(
+            "the report does not describe these inputs (different files or sample counts): "
+            "run `tokscan scan` on the same paths first"
+        )
+
+
+def clean(
+    paths: list[str],
+    report: Report,
+    out: Path,
+    *,
+    fail_on: str = "error",
+    codes: Iterable[str] = (),
+    policy: Mapping[str, Rule] | None = None,
+    columns: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Writes the corpus of `paths` without the selected samples under `out`; returns the manifest."""
+    from .forensics import Corpus
+
+    codes = list(codes)
+    corpus = Corpus(paths, columns)
+    _same_inputs(report, corpus.inputs, corpus.counts)
+    out = Path(out)
+    sources = [Path(p).resolve() for p, _f, _c in corpus.inputs]
+    root = _common_root(paths, sources)
+    out_abs = out.resolve()
+    # Inside a scanned directory the copy would be scanned with it next time; around it, it would mix.
+    for s in [*sources, *(Path(p).resolve() for p in paths)]:
+        if out_abs == s or s in out_abs.parents or out_abs in s.parents:
+            raise UsageError(f"{out}: the output must not overlap the input {s}")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"{out}: exists and is not an empty directory")
+    drop = selected(report, fail_on, codes, policy)
+    drop_rows = np.array(sorted(f["row"] for f in drop), dtype=np.int64)
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    for k, (path, fmt, _cat) in enumerate(corpus.inputs):
+        start, n = int(corpus.starts[k]), int(corpus.counts[k])
+        local = drop_rows[(drop_rows >= start) & (drop_rows < start + n)] - start
+        keep = np.ones(n, dtype=bool)
+        keep[local] = False
+        src = Path(path).resolve()
+        dst = out / src.relative_to(root)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if fmt == "parquet":
+            _clean_parquet(src, dst, keep)
+        else:
+            _clean_numpy(src, dst, keep)
+        files.append({"source": str(src), "output": str(dst), "samples": n, "kept": int(keep.sum())})
+    manifest = {
+        "tool": {"name": "tokscan", "version": _core.__version__},
+        "selection": {"codes": sorted(set(codes))} if codes else {"fail_on": fail_on},
+        "inputs": files,
+        "kept": sum(f["kept"] for f in files),
+        "removed": [{k: f[k] for k in ("row", "sample_id", "source", "category", "codes", "severity")} for f in drop],
+    }
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def _clean_parquet(src: Path, dst: Path, keep: np.ndarray) -> None:
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(src)
+    meta = pf.metadata
+    codec = meta.row_group(0).column(0).compression.lower() if meta.num_row_groups else "zstd"
+    with pq.ParquetWriter(dst, pf.schema_arrow, compression=codec) as w:
+        start = 0
+        for g in range(meta.num_row_groups):
+            t = pf.read_row_group(g)
+            k = keep[start : start + t.num_rows]
+            start += t.num_rows
+            w.write_table(t.filter(k) if not k.all() else t, row_group_size=max(t.num_rows, 1))
+
+
+def _clean_numpy(src: Path, dst: Path, keep: np.ndarray) -> None:
+    dst.mkdir(parents=True, exist_ok=True)
+    offsets = np.load(src / "offsets.npy", mmap_mode="r")
+    lengths = np.diff(offsets)
+    new_offsets = np.zeros(int(keep.sum()) + 1, dtype=offsets.dtype)
+    np.cumsum(lengths[keep], out=new_offsets[1:])
+    np.save(dst / "offsets.npy", new_offsets)
+    # Runs of kept samples are contiguous in the token arrays: copy them run by run.
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], keep.astype(np.int8), [0]])))
+    runs = list(zip(edges[::2], edges[1::2], strict=True))
+    for name in ("tokens.npy", "loss_mask.npy"):
+        if not (src / name).is_file():
+            continue
+        a = np.load(src / name, mmap_mode="r")
+        b = np.lib.format.open_memmap(dst / name, mode="w+", dtype=a.dtype, shape=(int(new_offsets[-1]),))
+        at = 0
+        for s, e in runs:
+            lo, hi = int(offsets[s]), int(offsets[e])
+            b[at : at + hi - lo] = a[lo:hi]
+            at += hi - lo
+        b.flush()
+        del b
+    if (src / "meta.parquet").is_file():
+        import pyarrow.parquet as pq
+
+        meta = pq.read_table(src / "meta.parquet")
+        pq.write_table(meta.filter(keep), dst / "meta.parquet")
+    for f in src.iterdir():
+        if f.is_file() and f.name not in (*NUMPY_ARRAYS, "meta.parquet"):
+            shutil.copy2(f, dst / f.name)
