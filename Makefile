@@ -56,6 +56,7 @@ fuzz: ## stable-toolchain fuzzing of the NumPy reader and the checker (FUZZ_CASE
 bench: build ## full benchmark (DuckDB, polars, numpy baselines; corpus cached in ~/.cache/tokscan-bench)
 	$(PY) -m pip install --quiet duckdb polars zstandard
 	$(PY) benches/bench.py --scaling --json benches/results.json
+	$(PY) benches/loader.py --json benches/loader-results.json
 
 clean: ## remove build output and the virtualenv
 	cargo clean
