@@ -15,6 +15,14 @@ use tokscan_core::{Code, Error, Profile, Progress, ScanOptions, Severity};
 
 mod validate;
 
+/// The extension's own allocations (arrow-rs decode buffers above all) go through mimalloc. glibc's malloc
+/// serves each multi-megabyte batch buffer with a fresh mmap and unmaps it on free, so every batch faulted
+/// its pages in again: a third of a single-thread Parquet scan was kernel page-fault and page-zeroing time
+/// (perf, benches/README.md). mimalloc keeps freed segments for the next batch. Python's own objects are
+/// unaffected.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Raises the `tokscan.errors` exception named `class` with `msg`.
 fn raise(py: Python<'_>, class: &str, msg: String) -> PyErr {
     match py.import("tokscan.errors").and_then(|m| m.getattr(class)) {
