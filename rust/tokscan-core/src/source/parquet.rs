@@ -16,8 +16,13 @@ use super::arrow::ListProblem;
 use super::{Batch, ColumnNames, Ragged, RaggedMask};
 use crate::error::{Error, Result};
 
-/// Rows decoded at a time inside a row group.
-const BATCH_ROWS: usize = 1024;
+/// Tokens decoded at a time inside a row group (rows per batch = this / the row group's mean row length).
+/// arrow-rs decodes a list column through per-batch level and value buffers; at ~64k tokens they stay in
+/// the L2 cache, where whole 1.5M-token row groups spilled to memory and were regrown by `realloc` every
+/// batch (single-thread scan 3.0 s -> 2.2 s on the benchmark corpus; `benches/README.md`).
+const BATCH_TOKENS: u64 = 1 << 16;
+/// Bounds on rows per batch, whatever the row lengths.
+const MAX_BATCH_ROWS: u64 = 1024;
 
 /// Which column plays which role in one file.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -48,6 +53,8 @@ pub struct ParquetShard {
     projection: ProjectionMask,
     pub layout: Layout,
     pub row_group_rows: Vec<u64>,
+    /// Rows per decoded batch, per row group.
+    batch_rows: Vec<usize>,
 }
 
 fn open_file(path: &Path) -> Result<File> {
@@ -215,18 +222,20 @@ impl ParquetShard {
             .map(|n| schema.index_of(n).expect("detected column"))
             .collect();
         let projection = ProjectionMask::roots(meta.parquet_schema(), indices);
-        let row_group_rows = meta
+        let row_group_rows: Vec<u64> = meta
             .metadata()
             .row_groups()
             .iter()
             .map(|rg| rg.num_rows().max(0) as u64)
             .collect();
+        let batch_rows = batch_rows(&meta, &layout, &row_group_rows);
         Ok(ParquetShard {
             path: path.to_path_buf(),
             meta,
             projection,
             layout,
             row_group_rows,
+            batch_rows,
         })
     }
 
@@ -245,7 +254,7 @@ impl ParquetShard {
             ParquetRecordBatchReaderBuilder::new_with_metadata(open_file(path)?, self.meta.clone())
                 .with_projection(self.projection.clone())
                 .with_row_groups(vec![rg])
-                .with_batch_size(BATCH_ROWS)
+                .with_batch_size(self.batch_rows[rg])
                 .build()
                 .map_err(|e| parquet_err(path, e))?;
         for rb in reader {
@@ -306,6 +315,35 @@ impl ParquetShard {
     }
 }
 
+/// Rows per batch for each row group, from the token columns' value counts in the metadata (a value count
+/// includes one placeholder per null or empty list, which only matters for rows of almost no tokens).
+fn batch_rows(meta: &ArrowReaderMetadata, layout: &Layout, rows: &[u64]) -> Vec<usize> {
+    let leaves: Vec<usize> = meta
+        .parquet_schema()
+        .columns()
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            let root = c.path().parts().first().map(String::as_str);
+            root == Some(layout.ids.as_str()) || root.is_some() && root == layout.prompt.as_deref()
+        })
+        .map(|(i, _)| i)
+        .collect();
+    meta.metadata()
+        .row_groups()
+        .iter()
+        .zip(rows)
+        .map(|(rg, &n)| {
+            let tokens: u64 = leaves
+                .iter()
+                .map(|&i| rg.column(i).num_values().max(0) as u64)
+                .sum();
+            let per_row = tokens.div_ceil(n.max(1)).max(1);
+            (BATCH_TOKENS / per_row).clamp(1, MAX_BATCH_ROWS) as usize
+        })
+        .collect()
+}
+
 fn ragged<'a>(path: &Path, name: &str, col: &'a ArrayRef) -> Result<Ragged<'a>> {
     super::arrow::token_list(col.as_ref()).map_err(|p| list_error(path, name, p))
 }
@@ -337,4 +375,126 @@ pub fn strings(path: &Path, name: &str, col: &ArrayRef) -> Result<Vec<Option<Str
         .iter()
         .map(|s| s.map(str::to_string))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, Int8Array, ListArray, UInt32Array};
+    use arrow_buffer::OffsetBuffer;
+    use arrow_schema::Field;
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::source::Tokens;
+    use crate::token::MaskSlice;
+
+    type Row = (Vec<u32>, Vec<i8>, Option<String>);
+
+    fn list<A: Array + 'static>(lens: &[usize], values: A) -> ListArray {
+        let field = Arc::new(Field::new("item", values.data_type().clone(), true));
+        ListArray::new(
+            field,
+            OffsetBuffer::from_lengths(lens.iter().copied()),
+            Arc::new(values),
+            None,
+        )
+    }
+
+    /// Writes `rows` (ids, mask, sample id) in row groups of `rg_rows` and reads them back batch by batch.
+    fn round_trip(rows: &[Row], rg_rows: usize) -> (Vec<Row>, ParquetShard) {
+        let lens: Vec<usize> = rows.iter().map(|r| r.0.len()).collect();
+        let ids = list(
+            &lens,
+            UInt32Array::from(rows.iter().flat_map(|r| r.0.clone()).collect::<Vec<_>>()),
+        );
+        let mask = list(
+            &lens,
+            Int8Array::from(rows.iter().flat_map(|r| r.1.clone()).collect::<Vec<_>>()),
+        );
+        let sid = Int64Array::from((0..rows.len() as i64).collect::<Vec<_>>());
+        let batch = RecordBatch::try_from_iter([
+            ("input_ids", Arc::new(ids) as ArrayRef),
+            ("loss_mask", Arc::new(mask) as ArrayRef),
+            ("sample_id", Arc::new(sid) as ArrayRef),
+        ])
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.parquet");
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(rg_rows))
+            .build();
+        let mut w = ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), Some(props))
+            .unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let shard = ParquetShard::open(&path, &ColumnNames::default()).unwrap();
+        let mut out = Vec::new();
+        for rg in 0..shard.row_group_rows.len() {
+            shard
+                .for_each_batch(rg, |b| {
+                    let (Tokens::U32(v), Some(MaskSlice::I8(m))) =
+                        (b.ids.values, b.mask.map(|m| m.values))
+                    else {
+                        panic!("unexpected storage types");
+                    };
+                    let mo = b.mask.unwrap().offsets;
+                    for i in 0..b.rows() {
+                        let sid = b.sample_ids.unwrap()[i].clone();
+                        out.push((
+                            v[b.ids.offsets.range(i)].to_vec(),
+                            m[mo.range(i)].to_vec(),
+                            sid,
+                        ));
+                    }
+                    Ok(())
+                })
+                .unwrap();
+        }
+        (out, shard)
+    }
+
+    fn rows_of(lens: &[usize]) -> Vec<Row> {
+        lens.iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let ids = (0..n as u32)
+                    .map(|t| t.wrapping_mul(2654435761) % 160_000 + i as u32)
+                    .collect();
+                let mask = (0..n).map(|t| i8::from(t >= n / 3)).collect();
+                (ids, mask, Some(i.to_string()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn batch_size_follows_the_row_length() {
+        // Row group 0: 4 rows of 40k tokens (1 per batch); row group 1: 4 rows of 10 (the row cap).
+        let rows = rows_of(&[40_000, 40_000, 40_000, 40_000, 10, 10, 10, 10]);
+        let (back, shard) = round_trip(&rows, 4);
+        assert_eq!(back, rows);
+        assert_eq!(shard.batch_rows, vec![1, MAX_BATCH_ROWS as usize]);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// Every row comes back whole and in order, with its mask and sample id, whatever the row lengths
+        /// (empty, tiny, longer than a batch) and however rows fall into row groups and batches.
+        #[test]
+        fn rows_survive_any_batching(
+            lens in proptest::collection::vec(
+                prop_oneof![4 => 0usize..300, 1 => 0usize..100_000],
+                1..60,
+            ),
+            rg_rows in 1usize..40,
+        ) {
+            let rows = rows_of(&lens);
+            let (back, _) = round_trip(&rows, rg_rows);
+            prop_assert_eq!(back, rows);
+        }
+    }
 }
