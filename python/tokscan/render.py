@@ -120,7 +120,8 @@ def print_summary(
     d = report.data
     speed = ""
     if seconds is not None and seconds > 0:
-        speed = f" · {seconds:.2f} s ({report.n_tokens / seconds / 1e6:,.0f} Mtok/s)"
+        # Wall time of the whole command (tokenizer loading included), so small corpora read in k tok/s.
+        speed = f" · {seconds:.2f} s ({_tokens(round(report.n_tokens / seconds))} tok/s)"
     console.print(
         f"[bold]tokscan {d['tool']['version']}[/] · profile [bold]{d['profile']['name']}[/] · "
         f"{len(d['inputs'])} input(s) · {_num(report.n_samples)} samples · {_tokens(report.n_tokens)} tokens{speed}"
