@@ -8,6 +8,7 @@ whole corpus and are never set by `check`; every other code is set exactly when 
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,8 +25,10 @@ CORPUS_WIDE_CODES = ("duplicate", "sample_id_duplicate", "length_outlier")
 IGNORE = "ignore"
 
 
+@functools.cache
 def _code_table() -> dict[str, tuple[int, str]]:
-    return {name: (bit, sev) for name, bit, sev, _desc in _core.codes()}
+    """Code name -> (bit, default severity), in bit order (the core's table never changes in a process)."""
+    return {name: (bit, sev) for name, bit, sev, _desc in sorted(_core.codes(), key=lambda c: c[1])}
 
 
 def fail_mask(policy: Mapping[str, str] | None = None, fail_on: str = "error") -> int:
@@ -52,7 +55,7 @@ def fail_mask(policy: Mapping[str, str] | None = None, fail_on: str = "error") -
 
 
 def _names(bits: int) -> list[str]:
-    return [name for name, (bit, _sev) in sorted(_code_table().items(), key=lambda kv: kv[1][0]) if bits >> bit & 1]
+    return [name for name, (bit, _sev) in _code_table().items() if bits >> bit & 1]
 
 
 @dataclass(frozen=True)
