@@ -15,7 +15,7 @@ use crate::report::{build_report, InputInfo, Report};
 use crate::source::numpy::NumpyShard;
 use crate::source::parquet::ParquetShard;
 use crate::source::{
-    discover, Batch, ColumnNames, Format, FromTokens, Input, Tokens, DEFAULT_CATEGORY,
+    discover, with_tokens, Batch, ColumnNames, Format, FromTokens, Input, DEFAULT_CATEGORY,
 };
 use crate::summary::{FlagDetail, SampleRecord, Summary, MAX_BOUNDARIES};
 use crate::token::{hash_ids, TokenId};
@@ -290,13 +290,7 @@ fn scan_unit(
 
 /// Checks every row of a batch; returns the number of tokens seen.
 fn check_batch(ctx: &mut UnitCtx<'_>, b: &Batch<'_>) -> u64 {
-    match b.ids.values {
-        Tokens::U16(v) => check_rows(ctx, b, v),
-        Tokens::U32(v) => check_rows(ctx, b, v),
-        Tokens::I32(v) => check_rows(ctx, b, v),
-        Tokens::I64(v) => check_rows(ctx, b, v),
-        Tokens::U64(v) => check_rows(ctx, b, v),
-    }
+    with_tokens!(b.ids.values, v => check_rows(ctx, b, v))
 }
 
 fn check_rows<T: TokenId + PartialEq + FromTokens>(

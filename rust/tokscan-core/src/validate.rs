@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use crate::check::{check_sample, Scratch};
 use crate::error::{Error, Result};
 use crate::profile::Profile;
-use crate::source::{FromTokens, Offsets, Tokens};
+use crate::source::{with_tokens, FromTokens, Offsets, Tokens};
 use crate::token::{MaskSlice, TokenId};
 
 /// Rows checked per parallel task; large enough that scheduling costs nothing next to the checks.
@@ -195,13 +195,7 @@ impl Validator {
             flags: vec![0; n],
             lengths: vec![0; n],
         };
-        match batch.ids {
-            Tokens::U16(v) => self.check_rows(batch, v, &mut out)?,
-            Tokens::U32(v) => self.check_rows(batch, v, &mut out)?,
-            Tokens::I32(v) => self.check_rows(batch, v, &mut out)?,
-            Tokens::I64(v) => self.check_rows(batch, v, &mut out)?,
-            Tokens::U64(v) => self.check_rows(batch, v, &mut out)?,
-        }
+        with_tokens!(batch.ids, v => self.check_rows(batch, v, &mut out)?);
         Ok(out)
     }
 
@@ -296,13 +290,7 @@ impl Validator {
             lengths: Vec::with_capacity(samples.len()),
         };
         for &(ids, mask) in samples {
-            let f = match ids {
-                Tokens::U16(v) => check_sample(profile, v, None, mask, &mut scratch, &mut counts),
-                Tokens::U32(v) => check_sample(profile, v, None, mask, &mut scratch, &mut counts),
-                Tokens::I32(v) => check_sample(profile, v, None, mask, &mut scratch, &mut counts),
-                Tokens::I64(v) => check_sample(profile, v, None, mask, &mut scratch, &mut counts),
-                Tokens::U64(v) => check_sample(profile, v, None, mask, &mut scratch, &mut counts),
-            };
+            let f = with_tokens!(ids, v => check_sample(profile, v, None, mask, &mut scratch, &mut counts));
             out.flags.push(f.flags);
             out.lengths.push(ids.len() as u32);
         }

@@ -55,15 +55,24 @@ pub enum Tokens<'a> {
     U64(&'a [u64]),
 }
 
+/// Evaluates `$e` with `$s` bound to the typed slice inside a [`Tokens`] (the one place that lists the
+/// storage types; every per-type dispatch goes through it).
+macro_rules! with_tokens {
+    ($t:expr, $s:ident => $e:expr) => {
+        match $t {
+            $crate::source::Tokens::U16($s) => $e,
+            $crate::source::Tokens::U32($s) => $e,
+            $crate::source::Tokens::I32($s) => $e,
+            $crate::source::Tokens::I64($s) => $e,
+            $crate::source::Tokens::U64($s) => $e,
+        }
+    };
+}
+pub(crate) use with_tokens;
+
 impl Tokens<'_> {
     pub fn len(&self) -> usize {
-        match self {
-            Tokens::U16(s) => s.len(),
-            Tokens::U32(s) => s.len(),
-            Tokens::I32(s) => s.len(),
-            Tokens::I64(s) => s.len(),
-            Tokens::U64(s) => s.len(),
-        }
+        with_tokens!(self, s => s.len())
     }
 
     pub fn is_empty(&self) -> bool {
