@@ -135,3 +135,25 @@ def test_scan_exclude_lists_ids_by_severity_or_code(layouts, tmp_path):
 
     proc = run_cli("scan", str(src), "--exclude-code", "nope", "--exclude", str(excl))
     assert proc.returncode == 2 and "unknown anomaly code" in proc.stderr
+
+
+def test_selection_follows_severity_floor_and_ignored_codes(layouts):
+    from tokscan.clean import selected
+    from tokscan.config import Rule
+
+    report = tokscan.scan(layouts["parquet_full"])
+    rank = {"info": 0, "warning": 1, "error": 2}
+    sev = {c: a["severity"] for c, a in report.anomalies.items()}
+
+    def oracle(floor: int, ignored: set[str]) -> list[int]:
+        return [f["row"] for f in report.flagged if any(rank[sev[c]] >= floor and c not in ignored for c in f["codes"])]
+
+    for fail_on, floor in (("error", 2), ("warning", 1), ("info", 0)):
+        assert [f["row"] for f in selected(report, fail_on)] == oracle(floor, set())
+    assert selected(report, "never") == []
+    # An ignored code no longer selects its samples; a count tolerance does not un-select them.
+    found = [c for c, a in report.anomalies.items() if a["count"] and sev[c] == "error"]
+    ignored, tolerated = found[0], found[1]
+    policy = {ignored: Rule(ignore=True), tolerated: Rule(max_count=10**9)}
+    assert [f["row"] for f in selected(report, "error", policy=policy)] == oracle(2, {ignored})
+    assert oracle(2, {ignored}) != oracle(2, set())

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _core
 from .errors import ReportError, UsageError
-from .report import SEVERITY_RANK, Report
+from .report import Report
 
 if TYPE_CHECKING:
     from .config import Rule
@@ -39,16 +39,11 @@ def selected(
         raise UsageError(f"unknown anomaly code(s): {', '.join(unknown)} (see `tokscan codes`)")
     if codes:
         want = set(codes)
-    elif fail_on == "never":
-        want = set()
     else:
-        floor = SEVERITY_RANK[fail_on]
-        policy = policy or {}
-        want = {
-            c
-            for c, a in report.anomalies.items()
-            if SEVERITY_RANK[a["severity"]] >= floor and not (c in policy and policy[c].ignore)
-        }
+        # The codes `--fail-on` fails on, without the policy's count tolerances (a tolerated code still marks
+        # its samples bad) but without the codes the policy ignores.
+        ignored = {c for c, rule in (policy or {}).items() if rule.ignore}
+        want = set(report.failures(fail_on)) - ignored
     return [f for f in report.flagged if want.intersection(f["codes"])]
 
 
