@@ -11,7 +11,8 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from . import _core
 from .api import scan as run_scan
@@ -55,6 +56,14 @@ def _columns(**roles: str | None) -> dict[str, str]:
     return {role: name for role, name in roles.items() if name}
 
 
+class PartsColumn(ProgressColumn):
+    """`done/total parts · N samples`; the total is unknown (None) until the inputs are planned."""
+
+    def render(self, task: Task) -> Text:
+        total = "?" if task.total is None else f"{task.total:,.0f}"
+        return Text(f"{task.completed:,.0f}/{total} parts · {task.fields.get('samples', 0):,} samples")
+
+
 def scan_with_progress(paths: list[str], show_progress: bool, **kwargs):
     if not (show_progress and err.is_terminal):
         # Still poll from this thread, so Ctrl-C cancels the scan promptly.
@@ -62,7 +71,7 @@ def scan_with_progress(paths: list[str], show_progress: bool, **kwargs):
     with Progress(
         TextColumn("[bold]scanning"),
         BarColumn(),
-        TextColumn("{task.completed:,.0f}/{task.total:,.0f} parts · {task.fields[samples]:,} samples"),
+        PartsColumn(),
         TimeElapsedColumn(),
         console=err,
         transient=True,
@@ -176,7 +185,7 @@ def scan(
         report = scan_with_progress(
             paths,
             progress and not quiet and fmt is OutputFormat.text,
-            profile=profile or cfg.profile or "kimi-k2",
+            profile=profile if profile is not None else (cfg.profile or "kimi-k2"),
             tokenizer=tokenizer or cfg.tokenizer,
             columns=columns,
             threads=threads if threads is not None else (cfg.threads or 0),
@@ -189,7 +198,7 @@ def scan(
             tok_dir = tokenizer or cfg.tokenizer
             if tok_dir is None:
                 raise UsageError("--decode needs --tokenizer DIR (or `tokenizer` in tokscan.toml)")
-            prof = load_profile(profile or cfg.profile or "kimi-k2", tok_dir)
+            prof = load_profile(profile if profile is not None else (cfg.profile or "kimi-k2"), tok_dir)
             report.data["decoded"] = decode_flagged(report, paths, load_tokenizer(tok_dir), decode, columns, prof)
         drifts = compare(base, report, cfg.drift) if base is not None else None
         to_stdout = (json_out is not None and str(json_out) == "-") or fmt is OutputFormat.json

@@ -269,9 +269,20 @@ impl SpelledPatterns {
 /// Names of the built-in profiles.
 pub const BUILTIN_PROFILES: &[&str] = &["kimi-k2", "deepseek", "qwen3"];
 
+/// Other names accepted for a built-in profile: (alias, profile). `tokscan profiles` lists them.
+pub const PROFILE_ALIASES: &[(&str, &str)] = &[
+    ("kimi", "kimi-k2"),
+    ("kimi-k2.5", "kimi-k2"),
+    ("kimi-k2-thinking", "kimi-k2"),
+];
+
 fn builtin_toml(name: &str) -> Option<&'static str> {
+    let name = PROFILE_ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == name)
+        .map_or(name, |(_, profile)| profile);
     match name {
-        "kimi-k2" | "kimi-k2.5" | "kimi" => Some(include_str!("../profiles/kimi-k2.toml")),
+        "kimi-k2" => Some(include_str!("../profiles/kimi-k2.toml")),
         "deepseek" => Some(include_str!("../profiles/deepseek.toml")),
         "qwen3" => Some(include_str!("../profiles/qwen3.toml")),
         _ => None,
@@ -421,12 +432,24 @@ impl Profile {
             if path.is_file() {
                 let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
                 Self::parse_spec(&text, name_or_path)?
+            } else if path.exists() {
+                return Err(Error::profile(name_or_path, "not a file".to_string()));
+            } else if name_or_path.contains(['/', '\\']) || name_or_path.ends_with(".toml") {
+                return Err(Error::profile(
+                    name_or_path,
+                    "no such profile file".to_string(),
+                ));
             } else {
                 return Err(Error::profile(
                     name_or_path,
                     format!(
-                        "unknown profile (built in: {}; or give a TOML file)",
-                        BUILTIN_PROFILES.join(", ")
+                        "unknown profile (built in: {}; aliases: {}; or give a TOML file)",
+                        BUILTIN_PROFILES.join(", "),
+                        PROFILE_ALIASES
+                            .iter()
+                            .map(|(a, p)| format!("{a} = {p}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 ));
             }

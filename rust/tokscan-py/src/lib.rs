@@ -334,6 +334,12 @@ fn builtin_profiles() -> Vec<&'static str> {
     tokscan_core::profile::BUILTIN_PROFILES.to_vec()
 }
 
+/// (alias, profile) pairs: other names accepted for the built-in profiles.
+#[pyfunction]
+fn profile_aliases() -> Vec<(&'static str, &'static str)> {
+    tokscan_core::profile::PROFILE_ALIASES.to_vec()
+}
+
 /// Panics are caught at the boundary and their message travels in the `InternalError`; the default hook
 /// would also print them (with a backtrace) to stderr. Set `TOKSCAN_DEBUG=1` to see them anyway.
 fn install_quiet_panic_hook() {
@@ -353,6 +359,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<validate::PyValidator>()?;
     m.add_function(wrap_pyfunction!(codes, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_profiles, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_aliases, m)?)?;
     m.add_function(wrap_pyfunction!(check_one, m)?)?;
     m.add_function(wrap_pyfunction!(discover_inputs, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
