@@ -8,6 +8,7 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -20,10 +21,56 @@ from .errors import ColumnError, InputError, UsageError
 
 EXCERPT_RADIUS = 12
 EDGE_TOKENS = 12
+OOV = "⟨oov {}⟩"  # an id outside the vocabulary, wherever ids are shown as text
 
 
 class Decoder(Protocol):
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str: ...
+
+
+class IdDecoder:
+    """Stands in for a tokenizer when there is none: special tokens by the profile's name (`<|im_end|>`), ids
+    outside the vocabulary as `⟨oov N⟩`, every other token as its id; tokens separated by spaces."""
+
+    separator = " "
+
+    def __init__(self, profile: _core.Profile | None = None) -> None:
+        self.names: dict[int, str] = {i: name for name, i in profile.special_tokens} if profile is not None else {}
+        self.vocab_size: int | None = profile.vocab_size if profile is not None else None
+
+    def token(self, i: int) -> str:
+        if i < 0 or (self.vocab_size is not None and i >= self.vocab_size):
+            return OOV.format(i)
+        return self.names.get(i, str(i))
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return " ".join(self.token(int(i)) for i in ids)
+
+
+def vocab_size_of(tok: Decoder | None, profile: _core.Profile | None = None) -> int | None:
+    """The vocabulary size that bounds valid ids: the profile's, else the tokenizer's (`len(tok)`), else None."""
+    if profile is not None:
+        return profile.vocab_size
+    return len(tok) if tok is not None and hasattr(tok, "__len__") else None  # type: ignore[arg-type]
+
+
+def decode_text(tok: Decoder, ids: list[int], vocab_size: int | None = None) -> str:
+    """`tok.decode(ids)`, except that ids outside the vocabulary (negative, or >= `vocab_size`) show as
+    `⟨oov N⟩` where they are instead of vanishing (or crashing the tokenizer, for negative ids). One decode
+    call when every id is valid."""
+    bad = [k for k, i in enumerate(ids) if i < 0 or (vocab_size is not None and i >= vocab_size)]
+    if not bad or isinstance(tok, IdDecoder):
+        return tok.decode(ids, skip_special_tokens=False)
+    pieces: list[str] = []
+    start = 0
+    for k in bad:
+        if k > start:
+            pieces.append(tok.decode(ids[start:k], skip_special_tokens=False))
+        pieces.append(OOV.format(ids[k]))
+        start = k + 1
+    if start < len(ids):
+        pieces.append(tok.decode(ids[start:], skip_special_tokens=False))
+    return "".join(pieces)
 
 
 def load_tokenizer(path: str | os.PathLike[str]) -> Decoder:
@@ -58,6 +105,7 @@ class Sample:
     prompt_len: int | None = None
     mask: np.ndarray | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    profile: _core.Profile | None = None  # set by `explain`: names the special tokens when there is no tokenizer
 
 
 def pick_column(names: list[str], columns: Mapping[str, str], role: str, default: str) -> str | None:
@@ -181,6 +229,7 @@ class Corpus:
 def explain(sample: Sample, profile: _core.Profile) -> dict[str, Any]:
     mask = None if sample.mask is None else sample.mask.tolist()
     sample.info = _core.check_one(profile, sample.ids.tolist(), sample.prompt_len, mask)
+    sample.profile = profile
     return sample.info
 
 
@@ -225,31 +274,40 @@ def segments(sample: Sample) -> list[tuple[int, int, str]]:
     return out
 
 
-def excerpt(ids: np.ndarray, pos: int, tok: Decoder | None, radius: int = EXCERPT_RADIUS) -> dict[str, Any]:
+def excerpt(
+    ids: np.ndarray, pos: int, tok: Decoder | None, radius: int = EXCERPT_RADIUS, vocab_size: int | None = None
+) -> dict[str, Any]:
+    """The ids around `pos` (`ids_before`, `id_at`, `ids_after`) and, with a decoder, their text (`before`,
+    `at`, `after`). The token at `pos` is decoded alone, so it can be highlighted exactly."""
     a, b = max(0, pos - radius), min(len(ids), pos + radius + 1)
     at = min(max(pos, 0), max(len(ids) - 1, 0))
-    part = {
+    part: dict[str, Any] = {
         "position": pos,
         "ids_before": ids[a:at].tolist(),
         "id_at": int(ids[at]) if len(ids) else None,
         "ids_after": ids[at + 1 : b].tolist(),
     }
     if tok is not None:
-        part["before"] = tok.decode(ids[a:at].tolist(), skip_special_tokens=False)
-        text = tok.decode(ids[at : at + 1].tolist(), skip_special_tokens=False) if len(ids) else ""
-        part["at"] = text or f"⟨id {int(ids[at])}⟩"  # ids the tokenizer cannot decode stay visible
-        part["after"] = tok.decode(ids[at + 1 : b].tolist(), skip_special_tokens=False)
+        sep = getattr(tok, "separator", "")
+        before = decode_text(tok, ids[a:at].tolist(), vocab_size)
+        text = decode_text(tok, ids[at : at + 1].tolist(), vocab_size) if len(ids) else ""
+        after = decode_text(tok, ids[at + 1 : b].tolist(), vocab_size)
+        part["before"] = before + sep if before else before
+        part["at"] = text or (f"⟨id {int(ids[at])}⟩" if len(ids) else "")  # ids that decode to nothing stay visible
+        part["after"] = sep + after if after else after
     return part
 
 
 def describe(sample: Sample, tok: Decoder | None, raw: bool = False) -> dict[str, Any]:
-    """The JSON form of `tokscan show`."""
+    """The JSON form of `tokscan show`. Without a tokenizer the text is the ids, special tokens by name (from
+    the profile `explain` used) and `decoder` is "ids"."""
     info = sample.info
+    dec: Decoder = tok if tok is not None else IdDecoder(sample.profile)
+    vocab = vocab_size_of(tok, sample.profile)
     segs = []
     for a, b, kind in segments(sample):
         seg: dict[str, Any] = {"kind": kind, "start": a, "end": b}
-        if tok is not None:
-            seg["text"] = tok.decode(sample.ids[a:b].tolist(), skip_special_tokens=False)
+        seg["text"] = decode_text(dec, sample.ids[a:b].tolist(), vocab)
         if raw or tok is None:
             seg["ids"] = sample.ids[a:b].tolist()
         segs.append(seg)
@@ -258,13 +316,14 @@ def describe(sample: Sample, tok: Decoder | None, raw: bool = False) -> dict[str
         "row": sample.row,
         "sample_id": sample.sample_id,
         "category": sample.category,
+        "decoder": "tokenizer" if tok is not None else "ids",
         "lengths": info["lengths"],
         "codes": info["codes"],
         "positions": info["positions"],
         "completion": list(info["completion"]),
         "thinking": list(info["thinking"]),
         "segments": segs,
-        "excerpts": {code: excerpt(sample.ids, pos, tok) for code, pos in info["positions"].items()},
+        "excerpts": {code: excerpt(sample.ids, pos, dec, vocab_size=vocab) for code, pos in info["positions"].items()},
     }
 
 
@@ -283,18 +342,42 @@ def prompt_record(path: Path, sample: Sample) -> tuple[dict[str, Any] | None, st
     return None, f"{path} has only {len(records)} records"
 
 
+def _window_segments(sample: Sample, dec: Decoder, pos: int, vocab: int | None, with_ids: bool) -> list[dict[str, Any]]:
+    """The segments of the excerpt window around `pos`, cut so the token at `pos` is a piece of its own."""
+    ids = sample.ids
+    a, b = max(0, pos - EXCERPT_RADIUS), min(len(ids), pos + EXCERPT_RADIUS + 1)
+    out = []
+    for s0, s1, kind in segments(sample):
+        lo, hi = max(s0, a), min(s1, b)
+        if lo >= hi:
+            continue
+        cuts = sorted({lo, hi, *(c for c in (pos, pos + 1) if lo < c < hi)})
+        for x, y in pairwise(cuts):
+            seg: dict[str, Any] = {"kind": kind, "start": x, "end": y}
+            seg["text"] = decode_text(dec, ids[x:y].tolist(), vocab)
+            if with_ids:
+                seg["ids"] = ids[x:y].tolist()
+            out.append(seg)
+    return out
+
+
 def decode_flagged(
     report: Any,
     paths: list[str],
-    tok: Decoder,
+    tok: Decoder | None,
     per_code: int,
     columns: Mapping[str, str] | None = None,
     profile: _core.Profile | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Up to `per_code` flagged samples per anomaly code, decoded around the anomaly position plus the
     sample's first and last tokens; with `profile`, the excerpt window also comes as coloured segments (as in
-    `tokscan show`). Only those samples are read and decoded."""
+    `tokscan show`), the flagged token a segment of its own. Only those samples are read and decoded.
+
+    Without a tokenizer (`tok=None`) the excerpts are ids, special tokens by name when `profile` is given
+    (`decoder` is then "ids" and segments carry their `ids`). Ids outside the vocabulary show as `⟨oov N⟩`."""
     corpus = Corpus(paths, columns)
+    dec: Decoder = tok if tok is not None else IdDecoder(profile)
+    vocab = vocab_size_of(tok, profile)
     cache: dict[int, Sample] = {}
     out: dict[str, list[dict[str, Any]]] = {}
     for f in report.flagged:
@@ -311,24 +394,20 @@ def decode_flagged(
             entry: dict[str, Any] = {
                 "row": row,
                 "sample_id": f["sample_id"],
+                "category": f.get("category"),
+                "codes": list(f["codes"]),
+                "decoder": "tokenizer" if tok is not None else "ids",
                 "position": pos,
-                "excerpt": excerpt(ids, pos, tok) if pos is not None else None,
-                "first": tok.decode(ids[:EDGE_TOKENS].tolist(), skip_special_tokens=False),
-                "last": tok.decode(ids[-EDGE_TOKENS:].tolist(), skip_special_tokens=False),
+                "excerpt": excerpt(ids, pos, dec, vocab_size=vocab) if pos is not None else None,
+                "first": decode_text(dec, ids[:EDGE_TOKENS].tolist(), vocab),
+                "last": decode_text(dec, ids[-EDGE_TOKENS:].tolist(), vocab),
+                "length": len(ids),
             }
+            if f.get("duplicate_of") is not None:
+                entry["duplicate_of"] = f["duplicate_of"]
             if pos is not None and profile is not None:
                 if not sample.info:
                     explain(sample, profile)
-                a, b = max(0, pos - EXCERPT_RADIUS), min(len(ids), pos + EXCERPT_RADIUS + 1)
-                entry["segments"] = [
-                    {
-                        "kind": k,
-                        "start": max(s0, a),
-                        "end": min(s1, b),
-                        "text": tok.decode(ids[max(s0, a) : min(s1, b)].tolist(), skip_special_tokens=False),
-                    }
-                    for s0, s1, k in segments(sample)
-                    if s1 > a and s0 < b
-                ]
+                entry["segments"] = _window_segments(sample, dec, pos, vocab, tok is None)
             entries.append(entry)
     return {code: v for code, v in out.items() if v}

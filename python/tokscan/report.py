@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ReportError
+from .errors import ReportError, UsageError
 
 if TYPE_CHECKING:
     from .config import Rule
@@ -18,11 +19,57 @@ SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 FAIL_ON = ("error", "warning", "info", "never")
 
 
-@dataclass(frozen=True)
+def _short(n: int) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+@dataclass(frozen=True, repr=False)
 class Report:
     """A scan report. `data` is exactly the JSON document (see the README for its schema)."""
 
     data: dict[str, Any]
+
+    def found(self) -> dict[str, int]:
+        """The codes found (count > 0) with their counts, worst severity first, then most frequent."""
+        rows = sorted(
+            ((c, a) for c, a in self.anomalies.items() if a["count"]),
+            key=lambda ca: (-SEVERITY_RANK[ca[1]["severity"]], -ca[1]["count"], ca[0]),
+        )
+        return {c: int(a["count"]) for c, a in rows}
+
+    def __repr__(self) -> str:
+        found = self.found()
+        shown = ", ".join(f"{c}={n}" for c, n in list(found.items())[:4])
+        more = f", +{len(found) - 4} more" if len(found) > 4 else ""
+        return (
+            f"<Report profile={self.data['profile']['name']!r} samples={self.n_samples:,} "
+            f"tokens={_short(self.n_tokens)} flagged={len(self.flagged):,} codes: {shown or 'none'}{more}>"
+        )
+
+    def __str__(self) -> str:
+        found = self.found()
+        head = (
+            f"tokscan report · profile {self.data['profile']['name']} · {len(self.data['inputs'])} input(s) · "
+            f"{self.n_samples:,} samples · {_short(self.n_tokens)} tokens · {len(self.flagged):,} flagged"
+        )
+        if not found:
+            return head + "\nno anomalies found"
+        codes = ", ".join(f"{c} {n:,} ({self.anomalies[c]['severity']})" for c, n in found.items())
+        return f"{head}\ncodes found: {codes}"
+
+    def _code(self, code: str) -> str:
+        """`code` when it is an anomaly code; otherwise a UsageError naming it, the closest code and all codes."""
+        if code in self.anomalies:
+            return code
+        valid = sorted(self.anomalies)
+        close = [c for c in valid if c.startswith(code)] if code else []
+        if len(close) != 1:
+            close = difflib.get_close_matches(code, valid, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UsageError(f"unknown anomaly code {code!r}{hint} (valid codes: {', '.join(valid)})")
 
     @property
     def n_samples(self) -> int:
@@ -45,11 +92,12 @@ class Report:
         return self.data["flagged"]
 
     def count(self, code: str) -> int:
-        """Number of samples flagged with `code`."""
-        return int(self.anomalies[code]["count"])
+        """Number of samples flagged with `code` (a UsageError for an unknown code)."""
+        return int(self.anomalies[self._code(code)]["count"])
 
     def flagged_rows(self, code: str) -> list[int]:
-        """Rows of the samples flagged with `code`, in scan order."""
+        """Rows of the samples flagged with `code`, in scan order (a UsageError for an unknown code)."""
+        self._code(code)
         return [f["row"] for f in self.flagged if code in f["codes"]]
 
     def failures(self, fail_on: str = "error", policy: Mapping[str, Rule] | None = None) -> dict[str, int]:
@@ -76,6 +124,7 @@ class Report:
 
     def examples(self, code: str, limit: int = 3) -> list[str]:
         """The first sample ids (or `#row`) flagged with `code`."""
+        self._code(code)
         out = []
         for f in self.flagged:
             if code in f["codes"]:
@@ -89,6 +138,19 @@ class Report:
 
     def write_json(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json() + "\n")
+
+    def to_html(self, fail_on: str = "error", policy: Mapping[str, Rule] | None = None, **run_info: Any) -> str:
+        """The self-contained HTML report (see `tokscan.html.render` for `run_info`: command, tokenizer,
+        started, duration, max_rows)."""
+        from .html import render
+
+        return render(self, fail_on, policy, **run_info)
+
+    def write_html(
+        self, path: str | Path, fail_on: str = "error", policy: Mapping[str, Rule] | None = None, **run_info: Any
+    ) -> None:
+        """Write the self-contained HTML report to `path` (what `tokscan scan --html` writes)."""
+        Path(path).write_text(self.to_html(fail_on, policy, **run_info), encoding="utf-8")
 
     @classmethod
     def from_json(cls, text: str, origin: str = "<report>") -> Report:
