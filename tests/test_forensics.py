@@ -36,7 +36,7 @@ def row_of(samples, code):
 
 
 def show(path, *args):
-    proc = run_cli("show", str(path), "-p", "deepseek", "--tokenizer", str(TOK), "--json", *args)
+    proc = run_cli("show", str(path), "-p", "deepseek", "--tokenizer", str(TOK), "--json", "-", *args)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -72,7 +72,7 @@ def test_show_flagged_sample_by_id_marks_the_anomaly(ds):
 
 def test_show_without_tokenizer_prints_ids_and_errors_are_one_line(ds):
     path, samples, _ = ds
-    proc = run_cli("show", str(path), "-p", "deepseek", "--row", "3", "--json")
+    proc = run_cli("show", str(path), "-p", "deepseek", "--row", "3", "--json", "-")
     doc = json.loads(proc.stdout)
     assert sum(len(s["ids"]) for s in doc["segments"]) == len(samples[3].ids)
     proc = run_cli("show", str(path), "-p", "deepseek", "--sample-id", "nope")

@@ -15,7 +15,8 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from .errors import InputError, UsageError
-from .forensics import Corpus, load_tokenizer, pick_column
+from .forensics import Corpus, pick_column
+from .tokenizer import load_tokenizer
 
 SHIFT_WINDOW = 3
 MIN_SHIFT_RUN = 2
@@ -68,9 +69,9 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 _TOKENIZER: Any = None
 
 
-def _init(tokenizer_dir: str, template: str | None) -> None:
+def _init(tokenizer_dir: str, template: str | None, trust_remote_code: bool = False) -> None:
     global _TOKENIZER
-    _TOKENIZER = load_tokenizer(tokenizer_dir)
+    _TOKENIZER = load_tokenizer(tokenizer_dir, trust_remote_code)
     if template is not None:
         _TOKENIZER.chat_template = template
 
@@ -83,22 +84,25 @@ def _render(records: list[dict[str, Any]]) -> list[str]:
 
 
 def render_prompts(
-    records: list[dict[str, Any]], tokenizer_dir: str, template: str | None, workers: int
+    records: list[dict[str, Any]],
+    tokenizer_dir: str,
+    template: str | None,
+    workers: int,
+    trust_remote_code: bool = False,
 ) -> tuple[list[list[int]], Any]:
-    """Token ids of every record's rendering, and the tokenizer."""
+    """Token ids of every record's rendering, and the tokenizer. The text the template renders is tokenized as
+    it is (`add_special_tokens=False`): a BOS the template emits appears once, and none is added when it emits
+    none."""
     global _TOKENIZER
-    tok = load_tokenizer(tokenizer_dir)
+    tok = load_tokenizer(tokenizer_dir, trust_remote_code)
     if template is not None:
         tok.chat_template = template
-    try:
-        import jinja2  # noqa: F401  (apply_chat_template needs it)
-    except ImportError:
-        raise UsageError("align needs jinja2 (pip install 'tokscan[tokenizer]')") from None
-    if getattr(tok, "chat_template", None) is None:
-        raise UsageError(f"{tokenizer_dir}: the tokenizer has no chat template; pass --chat-template FILE")
+    _require_template(tok, tokenizer_dir)
     if workers > 1 and len(records) > 2000:
         chunks = [records[i::workers] for i in range(workers)]
-        with ProcessPoolExecutor(workers, initializer=_init, initargs=(tokenizer_dir, template)) as pool:
+        with ProcessPoolExecutor(
+            workers, initializer=_init, initargs=(tokenizer_dir, template, trust_remote_code)
+        ) as pool:
             parts = list(pool.map(_render, chunks))
         texts = [""] * len(records)
         for i, part in enumerate(parts):
@@ -107,6 +111,24 @@ def render_prompts(
         _TOKENIZER = tok
         texts = _render(records)
     return tok(texts, add_special_tokens=False)["input_ids"], tok
+
+
+def _require_template(tok: Any, where: object) -> None:
+    try:
+        import jinja2  # noqa: F401  (apply_chat_template needs it)
+    except ImportError:
+        raise UsageError("rendering prompts needs jinja2 (pip install 'tokscan[tokenizer]')") from None
+    if getattr(tok, "chat_template", None) is None:
+        raise UsageError(f"{where}: the tokenizer has no chat template; pass --chat-template FILE")
+
+
+def render_with(tok: Any, records: list[dict[str, Any]]) -> list[list[int]]:
+    """Token ids of each record's generation prompt, rendered and tokenized exactly as `align` does."""
+    texts = [
+        tok.apply_chat_template(r["messages"], tools=r.get("tools"), add_generation_prompt=True, tokenize=False)
+        for r in records
+    ]
+    return tok(texts, add_special_tokens=False)["input_ids"]
 
 
 def sample_prompts(corpus: Corpus) -> tuple[list[np.ndarray], list[int | None], list[str | None]]:
@@ -146,6 +168,36 @@ def _matches(seq: np.ndarray, plen: int | None, rendered: list[int]) -> bool:
     return len(seq) >= n and np.array_equal(np.asarray(seq[:n]), rendered)
 
 
+def first_difference(seq: np.ndarray, plen: int | None, rendered: list[int]) -> int:
+    """Index of the first token where the sample's prompt and the rendering differ (one of them may end
+    first). `seq` is the whole sample, or the prompt alone when `plen` (its stored length) is given."""
+    head = np.asarray(seq[: len(rendered)] if plen is None else seq)
+    n = min(len(head), len(rendered))
+    diff = np.flatnonzero(head[:n] != np.asarray(rendered[:n], dtype=head.dtype if n else np.int64))
+    return int(diff[0]) if len(diff) else n
+
+
+def check_record(
+    seq: np.ndarray, plen: int | None, record: dict[str, Any], tok: Any, radius: int = 8
+) -> dict[str, Any]:
+    """Whether one sample's prompt is the chat-template rendering of `record` (as `align` decides it), with the
+    first difference decoded on both sides."""
+    _require_template(tok, "the tokenizer")
+    rendered = render_with(tok, [record])[0]
+    if _matches(seq, plen, rendered):
+        return {"matches": True, "rendered_tokens": len(rendered)}
+    diff = first_difference(seq, plen, rendered)
+    head = np.asarray(seq[: len(rendered)] if plen is None else seq)
+    a, b = max(0, diff - radius), diff + radius
+    return {
+        "matches": False,
+        "rendered_tokens": len(rendered),
+        "first_difference": diff,
+        "sample_text": tok.decode(head[a:b].tolist(), skip_special_tokens=False),
+        "rendered_text": tok.decode(list(rendered[a:b]), skip_special_tokens=False),
+    }
+
+
 def align(
     paths: list[str],
     prompts: Path,
@@ -153,12 +205,13 @@ def align(
     chat_template: Path | None = None,
     workers: int | None = None,
     decode_radius: int = 8,
+    trust_remote_code: bool = False,
 ) -> AlignResult:
     corpus = Corpus(paths)
     records = read_records(prompts)
     seqs, plens, sample_ids = sample_prompts(corpus)
     template = chat_template.read_text() if chat_template is not None else None
-    rendered, tok = render_prompts(records, tokenizer_dir, template, workers or os.cpu_count() or 1)
+    rendered, tok = render_prompts(records, tokenizer_dir, template, workers or os.cpu_count() or 1, trust_remote_code)
     id_field = next((f for f in ("sample_id", "id") if records and f in records[0]), None)
     if id_field is not None and any(s is not None for s in sample_ids):
         index: dict[str, int] = {}
@@ -192,7 +245,7 @@ def align(
                 break
         offsets.append(found)
         head = np.asarray(seq[: len(r)] if plen is None else seq)
-        diff = next((p for p in range(min(len(head), len(r))) if head[p] != r[p]), min(len(head), len(r)))
+        diff = first_difference(seq, plen, r)
         a, b = max(0, diff - decode_radius), diff + decode_radius
         result.mismatches.append(
             {

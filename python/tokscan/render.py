@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -23,44 +24,71 @@ def _tokens(n: int) -> str:
     return str(n)
 
 
-def category_table(report: Report) -> Table:
-    t = Table(title="Per category", title_justify="left", header_style="bold")
-    t.add_column("category")
+#: Below this terminal width the tables switch to a compact form that fits 80 columns.
+COMPACT_BELOW = 120
+
+
+def _len(n: float, compact: bool) -> str:
+    """A length: exact, or in k above 9,999 when the table must be compact (never cut by the terminal)."""
+    if compact and n >= 10_000:
+        return _tokens(round(n))
+    return _num(n)
+
+
+def _table(title: str, compact: bool) -> Table:
+    if compact:
+        return Table(
+            title=title,
+            title_justify="left",
+            header_style="bold",
+            box=box.SIMPLE_HEAD,
+            collapse_padding=True,
+            pad_edge=False,
+            show_edge=False,
+        )
+    return Table(title=title, title_justify="left", header_style="bold")
+
+
+def category_table(report: Report, width: int = 200) -> Table:
+    compact = width < COMPACT_BELOW
+    t = _table("Per category", compact)
+    t.add_column("category", no_wrap=not compact, overflow="fold")
     for col in ("samples", "tokens"):
-        t.add_column(col, justify="right")
-    for part in ("prompt", "thinking", "response"):
-        t.add_column(f"{part}\np50", justify="right")
-    t.add_column("total\np99", justify="right")
-    t.add_column("total\nmax", justify="right")
-    t.add_column("flagged", justify="right")
+        t.add_column(col, justify="right", no_wrap=True)
+    for part, short in (("prompt", "prompt"), ("thinking", "think"), ("response", "resp")):
+        t.add_column(f"{short if compact else part}\np50", justify="right", no_wrap=True)
+    t.add_column("total\np99", justify="right", no_wrap=True)
+    t.add_column("total\nmax", justify="right", no_wrap=True)
+    t.add_column("flag" if compact else "flagged", justify="right", no_wrap=True)
     flagged_by_cat: dict[str, int] = {}
     for f in report.flagged:
         flagged_by_cat[f["category"]] = flagged_by_cat.get(f["category"], 0) + 1
     rows = [*report.categories.items(), ("all", report.data["overall"])]
     for i, (name, c) in enumerate(rows):
         lengths = c["lengths"]
-        cells = [_num(lengths[p]["median"]) for p in ("prompt", "thinking", "response")]
-        cells.append(_num(lengths["total"]["p99"]))
+        cells = [_len(lengths[p]["median"], compact) for p in ("prompt", "thinking", "response")]
+        cells.append(_len(lengths["total"]["p99"], compact))
         flagged = sum(flagged_by_cat.values()) if name == "all" and i == len(rows) - 1 else flagged_by_cat.get(name, 0)
         t.add_row(
             Text(name, style="bold" if i == len(rows) - 1 else ""),
             _num(c["samples"]),
             _tokens(c["tokens"]),
             *cells,
-            _num(lengths["total"]["max"]),
+            _len(lengths["total"]["max"], compact),
             Text(_num(flagged), style="red" if flagged else "green"),
             end_section=i == len(rows) - 2,
         )
     return t
 
 
-def anomaly_table(report: Report) -> Table:
-    t = Table(title="Anomalies", title_justify="left", header_style="bold")
-    t.add_column("code")
-    t.add_column("severity")
-    t.add_column("samples", justify="right")
-    t.add_column("share", justify="right")
-    t.add_column("examples (sample_id or #row @ position)")
+def anomaly_table(report: Report, width: int = 200) -> Table:
+    compact = width < COMPACT_BELOW
+    t = _table("Anomalies", compact)
+    t.add_column("code", no_wrap=True)
+    t.add_column("severity", no_wrap=True)
+    t.add_column("samples", justify="right", no_wrap=True)
+    t.add_column("share", justify="right", no_wrap=True)
+    t.add_column("examples (sample_id or #row @ position)", overflow="fold")
     examples: dict[str, list[str]] = {}
     for f in report.flagged:
         for code in f["codes"]:
@@ -126,9 +154,9 @@ def print_summary(
         f"[bold]tokscan {d['tool']['version']}[/] · profile [bold]{d['profile']['name']}[/] · "
         f"{len(d['inputs'])} input(s) · {_num(report.n_samples)} samples · {_tokens(report.n_tokens)} tokens{speed}"
     )
-    console.print(category_table(report))
+    console.print(category_table(report, console.width))
     if any(a["count"] for a in report.anomalies.values()):
-        console.print(anomaly_table(report))
+        console.print(anomaly_table(report, console.width))
     else:
         console.print("[green]No anomalies found.[/]")
     failures = report.failures(fail_on, policy)

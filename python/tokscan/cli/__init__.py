@@ -1,0 +1,17 @@
+"""The `tokscan` command line: one module per command, registered on one Typer app."""
+
+from __future__ import annotations
+
+# Each module registers its command; `tokscan -h` lists them in this order.
+# isort: off
+from . import scan, show, align, diff, clean, profiles, demo  # noqa: F401
+
+# isort: on
+from .app import app
+from .scan import ScanArgs, execute
+
+__all__ = ["ScanArgs", "app", "execute", "main"]
+
+
+def main() -> None:
+    app()

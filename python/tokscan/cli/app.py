@@ -1,0 +1,151 @@
+"""The Typer application and what every command shares: the consoles, error handling (exit 2 with one line,
+never a traceback), output-path checks made before any work starts, and the common options."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from typer.core import TyperArgument
+
+from ..errors import TokscanError, UsageError
+
+# Typer prints an argument's Python annotation (`<list[str]>`) after the name in `--help`. Every tokscan
+# argument names its value with a metavar (PATHS, BASE, ...), so show that alone.
+_argument_type = TyperArgument.display_type_rich
+TyperArgument.display_type_rich = lambda self, ctx: None if self.metavar else _argument_type(self, ctx)  # type: ignore[method-assign]
+
+app = typer.Typer(
+    name="tokscan",
+    help="Scan token-id training corpora for chat-structure anomalies before you train on them.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+# Wide enough for the category table when output goes to a file or a CI log.
+out = Console(width=None if sys.stdout.isatty() else 120)
+err = Console(stderr=True)
+
+STDOUT = "-"
+
+
+class FailOn(str, Enum):
+    error = "error"
+    warning = "warning"
+    info = "info"
+    never = "never"
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+    github = "github"
+
+
+# Options shared by several commands: one definition each, so names, metavars and help never drift apart.
+ProfileOpt = Annotated[
+    str | None,
+    typer.Option("--profile", "-p", metavar="NAME|FILE", help="Built-in profile or a TOML profile file [kimi-k2]."),
+]
+TokenizerOpt = Annotated[
+    Path | None,
+    typer.Option(metavar="DIR", help="Tokenizer directory (tokenizer.json / tokenizer_config.json)."),
+]
+TrustRemoteCodeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--trust-remote-code",
+        help="Run a tokenizer class shipped as code in the --tokenizer directory (auto_map, e.g. Kimi-K2's "
+        "tokenization_kimi.py). Only for directories you trust.",
+    ),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", metavar="FILE", help="Config file (default: tokscan.toml / pyproject.toml upward)."),
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors; the exit code tells.")]
+
+
+def JsonOpt(what: str) -> object:
+    return typer.Option("--json", metavar="FILE|-", help=f"Write {what} as JSON to FILE ('-': stdout).")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        out.print(f"tokscan {__version__}", highlight=False)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Scan token-id training corpora for chat-structure anomalies before you train on them."""
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turns tokscan errors (and I/O errors writing outputs) into one line on stderr and exit code 2; Ctrl-C
+    into exit code 130."""
+    try:
+        yield
+    except TokscanError as e:
+        fail(str(e))
+    except OSError as e:
+        where = f"{e.filename}: " if e.filename else ""
+        fail(f"{where}{e.strerror or e}")
+    except KeyboardInterrupt:
+        err.print("tokscan: interrupted")
+        raise typer.Exit(130) from None
+    except Exception as e:  # a bug: still one line, unless asked for the traceback
+        if os.environ.get("TOKSCAN_DEBUG"):
+            raise
+        fail(f"internal error: {type(e).__name__}: {e} (a bug; TOKSCAN_DEBUG=1 shows the traceback)")
+
+
+def fail(message: str) -> None:
+    err.print(f"[bold red]tokscan: error:[/] {message}", highlight=False, soft_wrap=True, markup=True)
+    raise typer.Exit(2) from None
+
+
+def check_output(path: Path | None, option: str) -> None:
+    """Fails before any work when `path` cannot be written: a missing or unwritable parent directory, or a
+    directory in its place. '-' (stdout) is always fine."""
+    if path is None or str(path) == STDOUT:
+        return
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a directory; give a file name")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{option} {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"{option} {path}: not writable")
+
+
+def write_output(path: Path, text: str) -> None:
+    """Writes `text` to `path`, or to stdout when it is '-'."""
+    if str(path) == STDOUT:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        path.write_text(text if text.endswith("\n") else text + "\n")
+
+
+def stdout_taken(*paths: Path | None) -> bool:
+    return any(p is not None and str(p) == STDOUT for p in paths)
+
+
+def columns_from(**roles: str | None) -> dict[str, str]:
+    return {role: name for role, name in roles.items() if name}

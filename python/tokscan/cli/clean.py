@@ -1,0 +1,46 @@
+"""`tokscan clean`: a copy of the corpus without the flagged samples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .app import ConfigOpt, FailOn, QuietOpt, app, out, user_errors
+
+
+@app.command()
+def clean(
+    paths: Annotated[list[str], typer.Argument(metavar="PATHS", help="The corpus, exactly as it was scanned.")],
+    report_path: Annotated[Path, typer.Option("--report", metavar="FILE", help="The JSON report of a scan of PATHS.")],
+    out_dir: Annotated[Path, typer.Option("--out", metavar="DIR", help="New directory for the cleaned copy.")],
+    fail_on: Annotated[
+        FailOn | None, typer.Option(help="Drop samples with a code at or above this severity [error].")
+    ] = None,
+    code: Annotated[
+        list[str] | None,
+        typer.Option("--code", metavar="CODE", help="Drop samples with this code instead (repeatable)."),
+    ] = None,
+    config_file: ConfigOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Write a copy of the corpus without the flagged samples (same layout), plus a manifest of what was
+    removed. The source is never modified."""
+    with user_errors():
+        from ..clean import MANIFEST
+        from ..clean import clean as run_clean
+        from ..config import discover, load_file
+        from ..report import Report
+
+        cfg = load_file(config_file) if config_file is not None else discover()
+        report = Report.load(report_path)
+        level = fail_on.value if fail_on else (cfg.fail_on or "error")
+        m = run_clean(paths, report, out_dir, fail_on=level, codes=code or (), policy=cfg.policy, columns=cfg.columns)
+        removed = len(m["removed"])
+        if not quiet:
+            out.print(
+                f"kept {m['kept']} of {m['kept'] + removed} samples ({removed} removed) in {len(m['inputs'])} "
+                f"file(s) -> {out_dir}  ·  manifest: {out_dir / MANIFEST}",
+                highlight=False,
+            )

@@ -1,0 +1,48 @@
+"""`tokscan demo`: a small corpus with a sample of every anomaly, scanned."""
+
+from __future__ import annotations
+
+import time
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .app import app, out, user_errors
+
+
+class DemoLayout(str, Enum):
+    deepseek = "deepseek"
+    kimi = "kimi"
+
+
+@app.command()
+def demo(
+    directory: Annotated[
+        Path, typer.Argument(metavar="[DIR]", help="Where to write the demo corpus [tokscan-demo].")
+    ] = Path("tokscan-demo"),
+    layout: Annotated[
+        DemoLayout,
+        typer.Option(help="deepseek: real text through the DeepSeek-V4 tokenizer; kimi: synthetic K2.5 ids."),
+    ] = DemoLayout.deepseek,
+    seed: Annotated[int, typer.Option(metavar="N", help="Random seed.")] = 0,
+) -> None:
+    """Write a small corpus with a sample of every anomaly, scan it and print the summary."""
+    from .. import demo as demo_mod
+    from ..api import scan as run_scan
+    from ..render import print_summary
+
+    with user_errors():
+        path, profile = demo_mod.write_demo(directory, layout.value, seed)
+        out.print(f"Demo corpus ({layout.value} layout) written to [bold]{path}[/]; scanning it:\n")
+        t0 = time.perf_counter()
+        tok = demo_mod.demo_tokenizer(layout.value)
+        report = run_scan([str(path)], profile=profile, tokenizer=tok)
+        seconds = time.perf_counter() - t0
+        print_summary(report, out, "error", seconds)
+        json_path = directory / "report.json"
+        report.write_json(json_path)
+        again = f"tokscan scan {path} --profile {profile}" + (f" --tokenizer {tok}" if tok else "")
+        out.print(f"\nJSON report: {json_path}", highlight=False)
+        out.print(f"re-run with: {again}", highlight=False, soft_wrap=True)

@@ -1,0 +1,65 @@
+"""`tokscan diff`: drift between two reports."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .app import (
+    ConfigOpt,
+    JsonOpt,
+    OutputFormat,
+    QuietOpt,
+    app,
+    check_output,
+    out,
+    stdout_taken,
+    user_errors,
+    write_output,
+)
+
+
+@app.command()
+def diff(
+    base: Annotated[Path, typer.Argument(metavar="BASE", help="The baseline JSON report (the last good corpus).")],
+    new: Annotated[Path, typer.Argument(metavar="NEW", help="The new JSON report.")],
+    json_out: Annotated[Path | None, JsonOpt("the drift findings")] = None,
+    config_file: ConfigOpt = None,
+    junit_out: Annotated[Path | None, typer.Option("--junit", metavar="FILE", help="Write a JUnit XML report.")] = None,
+    fmt: Annotated[OutputFormat, typer.Option("--format", help="text table, JSON, or GitHub annotations.")] = (
+        OutputFormat.text
+    ),
+    quiet: QuietOpt = False,
+) -> None:
+    """Compare two reports: counts, length distributions, special-token and anomaly rates. Exit 1 on drift."""
+    with user_errors():
+        from .. import ciformat
+        from ..config import discover, load_file
+        from ..drift import compare, to_json
+        from ..errors import UsageError
+        from ..render import print_drift
+        from ..report import Report
+
+        if stdout_taken(json_out) and fmt is OutputFormat.github:
+            raise UsageError("--format github and --json - both write to stdout; write the JSON to a file")
+        check_output(json_out, "--json")
+        check_output(junit_out, "--junit")
+        cfg = load_file(config_file) if config_file is not None else discover()
+        b, n = Report.load(base), Report.load(new)
+        drifts = compare(b, n, cfg.drift)
+        doc = json.dumps({"base": str(base), "new": str(new), "drift": to_json(drifts)}, indent=2)
+        if json_out is not None:
+            write_output(json_out, doc)
+        elif fmt is OutputFormat.json:
+            write_output(Path("-"), doc)
+        if junit_out is not None:
+            junit_out.write_text(ciformat.junit(n, "never", cfg.policy, drifts))
+        if fmt is OutputFormat.github:
+            sys.stdout.write(ciformat.github(n, "never", cfg.policy, drifts))
+        if fmt is OutputFormat.text and not quiet and not stdout_taken(json_out):
+            print_drift(drifts, out, base)
+    raise typer.Exit(1 if drifts else 0)

@@ -1,0 +1,282 @@
+"""`tokscan scan`: the whole pass before a training run. `execute` is the orchestration (config, scan,
+outputs, verdict) and is what the tests call in-process; the Typer command only parses options."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, Progress, ProgressColumn, Task, TimeElapsedColumn
+from rich.text import Text
+
+from ..api import scan as run_scan
+from ..errors import UsageError
+from .app import (
+    ConfigOpt,
+    FailOn,
+    JsonOpt,
+    OutputFormat,
+    ProfileOpt,
+    QuietOpt,
+    TokenizerOpt,
+    TrustRemoteCodeOpt,
+    app,
+    check_output,
+    columns_from,
+    err,
+    out,
+    stdout_taken,
+    user_errors,
+    write_output,
+)
+
+
+class PartsColumn(ProgressColumn):
+    """`done/total parts · N samples`; the total is unknown (None) until the inputs are planned."""
+
+    def render(self, task: Task) -> Text:
+        total = "?" if task.total is None else f"{task.total:,.0f}"
+        return Text(f"{task.completed:,.0f}/{total} parts · {task.fields.get('samples', 0):,} samples")
+
+
+def scan_with_progress(paths: list[str], show_progress: bool, **kwargs):
+    if not (show_progress and err.is_terminal):
+        # Still poll from this thread, so Ctrl-C cancels the scan promptly.
+        return run_scan(paths, progress=lambda _p: None, **kwargs)
+    with Progress(
+        "[bold]scanning",
+        BarColumn(),
+        PartsColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("scan", total=None, samples=0)
+
+        def update(p: dict[str, int]) -> None:
+            bar.update(task, total=p["units_total"] or None, completed=p["units_done"], samples=p["samples"])
+
+        return run_scan(paths, progress=update, **kwargs)
+
+
+@dataclass
+class ScanArgs:
+    paths: list[str] = field(default_factory=list)
+    profile: str | None = None
+    tokenizer: Path | None = None
+    trust_remote_code: bool = False
+    json_out: Path | None = None
+    threads: int | None = None
+    fail_on: str | None = None
+    config: Path | None = None
+    baseline: Path | None = None
+    junit_out: Path | None = None
+    html_out: Path | None = None
+    exclude: Path | None = None
+    exclude_code: list[str] = field(default_factory=list)
+    fmt: OutputFormat = OutputFormat.text
+    columns: dict[str, str] = field(default_factory=dict)
+    decode: int = 0
+    quiet: bool = False
+    progress: bool = True
+    hint: bool = True
+    argv: list[str] | None = None
+
+
+def execute(a: ScanArgs) -> int:
+    """Runs a scan as the CLI does and returns its exit code (0 pass, 1 fail or drift). Raises TokscanError on
+    bad usage or input; every output path is checked before the scan starts."""
+    from ..api import load_profile
+    from ..config import discover, load_file
+    from ..drift import compare
+    from ..render import print_decoded, print_drift, print_summary
+    from ..report import Report
+
+    cfg = load_file(a.config) if a.config is not None else discover()
+    paths = a.paths or cfg.paths
+    if not paths:
+        raise UsageError("no input paths given (pass PATHS or set `paths` in tokscan.toml)")
+    if a.exclude_code and a.exclude is None:
+        raise UsageError("--exclude-code needs --exclude FILE")
+    if stdout_taken(a.json_out) and a.fmt is OutputFormat.github:
+        raise UsageError("--format github and --json - both write to stdout; write the JSON to a file")
+    for path, option in (
+        (a.json_out, "--json"),
+        (a.html_out, "--html"),
+        (a.junit_out, "--junit"),
+        (a.exclude, "--exclude"),
+    ):
+        check_output(path, option)
+    columns = {**cfg.columns, **a.columns}
+    profile = a.profile if a.profile is not None else (cfg.profile or "kimi-k2")
+    tok_dir = a.tokenizer or cfg.tokenizer
+    fail_level = a.fail_on or cfg.fail_on or "error"
+    base = Report.load(a.baseline) if a.baseline is not None else None
+    text_out = not a.quiet and a.fmt is OutputFormat.text and not stdout_taken(a.json_out)
+    t0 = time.perf_counter()
+    report = scan_with_progress(
+        paths,
+        a.progress and text_out,
+        profile=profile,
+        tokenizer=tok_dir,
+        columns=columns,
+        threads=a.threads if a.threads is not None else (cfg.threads or 0),
+        severities=cfg.severities(),
+    )
+    seconds = time.perf_counter() - t0
+    if a.decode:
+        from ..forensics import decode_flagged
+        from ..tokenizer import load_tokenizer
+
+        tok = load_tokenizer(tok_dir, a.trust_remote_code) if tok_dir is not None else None
+        report.data["decoded"] = decode_flagged(report, paths, tok, a.decode, columns, load_profile(profile, tok_dir))
+    drifts = compare(base, report, cfg.drift) if base is not None else None
+    if a.json_out is not None:
+        write_output(a.json_out, report.to_json())
+    elif a.fmt is OutputFormat.json:
+        write_output(Path("-"), report.to_json())
+    if a.junit_out is not None or a.fmt is OutputFormat.github:
+        from .. import ciformat
+
+        if a.junit_out is not None:
+            a.junit_out.write_text(ciformat.junit(report, fail_level, cfg.policy, drifts))
+        if a.fmt is OutputFormat.github:
+            sys.stdout.write(ciformat.github(report, fail_level, cfg.policy, drifts))
+    if a.html_out is not None:
+        report.write_html(
+            a.html_out,
+            fail_level,
+            cfg.policy,
+            command=shlex.join(a.argv) if a.argv else None,
+            tokenizer=str(tok_dir) if tok_dir is not None else None,
+            seconds=seconds,
+        )
+    if a.exclude is not None:
+        from ..clean import selected, write_exclusions
+
+        drop = selected(report, fail_level, a.exclude_code, cfg.policy)
+        kind = write_exclusions(drop, a.exclude)
+        if text_out:
+            out.print(f"exclusion list: {len(drop)} sample(s) by {kind} -> {a.exclude}", highlight=False)
+    if text_out:
+        print_summary(report, out, fail_level, seconds, cfg.policy)
+        if "decoded" in report.data:
+            print_decoded(report.data["decoded"], out)
+        if drifts is not None:
+            print_drift(drifts, out, a.baseline)
+    if a.hint and not a.quiet:
+        from ..hints import profile_hint
+
+        hint = profile_hint(report, paths, columns)
+        if hint is not None:
+            err.print(f"[bold yellow]hint:[/] {hint.message}", highlight=False, soft_wrap=True)
+    code = report.exit_code(fail_level, cfg.policy)
+    return 1 if code or drifts else 0
+
+
+@app.command()
+def scan(
+    paths: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="PATHS",
+            help="Parquet files, directories (recursive), globs, NumPy corpus dirs [config: paths].",
+        ),
+    ] = None,
+    profile: ProfileOpt = None,
+    tokenizer: TokenizerOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
+    json_out: Annotated[Path | None, JsonOpt("the report")] = None,
+    threads: Annotated[int | None, typer.Option(metavar="N", help="Worker threads (0 = one per core).", min=0)] = None,
+    fail_on: Annotated[
+        FailOn | None, typer.Option(help="Exit 1 when anything at or above this severity is found [error].")
+    ] = None,
+    config_file: ConfigOpt = None,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="A previous JSON report: drift from it fails the run (see `tokscan diff`)."),
+    ] = None,
+    junit_out: Annotated[Path | None, typer.Option("--junit", metavar="FILE", help="Write a JUnit XML report.")] = None,
+    html_out: Annotated[
+        Path | None, typer.Option("--html", metavar="FILE", help="Write a self-contained HTML report.")
+    ] = None,
+    exclude: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="Write the samples to drop here, one per line: sample ids (rows when a sample has none). "
+            "Selected by --fail-on severity, or by --exclude-code.",
+        ),
+    ] = None,
+    exclude_code: Annotated[
+        list[str] | None,
+        typer.Option(metavar="CODE", help="With --exclude: drop the samples with this code (repeatable)."),
+    ] = None,
+    fmt: Annotated[
+        OutputFormat, typer.Option("--format", help="text summary, JSON report, or GitHub annotations on stdout.")
+    ] = OutputFormat.text,
+    ids_column: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Column with the whole sequence [input_ids].")
+    ] = None,
+    prompt_column: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Column with prompt ids [prompt_ids].")
+    ] = None,
+    output_column: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Column with completion ids [output_ids].")
+    ] = None,
+    mask_column: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Column with the loss mask [loss_mask].")
+    ] = None,
+    id_column: Annotated[str | None, typer.Option(metavar="NAME", help="Column with sample ids [sample_id].")] = None,
+    category_column: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Column with categories [category].")
+    ] = None,
+    decode: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            help="Show up to N flagged samples per code: decoded with --tokenizer, else as ids with token names.",
+            min=0,
+        ),
+    ] = 0,
+    quiet: QuietOpt = False,
+    progress: Annotated[bool, typer.Option(help="Progress bar on stderr (terminals only).")] = True,
+) -> None:
+    """Scan a corpus: per-category statistics, boundary-token counts and every anomalous sample."""
+    with user_errors():
+        code = execute(
+            ScanArgs(
+                paths=paths or [],
+                profile=profile,
+                tokenizer=tokenizer,
+                trust_remote_code=trust_remote_code,
+                json_out=json_out,
+                threads=threads,
+                fail_on=fail_on.value if fail_on else None,
+                config=config_file,
+                baseline=baseline,
+                junit_out=junit_out,
+                html_out=html_out,
+                exclude=exclude,
+                exclude_code=exclude_code or [],
+                fmt=fmt,
+                columns=columns_from(
+                    input_ids=ids_column,
+                    prompt_ids=prompt_column,
+                    output_ids=output_column,
+                    loss_mask=mask_column,
+                    sample_id=id_column,
+                    category=category_column,
+                ),
+                decode=decode,
+                quiet=quiet,
+                progress=progress,
+                argv=["tokscan", *sys.argv[1:]],
+            )
+        )
+    raise typer.Exit(code)

@@ -1,0 +1,187 @@
+"""`tokscan show`: one sample, found without a scan, explained by the core's checker and decoded by segment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .app import (
+    ConfigOpt,
+    JsonOpt,
+    ProfileOpt,
+    QuietOpt,
+    TokenizerOpt,
+    TrustRemoteCodeOpt,
+    app,
+    check_output,
+    out,
+    stdout_taken,
+    user_errors,
+    write_output,
+)
+
+SEGMENT_STYLE = {
+    "system": "magenta",
+    "user": "green",
+    "assistant": "blue",
+    "tool": "yellow",
+    "header": "bold white on grey23",
+    "thinking": "italic cyan",
+    "response": "bright_white",
+    "tool_call": "bold yellow",
+    "other": "dim",
+}
+
+
+def prompt_check(sample: Any, record: dict[str, Any] | None, tok: Any) -> dict[str, Any]:
+    """Whether the prompt record re-renders (through the tokenizer's chat template) to exactly the sample's
+    prompt tokens. Without a record or a template it says why it could not tell."""
+    from ..align import check_record
+
+    if record is None:
+        return {"status": "no record"}
+    if tok is None or getattr(tok, "chat_template", None) is None:
+        return {"status": "unchecked", "why": "give --tokenizer DIR with a chat template (or --chat-template FILE)"}
+    if not isinstance(record.get("messages"), list):
+        return {"status": "unchecked", "why": "the record has no 'messages' list"}
+    result = check_record(sample.ids, sample.prompt_len, record, tok)
+    return {"status": "match" if result["matches"] else "mismatch", **result}
+
+
+@app.command()
+def show(
+    path: Annotated[list[str], typer.Argument(metavar="PATHS", help="The corpus (as given to `tokscan scan`).")],
+    sample_id: Annotated[str | None, typer.Option("--sample-id", metavar="ID", help="The sample's id.")] = None,
+    row: Annotated[
+        int | None, typer.Option(metavar="N", help="The sample's row in scan order (as in the report).")
+    ] = None,
+    tokenizer: TokenizerOpt = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
+    prompts: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="prompts.jsonl the samples were generated from: shown and re-rendered."),
+    ] = None,
+    chat_template: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="A Jinja chat template, for tokenizers without one.")
+    ] = None,
+    profile: ProfileOpt = None,
+    config_file: ConfigOpt = None,
+    ids_column: Annotated[str | None, typer.Option(metavar="NAME", help="Column with the whole sequence.")] = None,
+    prompt_column: Annotated[str | None, typer.Option(metavar="NAME", help="Column with prompt ids.")] = None,
+    output_column: Annotated[str | None, typer.Option(metavar="NAME", help="Column with completion ids.")] = None,
+    mask_column: Annotated[str | None, typer.Option(metavar="NAME", help="Column with the loss mask.")] = None,
+    id_column: Annotated[str | None, typer.Option(metavar="NAME", help="Column with sample ids.")] = None,
+    category_column: Annotated[str | None, typer.Option(metavar="NAME", help="Column with categories.")] = None,
+    raw: Annotated[bool, typer.Option(help="Print token ids beside the text.")] = False,
+    json_out: Annotated[Path | None, JsonOpt("the sample")] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Show one sample: its structure, anomalies with positions, and the decoded sequence by segment."""
+    from ..api import load_profile
+    from ..config import discover, load_file
+    from ..errors import UsageError
+    from ..forensics import Corpus, describe, explain, prompt_record
+    from ..tokenizer import load_tokenizer
+    from .app import columns_from
+
+    with user_errors():
+        if (sample_id is None) == (row is None):
+            raise UsageError("give exactly one of --sample-id or --row")
+        check_output(json_out, "--json")
+        cfg = load_file(config_file) if config_file is not None else discover()
+        columns = {
+            **cfg.columns,
+            **columns_from(
+                input_ids=ids_column,
+                prompt_ids=prompt_column,
+                output_ids=output_column,
+                loss_mask=mask_column,
+                sample_id=id_column,
+                category=category_column,
+            ),
+        }
+        tok_dir = tokenizer or cfg.tokenizer
+        prof = load_profile(profile if profile is not None else (cfg.profile or "kimi-k2"), tok_dir)
+        corpus = Corpus(path, columns)
+        target = corpus.find_id(sample_id) if sample_id is not None else int(row)  # type: ignore[arg-type]
+        sample = corpus.fetch(target)
+        explain(sample, prof)
+        tok = load_tokenizer(tok_dir, trust_remote_code) if tok_dir is not None else None
+        if tok is not None and chat_template is not None:
+            tok.chat_template = chat_template.read_text()
+        doc = describe(sample, tok, raw)
+        record, how, check = None, "", None
+        if prompts is not None:
+            record, how = prompt_record(prompts, sample)
+            check = prompt_check(sample, record, tok)
+            doc["prompt_record"] = {"match": how, "record": record, "rendering": check}
+        if json_out is not None:
+            write_output(json_out, json.dumps(doc, indent=2, ensure_ascii=False))
+        if not quiet and not stdout_taken(json_out):
+            render_sample(doc, record, how, check)
+
+
+def render_sample(doc: dict, record: dict | None, how: str, check: dict | None) -> None:
+    from rich.panel import Panel
+    from rich.text import Text
+
+    L = doc["lengths"]
+    out.print(
+        f"[bold]sample {doc['sample_id'] if doc['sample_id'] is not None else '-'}[/] · row {doc['row']} · "
+        f"{doc['source']} · category {doc['category']}",
+        highlight=False,
+    )
+    out.print(
+        f"lengths: prompt {L['prompt']} · thinking {L['thinking']} · response {L['response']} · total {L['total']}",
+        highlight=False,
+    )
+    if doc["codes"]:
+        for code in doc["codes"]:
+            pos = doc["positions"].get(code)
+            out.print(f"[bold red]{code}[/]" + (f" at token {pos}" if pos is not None else ""))
+    else:
+        out.print("[green]no per-sample anomalies[/] (corpus-wide codes need `tokscan scan`)")
+    if how:
+        out.print(f"prompt record: {how}", highlight=False)
+        render_prompt_check(check or {})
+        for m in (record or {}).get("messages", []):
+            out.print(Panel(str(m.get("content", "")), title=str(m.get("role", "?")), title_align="left"))
+    body = Text()
+    for seg in doc["segments"]:
+        style = SEGMENT_STYLE.get(seg["kind"], "")
+        body.append(f"[{seg['kind']} {seg['start']}:{seg['end']}] ", style="dim")
+        body.append(seg.get("text", " ".join(map(str, seg.get("ids", [])))), style=style)
+        if "text" in seg and "ids" in seg:
+            body.append(f"  {seg['ids']}", style="dim")
+        body.append("\n")
+    out.print(Panel(body, title="sequence", title_align="left"))
+    for code, ex in doc["excerpts"].items():
+        if "at" in ex:
+            line = Text(f"{code} @ {ex['position']}: …")
+            line.append(ex["before"])
+            line.append(ex["at"] or "∅", style="bold white on red")
+            line.append(ex["after"] + "…")
+        else:
+            line = Text(f"{code} @ {ex['position']}: {ex['ids_before']} [{ex['id_at']}] {ex['ids_after']}")
+        out.print(line)
+
+
+def render_prompt_check(check: dict[str, Any]) -> None:
+    status = check.get("status")
+    if status == "match":
+        out.print(
+            f"[bold green]the record re-renders to exactly the sample's prompt[/] ({check['rendered_tokens']} tokens)"
+        )
+    elif status == "mismatch":
+        out.print(
+            f"[bold red]the record does NOT match the sample's prompt[/]: first difference at token "
+            f"{check['first_difference']} (the record renders {check['rendered_tokens']} tokens)",
+            highlight=False,
+        )
+        out.print(f"  sample:   {check['sample_text']!r}", highlight=False)
+        out.print(f"  rendered: {check['rendered_text']!r}", highlight=False)
+    elif status == "unchecked":
+        out.print(f"[yellow]not checked against the sample's prompt[/]: {check['why']}", highlight=False)

@@ -1,0 +1,81 @@
+"""A hint when the chosen profile does not fit the corpus: most samples fail to parse (no user turn, ids
+outside the vocabulary), which is what scanning DeepSeek data with the default kimi-k2 profile looks like.
+The other built-in profiles are tried on a few samples with the same checker, and the best fit is named."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _core
+from .report import Report
+
+#: Codes that mean "this profile cannot parse the sample", not "the sample is bad".
+STRUCTURE_CODES = ("missing_user", "out_of_vocab")
+#: Share of samples with a structure code above which the profile is suspect.
+SUSPECT_SHARE = 0.5
+#: How many samples the other profiles are tried on.
+PROBE_SAMPLES = 64
+
+_WHAT = {"missing_user": "have no user turn", "out_of_vocab": "hold ids outside the vocabulary"}
+
+
+@dataclass(frozen=True)
+class ProfileHint:
+    code: str
+    share: float
+    profile: str
+    better: str | None  # a built-in profile that parses the probed samples, if any
+
+    @property
+    def message(self) -> str:
+        head = f"{100 * self.share:.0f} % of samples {_WHAT[self.code]} for profile {self.profile}"
+        if self.better is not None:
+            return f"{head}: is this {self.better} data? try --profile {self.better}"
+        return f"{head}: no built-in profile fits either; write a TOML profile for this chat format (see README)"
+
+
+def _structure_share(counts: Mapping[str, int], n: int) -> tuple[str, float]:
+    code = max(STRUCTURE_CODES, key=lambda c: counts.get(c, 0))
+    return code, counts.get(code, 0) / max(n, 1)
+
+
+def _probe(paths: list[str], columns: Mapping[str, str] | None, limit: int) -> list[np.ndarray]:
+    from .forensics import Corpus
+
+    corpus = Corpus(paths, columns)
+    n = int(corpus.starts[-1])
+    rows = np.unique(np.linspace(0, n - 1, num=min(limit, n)).astype(np.int64)) if n else []
+    return [corpus.fetch(int(r)).ids for r in rows]
+
+
+def profile_hint(
+    report: Report,
+    paths: list[str],
+    columns: Mapping[str, str] | None = None,
+    limit: int = PROBE_SAMPLES,
+) -> ProfileHint | None:
+    """None when the profile parses most samples; else the worst structure code, its share, and the built-in
+    profile (if any) under which fewer than a fifth of `limit` evenly spaced samples show a structure code."""
+    counts = {code: a["count"] for code, a in report.anomalies.items()}
+    code, share = _structure_share(counts, report.n_samples)
+    if share < SUSPECT_SHARE:
+        return None
+    current = report.data["profile"]["name"]
+    samples = _probe(paths, columns, limit)
+    best, best_share = None, 0.2
+    for name in _core.builtin_profiles():
+        if name == current or not samples:
+            continue
+        v = _core.Validator(_core.Profile.load(name))
+        flags, _ = v.check_each([s.astype(np.int64) for s in samples])
+        table = {n_: bit for n_, bit, _sev, _d in _core.codes()}
+        bad = np.zeros(len(samples), dtype=bool)
+        for c in STRUCTURE_CODES:
+            bad |= (flags >> np.uint64(table[c]) & np.uint64(1)).astype(bool)
+        if bad.mean() < best_share:
+            best, best_share = name, float(bad.mean())
+    return ProfileHint(code, share, os.fspath(current), best)

@@ -1,0 +1,145 @@
+"""What a new user runs into first: help and version, option placeholders, output paths checked before the
+scan, the wrong profile, `show --prompts` against a record that does not match, and the in-process scan."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import tokscan
+from tokscan import demo
+from tokscan.api import default_tokenizer_dir
+from tokscan.cli import ScanArgs, execute
+from tokscan.errors import ProfileError, UsageError
+
+from conftest import run_cli
+
+TOK = str(default_tokenizer_dir())
+COMMANDS = ("scan", "show", "align", "diff", "clean", "demo", "profiles", "codes")
+
+
+@pytest.fixture(scope="module")
+def ds(tmp_path_factory):
+    root = tmp_path_factory.mktemp("conventions")
+    path, profile = demo.write_demo(root, "deepseek", seed=4)
+    return root, path, profile
+
+
+def one_line_error(proc, *needles: str) -> str:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+def test_help_short_flag_version_and_placeholders():
+    top = run_cli("-h")
+    assert top.returncode == 0 and "scan" in top.stdout and "--version" in top.stdout
+    v = run_cli("--version")
+    assert v.returncode == 0 and v.stdout.strip() == f"tokscan {tokscan.__version__}"
+    for cmd in COMMANDS:
+        proc = run_cli(cmd, "-h")
+        assert proc.returncode == 0, (cmd, proc.stderr)
+        assert "<list[str]>" not in proc.stdout and "<int range>" not in proc.stdout and "<path>" not in proc.stdout
+        assert "<text>" not in proc.stdout, (cmd, proc.stdout)
+    for cmd in ("scan", "show", "align", "diff"):
+        assert "--json FILE|-" in run_cli(cmd, "-h").stdout, cmd
+    for cmd in ("scan", "show", "align", "diff", "clean"):
+        assert "-q, --quiet" in run_cli(cmd, "-h").stdout, cmd
+
+
+@pytest.mark.parametrize("option", ["--json", "--html", "--junit", "--exclude"])
+def test_output_paths_are_checked_before_the_scan(ds, tmp_path, option):
+    _root, path, profile = ds
+    target = tmp_path / "missing-dir" / "out.file"
+    proc = run_cli("scan", str(path), "-p", profile, option, str(target))
+    one_line_error(proc, option, "does not exist")
+    assert proc.stdout == "", "nothing is scanned or printed before the error"
+    proc = run_cli("scan", str(path), "-p", profile, option, str(tmp_path))
+    one_line_error(proc, "is a directory")
+
+
+def test_github_format_and_json_on_stdout_conflict(ds):
+    _root, path, profile = ds
+    one_line_error(run_cli("scan", str(path), "-p", profile, "--format", "github", "--json", "-"), "stdout")
+
+
+def test_quiet_everywhere(ds, tmp_path):
+    _root, path, profile = ds
+    r = tmp_path / "r.json"
+    assert run_cli("scan", str(path), "-p", profile, "--json", str(r), "-q").stdout == ""
+    d = run_cli("diff", str(r), str(r), "-q")
+    assert d.returncode == 0 and d.stdout == ""
+    c = run_cli("clean", str(path), "--report", str(r), "--out", str(tmp_path / "c"), "-q")
+    assert c.returncode == 0 and c.stdout == "" and (tmp_path / "c" / "tokscan-clean.json").is_file()
+    s = run_cli("show", str(path), "-p", profile, "--row", "0", "-q", "--json", str(tmp_path / "s.json"))
+    assert s.returncode == 0 and s.stdout == "" and json.loads((tmp_path / "s.json").read_text())["row"] == 0
+
+
+def test_wrong_profile_gets_a_hint(ds):
+    _root, path, _profile = ds
+    proc = run_cli("scan", str(path))  # the default kimi-k2 on DeepSeek data
+    assert proc.returncode == 1
+    hint = [line for line in proc.stderr.splitlines() if line.startswith("hint:")]
+    assert len(hint) == 1, proc.stderr
+    assert "100 % of samples have no user turn for profile kimi-k2" in hint[0]
+    assert "try --profile deepseek" in hint[0]
+    right = run_cli("scan", str(path), "-p", "deepseek")
+    assert "hint:" not in right.stderr
+
+
+def test_profile_names_aliases_and_files(ds, tmp_path):
+    _root, path, _profile = ds
+    listing = run_cli("profiles")
+    assert listing.returncode == 0
+    for name, target in tokscan._core.profile_aliases():
+        assert name in listing.stdout and target in listing.stdout
+    assert tokscan.load_profile("kimi-k2.5").name == tokscan.load_profile("kimi-k2").name
+    one_line_error(run_cli("scan", str(path), "-p", str(tmp_path / "mine.toml")), "no such profile file")
+    one_line_error(run_cli("scan", str(path), "-p", ""), "unknown profile")
+    with pytest.raises(ProfileError, match="unknown profile"):
+        tokscan.load_profile("kimi-k3")
+
+
+def test_scan_in_process_matches_the_cli(ds, tmp_path, capsys):
+    _root, path, profile = ds
+    out = tmp_path / "r.json"
+    code = execute(ScanArgs(paths=[str(path)], profile=profile, json_out=out, quiet=True, hint=False))
+    assert code == 1
+    cli = tmp_path / "cli.json"
+    assert run_cli("scan", str(path), "-p", profile, "--json", str(cli), "-q").returncode == 1
+    a, b = json.loads(out.read_text()), json.loads(cli.read_text())
+    assert a["flagged"] == b["flagged"] and a["anomalies"] == b["anomalies"]
+    with pytest.raises(UsageError, match="--exclude-code needs --exclude"):
+        execute(ScanArgs(paths=[str(path)], profile=profile, exclude_code=["truncated"]))
+
+
+def _shifted_prompts(root: Path) -> Path:
+    lines = (root / "prompts.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    for r in records:
+        r.pop("id", None)
+    rotated = root / "rotated.jsonl"
+    rotated.write_text("".join(json.dumps(r) + "\n" for r in records[1:] + records[:1]))
+    return rotated
+
+
+def test_show_prompts_says_whether_the_record_matches(ds):
+    root, path, profile = ds
+    template = root / "deepseek-chat-template.jinja"
+    base = ["show", str(path), "-p", profile, "--tokenizer", TOK, "--chat-template", str(template), "--row", "5"]
+    good = run_cli(*base, "--prompts", str(root / "prompts.jsonl"), "--json", "-")
+    assert good.returncode == 0, good.stderr
+    check = json.loads(good.stdout)["prompt_record"]["rendering"]
+    assert check["status"] == "match", check
+    bad = run_cli(*base, "--prompts", str(_shifted_prompts(root)), "--json", "-")
+    check = json.loads(bad.stdout)["prompt_record"]["rendering"]
+    assert check["status"] == "mismatch" and check["first_difference"] >= 1, check
+    text = run_cli(*base, "--prompts", str(_shifted_prompts(root)))
+    assert "does NOT match the sample's prompt" in text.stdout and "first difference at token" in text.stdout
+    unchecked = run_cli("show", str(path), "-p", profile, "--row", "5", "--prompts", str(root / "prompts.jsonl"))
+    assert "not checked against the sample's prompt" in unchecked.stdout
