@@ -121,8 +121,13 @@ def test_scan_decode_cli(ds, tmp_path):
     assert proc.returncode == 1 and "Decoded examples" in proc.stdout
     data = json.loads(out.read_text())
     assert data["decoded"]["truncated"][0]["last"]
-    proc = run_cli("scan", str(path), "-p", "deepseek", "--decode", "2")
-    assert proc.returncode == 2 and "--tokenizer" in proc.stderr
+    # Without a tokenizer: id excerpts, special tokens by name.
+    ids_out = tmp_path / "ids.json"
+    proc = run_cli("scan", str(path), "-p", "deepseek", "--decode", "2", "--json", str(ids_out))
+    assert proc.returncode == 1 and "Decoded examples" in proc.stdout, proc.stderr
+    entry = json.loads(ids_out.read_text())["decoded"]["truncated"][0]
+    assert entry["decoder"] == "ids"
+    assert "<｜begin▁of▁sentence｜>" in entry["first"], entry["first"]
 
 
 def test_kimi_layout_rows_map_to_samples(layouts, samples):
