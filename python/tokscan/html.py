@@ -1,170 +1,774 @@
-"""The self-contained HTML report: summary, per-category length histograms (inline SVG), the anomaly
-table and decoded excerpts of flagged samples. No scripts, no network, no external assets."""
+"""The self-contained HTML report: one file, no network, no external assets.
+
+Top to bottom: the run (inputs, profile, tokenizer, command, date, duration, verdict), the per-category table,
+special-token counts and rates, length distributions as small multiples on one shared pair of axes, the anomaly
+table (with its policy status) and a code x category matrix, the list of flagged samples (plain HTML, filtered
+and sorted by a small inline script) and the decoded excerpts with the flagged token highlighted.
+"""
 
 from __future__ import annotations
 
 import html
 import math
-from typing import Any
+import os
+import re
+import shlex
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
 
-from .report import SEVERITY_RANK, Report
+from .html_assets import CSS, JS
+from .report import FAIL_ON, SEVERITY_RANK, Report
 
-PART_COLOURS = {"prompt": "#6b8fd6", "thinking": "#2bb3a3", "response": "#e0913a"}
+if TYPE_CHECKING:
+    from .config import Rule
+
+#: Rows of the inline flagged-sample list; the full list is always in the JSON report.
+DEFAULT_MAX_ROWS = 5000
+PARTS = ("prompt", "thinking", "response", "total")
+PART_COLOURS = {"prompt": "#4e79a7", "thinking": "#2a9d8f", "response": "#e08a2c", "total": "#6e7781"}
 SEGMENT_COLOURS = {
-    "system": "#f3e5ff",
-    "user": "#e3f6e3",
+    "system": "#f1e6ff",
+    "user": "#e2f5e4",
     "assistant": "#e3ecff",
-    "tool": "#fff6d6",
-    "header": "#d9d9d9",
-    "thinking": "#dff7f7",
+    "tool": "#fff3cc",
+    "header": "#e4e7eb",
+    "thinking": "#dcf3f1",
     "response": "#ffffff",
-    "tool_call": "#ffe9b3",
+    "tool_call": "#ffe7b3",
     "other": "#f2f2f2",
 }
-
-CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d1d1f;max-width:1200px}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
-.meta{color:#555}.verdict{display:inline-block;padding:2px 10px;border-radius:4px;font-weight:600;color:#fff}
-.pass{background:#2e8b57}.fail{background:#c0392b}
-table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}
-td:first-child,th:first-child{text-align:left}.sev-error{color:#c0392b;font-weight:600}.sev-warning{color:#b7791f}
-.sev-info{color:#2b6cb0}.grid{display:flex;flex-wrap:wrap;gap:14px}.card{border:1px solid #e3e3e3;border-radius:6px;
-padding:8px}.card h3{font-size:13px;margin:0 0 4px}.legend span{display:inline-block;margin-right:12px}
-.sw{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
-.seq{font-family:ui-monospace,Menlo,Consolas,monospace;white-space:pre-wrap;font-size:12.5px;border:1px solid #e3e3e3;
-border-radius:4px;padding:6px;margin:4px 0 12px}.seg{border-radius:2px}.mark{outline:2px solid #c0392b}
-"""
+CHART_W, CHART_H, YAXIS_W, XAXIS_H = 230, 64, 40, 22
 
 
 def _e(x: Any) -> str:
-    return html.escape(str(x))
+    return html.escape(str(x), quote=True)
 
 
-def histogram_svg(category: str, lengths: dict[str, Any], width: int = 360, height: int = 150) -> str:
-    """Grouped bars over log2 length bins for prompt / thinking / response."""
-    used = sorted(
-        e
-        for part in PART_COLOURS
-        for e, c in zip(lengths[part]["histogram"]["edges"], lengths[part]["histogram"]["counts"], strict=True)
-        if c
-    )
-    if not used:
-        return ""
-    every = sorted({e for part in PART_COLOURS for e in lengths[part]["histogram"]["edges"]})
-    edges = [e for e in every if used[0] <= e <= used[-1]]  # the occupied range of bins
-    peak = (
-        max(
-            (c for part in PART_COLOURS for c in lengths[part]["histogram"]["counts"]),
-            default=1,
+def _num(n: float) -> str:
+    return f"{n:,.0f}"
+
+
+def _short(n: float) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            v = n / size
+            return f"{v:.0f}{unit}" if v >= 100 or v == int(v) else f"{v:.1f}{unit}"
+    return f"{n:,.0f}"
+
+
+def _pct(part: float, whole: float) -> str:
+    share = 100.0 * part / max(1.0, whole)
+    return f"{share:.2f}%" if share < 10 else f"{share:.1f}%"
+
+
+def _breakable(name: str) -> str:
+    """A category name that may wrap after `_`, `-`, `/` or `.` in a narrow column header."""
+    return re.sub(r"([_\-/.])", r"\1<wbr>", _e(name))
+
+
+def _who(sample_id: Any, row: int) -> str:
+    return str(sample_id) if sample_id is not None else f"#{row}"
+
+
+# ---------------------------------------------------------------------------------------------------- run header
+
+
+def _when(started: datetime | str | None) -> str:
+    if started is None:
+        started = datetime.now(timezone.utc)
+    if isinstance(started, str):
+        return started
+    return started.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _command(command: str | Sequence[str] | None) -> str:
+    if command is None:
+        return "<span class='note'>not recorded</span>"
+    text = command if isinstance(command, str) else shlex.join(str(c) for c in command)
+    return f"<pre class='cmd'>{_e(text)}</pre>"
+
+
+def _inputs(report: Report) -> str:
+    inputs = report.data["inputs"]
+
+    def line(i: dict[str, Any]) -> str:
+        return (
+            f"<code>{_e(i['path'])}</code> <span class='note'>{_e(i['format'])} · {_e(i['layout'])} · "
+            f"{_num(i['samples'])} samples · {_short(i['tokens'])} tokens</span>"
         )
-        or 1
+
+    if len(inputs) <= 3:
+        return "<br>".join(line(i) for i in inputs)
+    rows = "".join(
+        f"<tr><td class='l'><code>{_e(i['path'])}</code></td><td class='l'>{_e(i['format'])}</td>"
+        f"<td class='l'>{_e(i['layout'])}</td><td>{_num(i['samples'])}</td><td>{_num(i['tokens'])}</td></tr>"
+        for i in inputs
     )
-    left, bottom = 34, 22
-    plot_w, plot_h = width - left - 6, height - bottom - 8
-    slot = plot_w / len(edges)
-    bar = slot / (len(PART_COLOURS) + 1)
-    out = [
-        f'<svg class="hist" data-category="{_e(category)}" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" role="img" '
-        f'aria-label="length histogram of {_e(category)}">',
-        f'<line x1="{left}" y1="{8 + plot_h}" x2="{width - 6}" y2="{8 + plot_h}" stroke="#999"/>',
-        f'<text x="2" y="14" font-size="10" fill="#555">{peak}</text>',
+    return (
+        "<br>".join(line(i) for i in inputs[:2])
+        + f"<details><summary>all {len(inputs):,} inputs</summary><div class='scroll'><table><thead><tr>"
+        "<th class='l'>path</th><th class='l'>format</th><th class='l'>layout</th><th>samples</th><th>tokens</th>"
+        f"</tr></thead><tbody>{rows}</tbody></table></div></details>"
+    )
+
+
+def _verdict(report: Report, fail_on: str, failures: dict[str, int]) -> str:
+    if fail_on == "never":
+        return "<span class='verdict pass'>PASS</span><span class='why'>--fail-on never: the run does not fail</span>"
+    if failures:
+        findings = sum(failures.values())
+        return (
+            f"<span class='verdict fail'>FAIL</span><span class='why'>{len(failures)} code(s) at or above "
+            f"<b>{_e(fail_on)}</b> fail the run · {_num(findings)} finding(s) (--fail-on {_e(fail_on)})</span>"
+        )
+    return (
+        f"<span class='verdict pass'>PASS</span><span class='why'>nothing at or above <b>{_e(fail_on)}</b> "
+        f"beyond what the policy tolerates (--fail-on {_e(fail_on)})</span>"
+    )
+
+
+def _header(
+    report: Report,
+    fail_on: str,
+    failures: dict[str, int],
+    command: str | Sequence[str] | None,
+    tokenizer: str | os.PathLike[str] | None,
+    started: datetime | str | None,
+    duration: float | None,
+    decoded: bool,
+) -> str:
+    d = report.data
+    prof = d["profile"]
+    if tokenizer is not None:
+        tok = f"<code>{_e(os.fspath(tokenizer))}</code>"
+    else:
+        tok = "<span class='note'>none: token ids are shown, special tokens by the profile's names</span>"
+    if duration is not None:
+        rate = f" ({_short(report.n_tokens / duration)} tok/s)" if duration > 0 else ""
+        took = f"{duration:,.2f} s{rate}"
+    else:
+        took = "<span class='note'>not recorded</span>"
+    found = report.found()
+    by_sev = Counter(report.anomalies[c]["severity"] for c in found)
+    sev_line = " · ".join(f"{by_sev[s]} {s}" for s in ("error", "warning", "info") if by_sev[s]) or "none"
+    n_flagged = len(report.flagged)
+    kpis = [
+        (_num(report.n_samples), f"samples in {len(d['inputs']):,} input(s)"),
+        (_short(report.n_tokens), f"tokens ({_num(report.n_tokens)})"),
+        (_num(n_flagged), f"flagged samples ({_pct(n_flagged, report.n_samples)})"),
+        (str(len(found)), f"anomaly codes found ({sev_line})"),
+        (str(len(report.categories)), "categories"),
     ]
-    for k, part in enumerate(PART_COLOURS):
-        h = dict(zip(lengths[part]["histogram"]["edges"], lengths[part]["histogram"]["counts"], strict=True))
-        for i, edge in enumerate(edges):
-            c = h.get(edge, 0)
-            if not c:
-                continue
-            bh = max(1.0, plot_h * c / peak)
-            x = left + i * slot + (k + 0.5) * bar
-            out.append(
-                f'<rect x="{x:.1f}" y="{8 + plot_h - bh:.1f}" width="{bar:.1f}" height="{bh:.1f}" '
-                f'fill="{PART_COLOURS[part]}"><title>{part} [{edge}, {2 * edge or 1}): {c}</title></rect>'
+    toc = [
+        ("categories", "Categories"),
+        ("special-tokens", "Special tokens"),
+        ("lengths", "Length distributions"),
+        ("anomalies", "Anomalies"),
+        ("flagged", "Flagged samples"),
+    ]
+    if decoded:
+        toc.append(("decoded", "Decoded excerpts"))
+    return (
+        f"<header><div class='head'><h1>tokscan report</h1>{_verdict(report, fail_on, failures)}</div>"
+        "<dl class='run'>"
+        f"<dt>Inputs</dt><dd>{_inputs(report)}</dd>"
+        f"<dt>Profile</dt><dd><b>{_e(prof['name'])}</b> <span class='note'>{_e(prof.get('description', ''))} · "
+        f"vocab {_num(prof['vocab_size'])}</span></dd>"
+        f"<dt>Tokenizer</dt><dd>{tok}</dd>"
+        f"<dt>Command</dt><dd>{_command(command)}</dd>"
+        f"<dt>Date</dt><dd>{_e(_when(started))}</dd>"
+        f"<dt>Duration</dt><dd>{took}</dd>"
+        f"<dt>Fail on</dt><dd>{_e(fail_on)}</dd>"
+        f"<dt>tokscan</dt><dd>{_e(d['tool']['version'])} <span class='note'>report schema "
+        f"{_e(d['schema_version'])}</span></dd></dl>"
+        "<div class='kpis'>"
+        + "".join(f"<div class='kpi'><b>{v}</b><span>{_e(k)}</span></div>" for v, k in kpis)
+        + "</div><nav class='toc'>"
+        + "".join(f"<a href='#{a}'>{t}</a>" for a, t in toc)
+        + "</nav></header>"
+    )
+
+
+# ---------------------------------------------------------------------------------------------- category tables
+
+
+def _flagged_by_category(report: Report) -> Counter[str]:
+    return Counter(str(f["category"]) for f in report.flagged)
+
+
+def _category_table(report: Report) -> str:
+    flagged = _flagged_by_category(report)
+    head = (
+        "<table id='category-table'><thead><tr><th class='l' rowspan='2'>category</th><th rowspan='2'>samples</th>"
+        "<th rowspan='2'>tokens</th><th class='grp' colspan='3'>median length (p50)</th>"
+        "<th class='grp' colspan='2'>total length</th><th class='grp' colspan='2'>flagged</th></tr>"
+        "<tr><th>prompt</th><th>thinking</th><th>response</th><th>p99</th><th>max</th><th>samples</th><th>share</th>"
+        "</tr></thead><tbody>"
+    )
+    rows = [*report.categories.items(), ("all", report.data["overall"])]
+    body = []
+    for i, (name, c) in enumerate(rows):
+        total = i == len(rows) - 1
+        L = c["lengths"]
+        n_flag = len(report.flagged) if total else flagged.get(name, 0)
+        cat = _e(name)
+        if n_flag and not total:
+            cat = f"<a href='#flagged' data-cat='{_e(name)}'>{_e(name)}</a>"
+        cls = " class='total'" if total else ""
+        body.append(
+            f"<tr{cls} data-category='{_e(name)}'><td class='l'>{cat}</td><td>{_num(c['samples'])}</td>"
+            f"<td title='{_num(c['tokens'])}'>{_short(c['tokens'])}</td>"
+            + "".join(f"<td>{_num(L[p]['median'])}</td>" for p in ("prompt", "thinking", "response"))
+            + f"<td>{_num(L['total']['p99'])}</td><td>{_num(L['total']['max'])}</td>"
+            f"<td class='{'sev error' if n_flag else 'zero'}'>{_num(n_flag)}</td>"
+            f"<td class='{'' if n_flag else 'zero'}'>{_pct(n_flag, c['samples'])}</td></tr>"
+        )
+    return (
+        "<section id='categories'><h2>Per category</h2><div class='scroll'>"
+        + head
+        + "".join(body)
+        + "</tbody></table></div>"
+        "<p class='note'>Lengths in tokens. prompt: before the completion; thinking: inside the reasoning; "
+        "response: after it, up to the end of turn; total: the stored sequence.</p>"
+    )
+
+
+def _special_tokens(report: Report) -> str:
+    names = report.data["profile"]["special_tokens"]
+    cols = [*report.categories.items(), ("all", report.data["overall"])]
+    overall = report.data["overall"]["special_tokens"]
+    seen = [n for n in names if overall.get(n, 0)]
+    never = [n for n in names if not overall.get(n, 0)]
+    head = (
+        "<table id='special-tokens-table'><thead><tr><th class='l'>token</th><th>id</th>"
+        + "".join(f"<th class='cat'>{_breakable(name)}</th>" for name, _c in cols)
+        + "</tr></thead><tbody>"
+    )
+    body = []
+    for tok in seen:
+        cells = []
+        for i, (_name, c) in enumerate(cols):
+            n = c["special_tokens"].get(tok, 0)
+            rate = n / max(1, c["samples"])
+            cls = "zero" if not n else ("n" if i == len(cols) - 1 else "")
+            cells.append(
+                f"<td class='{cls}' title='{rate:.3f} per sample'>{_num(n)}<span class='sub'>{rate:.2f}</span></td>"
             )
-    step = max(1, math.ceil(len(edges) / 8))
-    for i in range(0, len(edges), step):
-        label = edges[i] if edges[i] < 1000 else f"{edges[i] // 1000}k"
-        out.append(f'<text x="{left + i * slot + 2:.1f}" y="{height - 6}" font-size="9" fill="#555">{label}</text>')
-    out.append("</svg>")
+        body.append(f"<tr><td class='l'><code>{_e(tok)}</code></td><td>{_e(names[tok])}</td>{''.join(cells)}</tr>")
+    if not body:
+        body.append(f"<tr><td class='l' colspan='{len(cols) + 2}'>No special token of the profile was seen.</td></tr>")
+    never_note = (
+        "<p class='note'>Not seen in any sample: "
+        + ", ".join(f"<code>{_e(n)}</code> ({_e(names[n])})" for n in never)
+        + ".</p>"
+        if never
+        else ""
+    )
+    return (
+        "<section id='special-tokens'><h2>Special tokens</h2><p class='note'>Occurrences of each special token of the "
+        "profile per category: the count, and below it the rate per sample.</p><div class='scroll'>"
+        + head
+        + "".join(body)
+        + "</tbody></table></div>"
+        + never_note
+    )
+
+
+# ------------------------------------------------------------------------------------------ length distributions
+
+
+def _bins(hist: dict[str, list[int]]) -> dict[int, int]:
+    """Histogram bin index -> count; bin 0 holds zeros, bin k holds [2^(k-1), 2^k), so edge e is bin bit_length."""
+    return {int(e).bit_length(): int(c) for e, c in zip(hist["edges"], hist["counts"], strict=True) if c}
+
+
+def _pow2(v: int) -> str:
+    """A power of two as context lengths are usually written: 512, 4k, 32k, 1M."""
+    if v >= 2**20:
+        return f"{v // 2**20}M"
+    return f"{v // 1024}k" if v >= 1024 else str(v)
+
+
+def _tick(k: int) -> str:
+    return "0" if k == 0 else _pow2(2 ** (k - 1))
+
+
+def _nice_ceiling(x: float) -> float:
+    for v in (0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.4, 0.5, 0.6, 0.8, 1.0):
+        if x <= v + 1e-12:
+            return v
+    return 1.0
+
+
+def _lengths(report: Report) -> str:
+    rows = [*report.categories.items(), ("all", report.data["overall"])]
+    bins = {(name, part): _bins(c["lengths"][part]["histogram"]) for name, c in rows for part in PARTS}
+    used = [k for b in bins.values() for k in b]
+    if not used:
+        return "<section id='lengths'><h2>Length distributions</h2><p>No samples.</p>"
+    lo, hi = min(used), max(used)
+    n_bins = hi - lo + 1
+    samples = {name: max(1, c["samples"]) for name, c in rows}
+    peak = max(cnt / samples[name] for (name, _p), b in bins.items() for cnt in b.values())
+    ymax = _nice_ceiling(peak)
+    bw = CHART_W / n_bins
+    top, plot_h = 7, CHART_H - 14
+
+    def y_of(share: float) -> float:
+        return top + plot_h * (1 - share / ymax)
+
+    def chart(name: str, part: str, median: float) -> str:
+        colour = PART_COLOURS[part]
+        out = [
+            f'<svg class="hist" data-category="{_e(name)}" data-part="{part}" width="{CHART_W}" '
+            f'height="{CHART_H}" viewBox="0 0 {CHART_W} {CHART_H}" role="img" '
+            f'aria-label="{_e(part)} length distribution of {_e(name)}">'
+            f'<rect x="0" y="{top}" width="{CHART_W}" height="{plot_h}" fill="#fafbfc"/>'
+            f'<line x1="0" x2="{CHART_W}" y1="{y_of(ymax / 2):.1f}" y2="{y_of(ymax / 2):.1f}" stroke="#e3e7ec"/>'
+        ]
+        for k, cnt in sorted(bins[(name, part)].items()):
+            share = cnt / samples[name]
+            h = max(1.0, plot_h * share / ymax)
+            x = (k - lo) * bw
+            span = "length 0" if k == 0 else f"[{_num(2 ** (k - 1))}, {_num(2**k)})"
+            out.append(
+                f'<rect x="{x + 0.5:.1f}" y="{top + plot_h - h:.1f}" width="{max(1.0, bw - 1):.1f}" '
+                f'height="{h:.1f}" fill="{colour}"><title>{_e(name)} · {part} {span}: {cnt:,} samples '
+                f"({100 * share:.1f}%)</title></rect>"
+            )
+        units = 0.5 if median < 1 else math.log2(median) + 1
+        if lo <= units <= hi + 1:
+            mx = (units - lo) * bw
+            out.append(
+                f'<line x1="{mx:.1f}" x2="{mx:.1f}" y1="{top}" y2="{top + plot_h}" stroke="#1f2328" '
+                f'stroke-width="1.5" stroke-dasharray="3 2"><title>median {median:,.0f}</title></line>'
+            )
+        out.append(f'<line x1="0" x2="{CHART_W}" y1="{top + plot_h}" y2="{top + plot_h}" stroke="#8c959f"/></svg>')
+        return "".join(out)
+
+    yaxis = (
+        f'<svg width="{YAXIS_W}" height="{CHART_H}" viewBox="0 0 {YAXIS_W} {CHART_H}" aria-hidden="true">'
+        + "".join(
+            f'<text x="{YAXIS_W - 4}" y="{y_of(v) + 3.5:.1f}" font-size="10" fill="#59636e" '
+            f'text-anchor="end">{100 * v:.0f}%</text>'
+            for v in (0, ymax / 2, ymax)
+        )
+        + "</svg>"
+    )
+    step = max(1, math.ceil(n_bins / 6))
+    xaxis = [f'<svg width="{CHART_W}" height="{XAXIS_H}" viewBox="0 0 {CHART_W} {XAXIS_H}" aria-hidden="true">']
+    for k in range(lo, hi + 1, step):
+        x = (k - lo) * bw + (bw / 2 if k == 0 else 0)
+        xaxis.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="0" y2="4" stroke="#8c959f"/>'
+            f'<text x="{x:.1f}" y="15" font-size="10" fill="#59636e" text-anchor="'
+            f'{"start" if k == lo and k else "middle"}">{_tick(k)}</text>'
+        )
+    xaxis.append("</svg>")
+    x_svg = "".join(xaxis)
+    cells = ["<div class='part'></div>", "<div class='axis-title'>share</div>"]
+    cells += [f"<div class='part'><i class='sw' style='background:{PART_COLOURS[p]}'></i>{p}</div>" for p in PARTS]
+    for i, (name, c) in enumerate(rows):
+        cls = "cat all" if i == len(rows) - 1 else "cat"
+        cells.append(
+            f"<div class='{cls}' title='{_e(name)}'>{_e(name)} <span class='note'>{_num(c['samples'])}</span></div>"
+        )
+        cells.append(yaxis)
+        cells += [chart(name, p, c["lengths"][p]["median"]) for p in PARTS]
+    cells += ["<div></div>", "<div></div>"] + [x_svg] * len(PARTS)
+    cells += ["<div></div>", "<div></div>"]
+    cells += ["<div class='axis-title'>length in tokens (log2 bins)</div>"] * len(PARTS)
+    return (
+        "<section id='lengths'><h2>Length distributions</h2>"
+        f"<p class='note'>Every chart uses the same axes: x is the length in tokens on log2 bins from {_tick(lo)} "
+        f"to {_pow2(2**hi)}, y is the share of the category's samples in each bin, 0 to {100 * ymax:.0f}%. "
+        "The dashed line marks the median. Hover a bar for its count.</p>"
+        f"<div class='lengths' style='grid-template-columns:170px {YAXIS_W}px repeat(4,{CHART_W}px)'>"
+        + "".join(cells)
+        + "</div>"
+    )
+
+
+# --------------------------------------------------------------------------------------------------- anomalies
+
+
+def _status(
+    report: Report, code: str, fail_on: str, policy: Mapping[str, Rule] | None, failures: dict[str, int]
+) -> tuple[str, str]:
+    """(css class, words) of how a found code bears on the verdict."""
+    if code in failures:
+        return "fails", "fails the run"
+    rule = (policy or {}).get(code)
+    if rule is not None and rule.ignore:
+        return "ignored", "ignored by policy"
+    a = report.anomalies[code]
+    if fail_on == "never":
+        return "below", "not checked (--fail-on never)"
+    if SEVERITY_RANK[a["severity"]] < SEVERITY_RANK[fail_on]:
+        return "below", f"below --fail-on {fail_on}"
+    if rule is not None and rule.max_count is not None:
+        return "tolerated", f"tolerated: policy allows ≤ {rule.max_count:,}"
+    if rule is not None and rule.max_rate is not None:
+        return "tolerated", f"tolerated: policy allows ≤ {rule.max_rate:g}%"
+    return "tolerated", "tolerated by policy"
+
+
+def _anomalies(
+    report: Report,
+    fail_on: str,
+    policy: Mapping[str, Rule] | None,
+    failures: dict[str, int],
+    shown: Counter[str],
+    decoded: Mapping[str, Any],
+) -> str:
+    found = report.found()
+    if not found:
+        return (
+            "<section id='anomalies'><h2>Anomalies</h2><table id='anomalies-table'><tbody><tr><td class='l'>"
+            "No anomalies found.</td></tr></tbody></table>"
+        )
+    capped = sum(shown.values()) < sum(Counter(c for f in report.flagged for c in f["codes"]).values())
+    body = []
+    for code, count in found.items():
+        a = report.anomalies[code]
+        cls, words = _status(report, code, fail_on, policy, failures)
+        more = f"<span class='sub'>{_num(shown[code])} in the list</span>" if capped else ""
+        links = f"<a href='#flagged' data-code='{_e(code)}'>samples</a>"
+        if code in decoded:
+            links += f" · <a href='#d-{_e(code)}'>excerpts</a>"
+        body.append(
+            f"<tr data-code='{_e(code)}'><td class='l'><a href='#flagged' data-code='{_e(code)}'><code>{_e(code)}"
+            f"</code></a></td><td class='l sev {a['severity']}'>{a['severity']}</td><td>{_num(count)}{more}</td>"
+            f"<td>{_pct(count, report.n_samples)}</td><td class='l'><span class='status {cls}'>{_e(words)}</span>"
+            f"</td><td class='l wrap'>{_e(a['description'])}</td><td class='l'>{links}</td></tr>"
+        )
+    table = (
+        "<section id='anomalies'><h2>Anomalies</h2><div class='scroll'><table id='anomalies-table'><thead><tr>"
+        "<th class='l'>code</th><th class='l'>severity</th><th>samples</th><th>share</th><th class='l'>verdict</th>"
+        "<th class='l'>meaning</th><th class='l'>see</th></tr></thead><tbody>"
+        + "".join(body)
+        + "</tbody></table></div>"
+    )
+    return table + _by_category(report, list(found))
+
+
+def _by_category(report: Report, codes: list[str]) -> str:
+    cats = list(report.categories)
+    if len(cats) < 2:
+        return ""
+    head = "<tr><th class='l'>code</th>" + "".join(f"<th class='cat'>{_breakable(c)}</th>" for c in cats) + "</tr>"
+    body = []
+    for code in codes:
+        counts = [report.categories[c]["anomalies"].get(code, 0) for c in cats]
+        top = max(counts) or 1
+        cells = []
+        for c, n in zip(cats, counts, strict=True):
+            if not n:
+                cells.append("<td class='zero'>·</td>")
+                continue
+            alpha = 0.08 + 0.30 * n / top
+            cells.append(
+                f"<td class='n' style='background:rgba(207,34,46,{alpha:.2f})' "
+                f"title='{_e(code)} in {_e(c)}: {n:,} of {report.categories[c]['samples']:,} samples'>{_num(n)}</td>"
+            )
+        body.append(f"<tr><td class='l'><code>{_e(code)}</code></td>{''.join(cells)}</tr>")
+    return (
+        "<h3>By category</h3><p class='note'>Samples flagged with each code in each category.</p>"
+        f"<div class='scroll'><table class='heat' id='code-category-table'><thead>{head}</thead><tbody>"
+        + "".join(body)
+        + "</tbody></table></div>"
+    )
+
+
+# ----------------------------------------------------------------------------------------------- flagged list
+
+
+def select_rows(flagged: list[dict[str, Any]], cap: int | None) -> list[int]:
+    """Indices of the flagged samples the page lists: all of them up to `cap`; beyond it, first up to an equal
+    share of half the cap for every code (so a rare code is never crowded out), then the rest in row order."""
+    if cap is None or len(flagged) <= cap:
+        return list(range(len(flagged)))
+    codes = {c for f in flagged for c in f["codes"]}
+    quota = max(1, cap // (2 * max(1, len(codes))))
+    per: Counter[str] = Counter()
+    chosen: set[int] = set()
+    for i, f in enumerate(flagged):
+        if len(chosen) >= cap:
+            break
+        if any(per[c] < quota for c in f["codes"]):
+            chosen.add(i)
+            per.update(f["codes"])
+    for i in range(len(flagged)):
+        if len(chosen) >= cap:
+            break
+        chosen.add(i)
+    return sorted(chosen)
+
+
+def _source_base(report: Report) -> str | None:
+    paths = [os.path.dirname(os.path.abspath(i["path"])) for i in report.data["inputs"]]
+    try:
+        return os.path.commonpath(paths) if paths else None
+    except ValueError:
+        return None
+
+
+def _flagged(report: Report, rows: list[int], decoded_keys: set[tuple[str, int]]) -> str:
+    flagged = report.flagged
+    n = len(flagged)
+    if not n:
+        return "<section id='flagged'><h2>Flagged samples</h2><p>No sample was flagged.</p>"
+    sev_of = {c: a["severity"] for c, a in report.anomalies.items()}
+    listed = {flagged[i]["row"] for i in rows}
+    base = _source_base(report)
+    rel: dict[str, str] = {}
+    out = []
+    for i in rows:
+        f = flagged[i]
+        row = f["row"]
+        src = f["source"]
+        if src not in rel:
+            rel[src] = os.path.relpath(os.path.abspath(src), base) if base else src
+        chips = []
+        for code in f["codes"]:
+            pos = f["positions"].get(code)
+            at = f" <i>@{pos}</i>" if pos is not None else ""
+            chip = f"<span class='c {sev_of.get(code, '')}'>{_e(code)}{at}</span>"
+            if (code, row) in decoded_keys:
+                chip = f"<a href='#d-{_e(code)}-{row}'>{chip}</a>"
+            chips.append(chip)
+        dup = ""
+        d = f.get("duplicate_of")
+        if d:
+            label = _e(_who(d.get("sample_id"), d["row"]))
+            dup = f"<a href='#s{d['row']}'>{label}</a>" if d["row"] in listed else label
+            dup += f" <span class='note'>row {d['row']:,}</span>"
+        sev = f["severity"]
+        cat = _e(f["category"])
+        out.append(
+            f"<tr id='s{row}' data-codes='{_e(' '.join(f['codes']))}' data-cat='{cat}' data-sev='{sev}'>"
+            f"<td>{row}</td><td class='l'>{_e(f['sample_id'] if f['sample_id'] is not None else '')}</td>"
+            f"<td class='l'>{cat}</td><td class='l sev {sev}' data-v='{SEVERITY_RANK[sev]}'>{sev}</td>"
+            f"<td class='l codes'>{''.join(chips)}</td><td class='l'>{dup}</td>"
+            f"<td class='l' title='{_e(src)}'>{_e(rel[src])}</td></tr>"
+        )
+    cap_note = ""
+    if len(rows) < n:
+        cap_note = (
+            f"<p class='cap' id='flagged-cap'>This page lists <b>{len(rows):,} of {n:,}</b> flagged samples: for "
+            "each code its first samples (so every code is represented), then the rest in row order. The full "
+            "list is in the JSON report (<code>flagged</code>; <code>tokscan scan --json</code>), and "
+            "<code>--exclude FILE</code> writes every sample to drop.</p>"
+        )
+    code_counts = Counter(c for i in rows for c in flagged[i]["codes"])
+    cat_counts = Counter(str(flagged[i]["category"]) for i in rows)
+    sev_counts = Counter(flagged[i]["severity"] for i in rows)
+    code_opts = "".join(
+        f"<option value='{_e(c)}'>{_e(c)} ({code_counts[c]:,})</option>" for c in report.found() if code_counts[c]
+    )
+    cat_opts = "".join(f"<option value='{_e(c)}'>{_e(c)} ({cat_counts[c]:,})</option>" for c in sorted(cat_counts))
+    sev_opts = "".join(
+        f"<option value='{s}'>{s} ({sev_counts[s]:,})</option>" for s in ("error", "warning", "info") if sev_counts[s]
+    )
+    filters = (
+        "<div id='filters' hidden><label for='f-code'>code</label><select id='f-code'><option value=''>all codes"
+        f"</option>{code_opts}</select><label for='f-cat'>category</label><select id='f-cat'><option value=''>"
+        f"all categories</option>{cat_opts}</select><label for='f-sev'>severity</label><select id='f-sev'>"
+        f"<option value=''>any</option>{sev_opts}</select><input id='f-text' type='search' "
+        "placeholder='search id, row, source…' aria-label='search'><button id='f-clear' type='button'>clear"
+        f"</button><span>showing <span id='f-count'>{len(rows):,}</span> of {len(rows):,}</span></div>"
+    )
+    return (
+        f"<section id='flagged'><h2>Flagged samples <span class='note'>({n:,})</span></h2>"
+        "<p class='note'>Every flagged sample in row order: the codes with the token position of each anomaly "
+        "(@), the original a duplicate repeats, and its source file (relative to "
+        f"<code>{_e(base or '')}</code>). Click a header to sort; the controls filter the list.</p>"
+        + cap_note
+        + filters
+        + "<div class='scroll'><table id='flagged-list' class='list'><thead><tr><th data-sort='num'>row</th>"
+        "<th class='l' data-sort='text'>sample id</th><th class='l' data-sort='text'>category</th>"
+        "<th class='l' data-sort='num'>severity</th><th class='l' data-sort='text'>codes @ token position</th>"
+        "<th class='l' data-sort='text'>duplicate of</th><th class='l' data-sort='text'>source</th></tr></thead>"
+        f"<tbody>{''.join(out)}</tbody></table></div>"
+    )
+
+
+# ---------------------------------------------------------------------------------------------- decoded excerpts
+
+
+def _token_pattern(report: Report) -> re.Pattern[str]:
+    names = sorted(report.data["profile"]["special_tokens"], key=len, reverse=True)
+    alts = [re.escape(n) for n in names if n] + [r"⟨oov -?\d+⟩", r"⟨id -?\d+⟩"]
+    return re.compile("|".join(alts))
+
+
+def _text(text: str, pattern: re.Pattern[str]) -> str:
+    """Escaped text with special-token names and out-of-vocabulary markers set apart."""
+    out, last = [], 0
+    for m in pattern.finditer(text):
+        out.append(_e(text[last : m.start()]))
+        cls = "oov" if m.group().startswith("⟨") else "sp"
+        out.append(f"<span class='{cls}'>{_e(m.group())}</span>")
+        last = m.end()
+    out.append(_e(text[last:]))
     return "".join(out)
 
 
-def _segments_html(entry: dict[str, Any]) -> str:
-    parts = []
-    pos = entry["position"]
-    for seg in entry.get("segments", []):
-        colour = SEGMENT_COLOURS.get(seg["kind"], "#fff")
-        cls = "seg mark" if seg["start"] <= pos < seg["end"] else "seg"
-        parts.append(
-            f'<span class="{cls}" title="{_e(seg["kind"])} {seg["start"]}:{seg["end"]}" '
-            f'style="background:{colour}">{_e(seg["text"])}</span>'
-        )
-    if not parts and entry.get("excerpt"):
-        ex = entry["excerpt"]
-        parts = [_e(ex.get("before", "")), f'<span class="mark">{_e(ex.get("at", ""))}</span>', _e(ex.get("after", ""))]
-    if not parts:
-        parts = [_e(entry.get("first", "")), " … ", _e(entry.get("last", ""))]
-    return "".join(parts)
+def _visible(text: str) -> str:
+    """A flagged token that decodes to whitespace only, made visible."""
+    if text.strip():
+        return text
+    return text.replace(" ", "␣").replace("\n", "↵\n").replace("\t", "⇥") or "∅"
 
 
-def render(report: Report, fail_on: str = "error", policy: Any = None) -> str:
-    d = report.data
-    failures = report.failures(fail_on, policy)
-    verdict = (
-        f'<span class="verdict fail">FAIL</span> {len(failures)} code(s) at or above {_e(fail_on)}'
-        if failures
-        else f'<span class="verdict pass">PASS</span> nothing at or above {_e(fail_on)}'
-    )
-    body = [
-        f"<h1>tokscan report</h1><div class='meta'>tokscan {_e(d['tool']['version'])} · profile "
-        f"<b>{_e(d['profile']['name'])}</b> · {len(d['inputs'])} input(s) · {report.n_samples:,} samples · "
-        f"{report.n_tokens:,} tokens</div><p>{verdict}</p>",
-        "<h2>Length distributions per category</h2><div class='legend'>"
-        + "".join(f"<span><i class='sw' style='background:{c}'></i>{p}</span>" for p, c in PART_COLOURS.items())
-        + " (log2 length bins; hover a bar for its count)</div><div class='grid'>",
-    ]
-    for name, c in report.categories.items():
-        body.append(
-            f"<div class='card'><h3>{_e(name)} · {c['samples']:,} samples · median total "
-            f"{c['lengths']['total']['median']:,.0f}</h3>{histogram_svg(name, c['lengths'])}</div>"
+def _hit(text: str, token_id: int | None, pattern: re.Pattern[str], ids_mode: bool) -> str:
+    label = f"id {token_id}" if token_id is not None else "no token"
+    body = _text(_visible(text), pattern)
+    if ids_mode and token_id is not None and re.fullmatch(r"-?\d+", text.strip()):
+        label = "id"
+    return f"<mark class='hit'>{body}<sup>{_e(label)}</sup></mark>"
+
+
+def _excerpt_html(entry: dict[str, Any], pattern: re.Pattern[str]) -> str:
+    pos = entry.get("position")
+    ids_mode = entry.get("decoder") == "ids"
+    wrap_ids = "<span class='id'>{}</span>" if ids_mode else "{}"
+    ex = entry.get("excerpt")
+    token_id = ex.get("id_at") if ex else None
+    segs = entry.get("segments")
+    if pos is not None and segs:
+        parts = []
+        for s in segs:
+            colour = SEGMENT_COLOURS.get(s["kind"], "#fff")
+            title = f"{s['kind']} {s['start']}:{s['end']}"
+            if s["start"] == pos and s["end"] == pos + 1:
+                inner = _hit(s["text"], token_id, pattern, ids_mode)
+            else:
+                inner = wrap_ids.format(_text(s["text"], pattern))
+            sep = " " if ids_mode and parts else ""
+            parts.append(f"{sep}<span class='k' style='background:{colour}' title='{_e(title)}'>{inner}</span>")
+        return f"<pre class='seq'>…{''.join(parts)}…</pre>"
+    if pos is not None and ex is not None and "at" in ex:
+        return (
+            f"<pre class='seq'>…{wrap_ids.format(_text(ex['before'], pattern))}"
+            f"{_hit(ex['at'], token_id, pattern, ids_mode)}{wrap_ids.format(_text(ex['after'], pattern))}…</pre>"
         )
-    body.append("</div>")
-    rows = sorted(
-        ((code, a) for code, a in report.anomalies.items() if a["count"]),
-        key=lambda ca: (-SEVERITY_RANK[ca[1]["severity"]], -ca[1]["count"]),
-    )
-    body.append(
-        "<h2>Anomalies</h2><table id='anomalies'><tr><th>code</th><th>severity</th><th>samples</th>"
-        "<th>share</th><th>examples</th><th>meaning</th></tr>"
-    )
-    for code, a in rows:
-        share = 100 * a["count"] / max(1, report.n_samples)
-        body.append(
-            f"<tr><td>{_e(code)}</td><td class='sev-{a['severity']}'>{a['severity']}</td><td>{a['count']:,}</td>"
-            f"<td>{share:.2f}%</td><td>{_e(', '.join(report.examples(code)))}</td>"
-            f"<td style='text-align:left'>{_e(a['description'])}</td></tr>"
-        )
-    if not rows:
-        body.append("<tr><td colspan='6'>No anomalies found.</td></tr>")
-    body.append("</table>")
-    decoded = d.get("decoded")
-    if decoded:
-        body.append(
-            "<h2>Decoded excerpts</h2><div class='legend'>"
-            + "".join(
-                f"<span><i class='sw' style='background:{c};border:1px solid #ccc'></i>{k}</span>"
-                for k, c in SEGMENT_COLOURS.items()
-            )
-            + "</div>"
-        )
-        for code, entries in decoded.items():
-            for e in entries:
-                who = e["sample_id"] if e["sample_id"] is not None else f"#{e['row']}"
-                where = f" at token {e['position']}" if e["position"] is not None else ""
-                body.append(f"<h3>{_e(code)} · {_e(who)}{where}</h3><div class='seq'>{_segments_html(e)}</div>")
+    if pos is not None and ex is not None:  # ids only, from an older report
+        before = " ".join(map(str, ex["ids_before"]))
+        after = " ".join(map(str, ex["ids_after"]))
+        return f"<pre class='seq'>… {_e(before)} {_hit(str(token_id), token_id, pattern, True)} {_e(after)} …</pre>"
+    length = entry.get("length")
+    end = f" (of {length:,} tokens)" if length is not None else ""
     return (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>tokscan report</title>"
-        f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>\n"
+        f"<pre class='seq'><span class='edge'>starts</span>{wrap_ids.format(_text(entry.get('first', ''), pattern))}"
+        f" …\n<span class='edge'>ends{_e(end)}</span>… {wrap_ids.format(_text(entry.get('last', ''), pattern))}</pre>"
+    )
+
+
+def _decoded(report: Report, decoded: Mapping[str, list[dict[str, Any]]], listed: set[int]) -> str:
+    if not decoded:
+        return ""
+    pattern = _token_pattern(report)
+    kinds: set[str] = {s["kind"] for v in decoded.values() for e in v for s in e.get("segments", [])}
+    ids_mode = any(e.get("decoder") == "ids" for v in decoded.values() for e in v)
+    legend = "".join(
+        f"<span><i class='sw' style='background:{c};border:1px solid #d0d7de'></i>{k}</span>"
+        for k, c in SEGMENT_COLOURS.items()
+        if k in kinds
+    )
+    how = (
+        "Without a tokenizer the excerpts are token ids, special tokens by the profile's names. "
+        if ids_mode
+        else "Decoded with the tokenizer. "
+    )
+    out = [
+        "<section id='decoded'><h2>Decoded excerpts</h2><p class='note'>"
+        + how
+        + f"Up to {max(len(v) for v in decoded.values())} sample(s) per code: the tokens around the anomaly, the "
+        "flagged token outlined in red with its id (<span class='oov'>⟨oov N⟩</span> is an id outside the "
+        "vocabulary), special tokens <span class='sp'>set apart</span>; codes without a position show the "
+        "sample's first and last tokens.</p>"
+    ]
+    if legend:
+        out.append(f"<div class='legend'>segments: {legend}</div>")
+    order = [c for c in report.found() if c in decoded] + [c for c in decoded if c not in report.anomalies]
+    for code in order:
+        a = report.anomalies.get(code, {"severity": "info", "description": ""})
+        out.append(
+            f"<h3 id='d-{_e(code)}'><span class='c {a['severity']}'>{_e(code)}</span> "
+            f"<span class='note'>{_e(a['description'])}</span></h3>"
+        )
+        for e in decoded[code]:
+            row = e["row"]
+            meta = [f"row {row:,}"]
+            if e.get("category") is not None:
+                meta.append(_e(e["category"]))
+            if e.get("position") is not None:
+                meta.append(f"token {e['position']:,}" + (f" of {e['length']:,}" if "length" in e else ""))
+            others = [c for c in e.get("codes", []) if c != code]
+            if others:
+                meta.append("also " + ", ".join(_e(c) for c in others))
+            dup = e.get("duplicate_of")
+            dup_html = ""
+            if dup:
+                name = _e(_who(dup.get("sample_id"), dup["row"]))
+                target = f"<a href='#s{dup['row']}'>{name}</a>" if dup["row"] in listed else f"<b>{name}</b>"
+                dup_html = f" · {'repeats' if code == 'duplicate' else 'same id as'} {target} (row {dup['row']:,})"
+            back = f" · <a href='#s{row}'>in the list</a>" if row in listed else ""
+            out.append(
+                f"<div class='ex' id='d-{_e(code)}-{row}'><div class='exh'><b>{_e(_who(e['sample_id'], row))}</b> "
+                f"<span class='meta'>· {' · '.join(meta)}{dup_html}{back}</span></div>{_excerpt_html(e, pattern)}</div>"
+            )
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------------------------- page
+
+
+def render(
+    report: Report,
+    fail_on: str = "error",
+    policy: Mapping[str, Rule] | None = None,
+    *,
+    command: str | Sequence[str] | None = None,
+    tokenizer: str | os.PathLike[str] | None = None,
+    started: datetime | str | None = None,
+    duration: float | None = None,
+    max_rows: int | None = DEFAULT_MAX_ROWS,
+) -> str:
+    """The report as one self-contained HTML page.
+
+    `command` (a string or argv list), `tokenizer` (the directory used), `started` (when the run started; default
+    now) and `duration` (seconds) describe the run in the header. `max_rows` caps the inline list of flagged
+    samples (None: all of them); the page says when it is capped."""
+    if fail_on not in FAIL_ON:
+        raise ValueError(f"fail_on must be one of {', '.join(FAIL_ON)}")
+    failures = report.failures(fail_on, policy)
+    decoded: dict[str, list[dict[str, Any]]] = report.data.get("decoded") or {}
+    rows = select_rows(report.flagged, max_rows)
+    listed = {report.flagged[i]["row"] for i in rows}
+    shown = Counter(c for i in rows for c in report.flagged[i]["codes"])
+    decoded_keys = {(code, e["row"]) for code, v in decoded.items() for e in v}
+    sections = [
+        _category_table(report),
+        _special_tokens(report),
+        _lengths(report),
+        _anomalies(report, fail_on, policy, failures, shown, decoded),
+        _flagged(report, rows, decoded_keys),
+        _decoded(report, decoded, listed),
+    ]
+    body = [
+        _header(report, fail_on, failures, command, tokenizer, started, duration, bool(decoded)),
+        *(part + "</section>" for part in sections if part),
+        f"<footer>tokscan {_e(report.data['tool']['version'])} · self-contained page: no network access, no "
+        "external assets · the JSON report holds every number on this page</footer>",
+    ]
+    title = f"tokscan report · {report.data['profile']['name']} · {report.n_samples:,} samples"
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>"
+        f"<title>{_e(title)}</title><style>{CSS}</style></head><body><main>{''.join(body)}</main>"
+        f"<script>{JS}</script></body></html>\n"
     )
