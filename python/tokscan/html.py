@@ -136,7 +136,7 @@ def _header(
     command: str | Sequence[str] | None,
     tokenizer: str | os.PathLike[str] | None,
     started: datetime | str | None,
-    duration: float | None,
+    seconds: float | None,
     decoded: bool,
 ) -> str:
     d = report.data
@@ -145,9 +145,9 @@ def _header(
         tok = f"<code>{_e(os.fspath(tokenizer))}</code>"
     else:
         tok = "<span class='note'>none: token ids are shown, special tokens by the profile's names</span>"
-    if duration is not None:
-        rate = f" ({_short(report.n_tokens / duration)} tok/s)" if duration > 0 else ""
-        took = f"{duration:,.2f} s{rate}"
+    if seconds is not None:
+        rate = f" ({_short(report.n_tokens / seconds)} tok/s)" if seconds > 0 else ""
+        took = f"{seconds:,.2f} s{rate}"
     else:
         took = "<span class='note'>not recorded</span>"
     found = report.found()
@@ -735,13 +735,13 @@ def render(
     command: str | Sequence[str] | None = None,
     tokenizer: str | os.PathLike[str] | None = None,
     started: datetime | str | None = None,
-    duration: float | None = None,
+    seconds: float | None = None,
     max_rows: int | None = DEFAULT_MAX_ROWS,
 ) -> str:
     """The report as one self-contained HTML page.
 
     `command` (a string or argv list), `tokenizer` (the directory used), `started` (when the run started; default
-    now) and `duration` (seconds) describe the run in the header. `max_rows` caps the inline list of flagged
+    now) and `seconds` (the duration) describe the run in the header. `max_rows` caps the inline list of flagged
     samples (None: all of them); the page says when it is capped."""
     if fail_on not in FAIL_ON:
         raise ValueError(f"fail_on must be one of {', '.join(FAIL_ON)}")
@@ -760,7 +760,7 @@ def render(
         _decoded(report, decoded, listed),
     ]
     body = [
-        _header(report, fail_on, failures, command, tokenizer, started, duration, bool(decoded)),
+        _header(report, fail_on, failures, command, tokenizer, started, seconds, bool(decoded)),
         *(part + "</section>" for part in sections if part),
         f"<footer>tokscan {_e(report.data['tool']['version'])} · self-contained page: no network access, no "
         "external assets · the JSON report holds every number on this page</footer>",

@@ -141,7 +141,7 @@ class Report:
 
     def to_html(self, fail_on: str = "error", policy: Mapping[str, Rule] | None = None, **run_info: Any) -> str:
         """The self-contained HTML report (see `tokscan.html.render` for `run_info`: command, tokenizer,
-        started, duration, max_rows)."""
+        started, seconds, max_rows)."""
         from .html import render
 
         return render(self, fail_on, policy, **run_info)
