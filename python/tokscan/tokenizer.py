@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +141,22 @@ def render(
         messages, tools=tools, add_generation_prompt=add_generation_prompt, tokenize=False, **template_kwargs
     )
     return text, encode(tok, text)
+
+
+def vocabulary(tok: Any) -> dict[str, int]:
+    """Every token string of a loaded tokenizer with its id (the model vocabulary and the added tokens)."""
+    vocab = {str(k): int(v) for k, v in tok.get_vocab().items()}
+    for i, t in getattr(tok, "added_tokens_decoder", {}).items():
+        vocab.setdefault(str(getattr(t, "content", t)), int(i))
+    return vocab
+
+
+@contextmanager
+def vocabulary_dir(tok: Any) -> Iterator[str]:
+    """A temporary directory holding the tokenizer's vocabulary as a minimal tokenizer.json (`model.vocab` only),
+    for resolving a profile's token strings (`_core.Profile.load(name, dir)`) through a tokenizer that has no
+    tokenizer.json of its own, such as a tiktoken-based class shipped as code."""
+    with tempfile.TemporaryDirectory(prefix="tokscan-vocab-") as d:
+        spec = {"model": {"vocab": vocabulary(tok)}, "added_tokens": []}
+        (Path(d) / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
+        yield d
