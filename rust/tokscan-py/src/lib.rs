@@ -49,6 +49,46 @@ pub(crate) fn detached<T: Send>(
     f: impl FnOnce() -> Result<T, Error> + Send,
 ) -> PyResult<T> {
     let out = py.detach(|| catch_unwind(AssertUnwindSafe(f)));
+    unwind(py, out)
+}
+
+/// How often a long call wakes to let Python run its signal handlers.
+const SIGNAL_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Runs `f` on a worker thread with the GIL released, while the calling thread checks for signals every
+/// `SIGNAL_POLL` (the polars pattern): a KeyboardInterrupt cancels `progress`, waits for `f` to stop at its
+/// next batch, and is raised. Off the main thread signal checks are no-ops and this behaves like `detached`.
+pub(crate) fn interruptible<T: Send>(
+    py: Python<'_>,
+    progress: &Progress,
+    f: impl FnOnce() -> Result<T, Error> + Send,
+) -> PyResult<T> {
+    let (result, signal) = std::thread::scope(|s| {
+        let worker = s.spawn(|| catch_unwind(AssertUnwindSafe(f)));
+        let mut signal = None;
+        while !worker.is_finished() {
+            py.detach(|| std::thread::park_timeout(SIGNAL_POLL));
+            if signal.is_none() {
+                if let Err(e) = py.check_signals() {
+                    progress.cancel();
+                    signal = Some(e);
+                }
+            }
+        }
+        (
+            worker.join().expect("the worker's panics are caught"),
+            signal,
+        )
+    });
+    if let Some(e) = signal {
+        return Err(e);
+    }
+    unwind(py, result)
+}
+
+/// Maps the outcome of a caught call to Python: a core error to its named exception, a panic to
+/// `InternalError`.
+fn unwind<T>(py: Python<'_>, out: std::thread::Result<Result<T, Error>>) -> PyResult<T> {
     match out {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(to_py(py, e)),
@@ -207,9 +247,10 @@ impl PyScan {
         })
     }
 
-    /// Runs the scan and returns the report as a JSON string.
+    /// Runs the scan and returns the report as a JSON string. Ctrl-C (a pending signal on the main thread)
+    /// cancels it within a batch and raises KeyboardInterrupt, with or without a progress poller.
     fn run(&self, py: Python<'_>) -> PyResult<String> {
-        let report = detached(py, || {
+        let report = interruptible(py, &self.progress, || {
             tokscan_core::scan(&self.paths, &self.profile, &self.options, &self.progress)
         })?;
         serde_json::to_string(&report).map_err(|e| raise(py, "InternalError", e.to_string()))
