@@ -1,14 +1,29 @@
-"""`tokscan profiles` and `tokscan codes`: what the built-in catalogue holds."""
+"""`tokscan profiles` (and `profiles check`) and `tokscan codes`: what the built-in catalogue holds, and whether
+a profile fits a model's real tokenizer and chat template."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from .. import _core
-from .app import app, out, user_errors
+from .app import (
+    JsonOpt,
+    QuietOpt,
+    TrustRemoteCodeOpt,
+    app,
+    check_output,
+    out,
+    stdout_taken,
+    user_errors,
+    write_output,
+)
 
 profiles_app = typer.Typer(
-    help="List the built-in profiles and their aliases.",
+    help="List the built-in profiles and their aliases; `profiles check` tests one against a real tokenizer.",
     invoke_without_command=True,
     no_args_is_help=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -33,6 +48,72 @@ def profiles(ctx: typer.Context) -> None:
                 highlight=False,
             )
         out.print("or a TOML profile file: --profile ./my-model.toml (see README, Profiles)", highlight=False)
+
+
+@profiles_app.command("check")
+def check(
+    profile: Annotated[str, typer.Argument(metavar="PROFILE", help="Built-in profile name or a TOML profile file.")],
+    tokenizer: Annotated[
+        Path,
+        typer.Option(
+            metavar="DIR",
+            help="The model's tokenizer directory (or tokenizer.json); its chat template renders the probes.",
+        ),
+    ],
+    chat_template: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="A Jinja chat template, instead of the tokenizer's own.")
+    ] = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
+    json_out: Annotated[Path | None, JsonOpt("the result")] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Check that a profile fits a tokenizer and its chat template.
+
+    Renders probe conversations (system or not, multi-turn, thinking on and off, tool calls and results)
+    through the template, checks them with the profile and reports every disagreement. Exit 0 when the profile
+    fits, 1 when it does not."""
+    from ..profile_check import check as run_check
+
+    with user_errors():
+        check_output(json_out, "--json")
+        r = run_check(profile, str(tokenizer), chat_template, trust_remote_code)
+        if json_out is not None:
+            write_output(json_out, json.dumps(r.to_json(), indent=2, ensure_ascii=False))
+        if not quiet and not stdout_taken(json_out):
+            print_check(r)
+    raise typer.Exit(0 if r.ok else 1)
+
+
+def print_check(r) -> None:
+    out.print(f"profile [bold]{r.profile}[/] · tokenizer {r.tokenizer} · template: {r.template}", highlight=False)
+    if r.token_problems:
+        out.print(f"[bold red]token ids: {len(r.token_problems)} disagreement(s)[/]")
+        for line in r.token_problems:
+            out.print(f"  {line}", highlight=False, markup=False)
+    else:
+        out.print("token ids: every profile token has the tokenizer's id")
+    for p in r.probes:
+        size = f"prompt {p['prompt_tokens']}" if "prompt_tokens" in p else ""
+        if p.get("completion_tokens") is not None:
+            size += f" + completion {p['completion_tokens']} tokens"
+        elif size:
+            size += " tokens (prompt only)"
+        verdict = "[green]ok[/]" if p["ok"] else f"[bold red]FAIL ({len(p['problems'])})[/]"
+        out.print(f"probe {p['name']:<13} {verdict}  {size}  [dim]{p['description']}[/]", highlight=False)
+        for line in p["problems"]:
+            out.print(f"  - {line}", highlight=False, markup=False)
+        for line in p["notes"]:
+            out.print(f"  note: {line}", style="dim", highlight=False, markup=False)
+    failed = [p["name"] for p in r.probes if not p["ok"]]
+    if r.ok:
+        out.print(f"[bold green]FITS[/]: profile {r.profile} parses every probe as the template rendered it")
+    else:
+        what = []
+        if r.token_problems:
+            what.append(f"{len(r.token_problems)} token id disagreement(s)")
+        if failed:
+            what.append(f"{len(failed)} failing probe(s): {', '.join(failed)}")
+        out.print(f"[bold red]DOES NOT FIT[/]: {'; '.join(what)}", highlight=False)
 
 
 @app.command()
