@@ -545,14 +545,11 @@ def _flagged(report: Report, rows: list[int], decoded_keys: set[tuple[str, int]]
             label = _e(_who(d.get("sample_id"), d["row"]))
             dup = f"<a href='#s{d['row']}'>{label}</a>" if d["row"] in listed else label
             dup += f" <span class='note'>row {d['row']:,}</span>"
-        sev = f["severity"]
-        cat = _e(f["category"])
         out.append(
-            f"<tr id='s{row}' data-codes='{_e(' '.join(f['codes']))}' data-cat='{cat}' data-sev='{sev}'>"
-            f"<td>{row}</td><td class='l'>{_e(f['sample_id'] if f['sample_id'] is not None else '')}</td>"
-            f"<td class='l'>{cat}</td><td class='l sev {sev}' data-v='{SEVERITY_RANK[sev]}'>{sev}</td>"
-            f"<td class='l codes'>{''.join(chips)}</td><td class='l'>{dup}</td>"
-            f"<td class='l' title='{_e(src)}'>{_e(rel[src])}</td></tr>"
+            f"<tr id='s{row}' data-codes='{_e(' '.join(f['codes']))}'><td>{row}</td>"
+            f"<td>{_e(f['sample_id'] if f['sample_id'] is not None else '')}</td><td>{_e(f['category'])}</td>"
+            f"<td class='sev {f['severity']}'>{f['severity']}</td><td>{''.join(chips)}</td><td>{dup}</td>"
+            f"<td>{_e(rel[src])}</td></tr>"
         )
     cap_note = ""
     if len(rows) < n:
@@ -587,10 +584,10 @@ def _flagged(report: Report, rows: list[int], decoded_keys: set[tuple[str, int]]
         f"<code>{_e(base or '')}</code>). Click a header to sort; the controls filter the list.</p>"
         + cap_note
         + filters
-        + "<div class='scroll'><table id='flagged-list' class='list'><thead><tr><th data-sort='num'>row</th>"
-        "<th class='l' data-sort='text'>sample id</th><th class='l' data-sort='text'>category</th>"
-        "<th class='l' data-sort='num'>severity</th><th class='l' data-sort='text'>codes @ token position</th>"
-        "<th class='l' data-sort='text'>duplicate of</th><th class='l' data-sort='text'>source</th></tr></thead>"
+        + "<div class='scroll big'><table id='flagged-list' class='list'><thead><tr><th data-sort='num'>row</th>"
+        "<th data-sort='text'>sample id</th><th data-sort='text'>category</th><th data-sort='sev'>severity</th>"
+        "<th data-sort='text'>codes @ token position</th><th data-sort='text'>duplicate of</th>"
+        "<th data-sort='text'>source</th></tr></thead>"
         f"<tbody>{''.join(out)}</tbody></table></div>"
     )
 

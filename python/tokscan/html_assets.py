@@ -61,7 +61,9 @@ background:var(--soft);border:1px solid var(--line);border-radius:6px;font-size:
 var(--line);border-radius:4px;background:#fff}#filters input{width:220px}#filters button{font:inherit;
 padding:2px 10px;border:1px solid var(--line);border-radius:4px;background:#fff;cursor:pointer}
 #f-count{font-weight:600}
-table.list{width:100%}table.list td{font-size:12.5px}table.list td.codes{white-space:normal}
+table.list{width:100%}table.list th,table.list td{text-align:left}table.list td{font-size:12.5px}
+table.list td:first-child,table.list th:first-child{text-align:right}table.list td:nth-child(5){white-space:normal}
+.big{content-visibility:auto;contain-intrinsic-size:auto 3000px}
 table.list th[data-sort]{cursor:pointer;user-select:none}
 table.list th[aria-sort=ascending]::after{content:" ▲";font-size:10px}
 table.list th[aria-sort=descending]::after{content:" ▼";font-size:10px}
@@ -92,13 +94,14 @@ JS = """
   var fCode = document.getElementById("f-code"), fCat = document.getElementById("f-cat");
   var fSev = document.getElementById("f-sev"), fText = document.getElementById("f-text");
   var count = document.getElementById("f-count");
+  var RANK = { error: 3, warning: 2, info: 1 };
   document.getElementById("filters").hidden = false;
   function apply() {
     var c = fCode.value, k = fCat.value, s = fSev.value, t = fText.value.trim().toLowerCase(), n = 0;
     for (var i = 0; i < rows.length; i++) {
       var r = rows[i];
       var ok = (!c || (" " + r.getAttribute("data-codes") + " ").indexOf(" " + c + " ") >= 0) &&
-        (!k || r.getAttribute("data-cat") === k) && (!s || r.getAttribute("data-sev") === s) &&
+        (!k || r.cells[2].textContent === k) && (!s || r.cells[3].textContent === s) &&
         (!t || r.textContent.toLowerCase().indexOf(t) >= 0);
       r.hidden = !ok;
       if (ok) n++;
@@ -121,14 +124,15 @@ JS = """
   Array.prototype.forEach.call(heads, function (th) {
     if (!th.hasAttribute("data-sort")) return;
     th.addEventListener("click", function () {
-      var idx = th.cellIndex, num = th.getAttribute("data-sort") === "num";
+      var idx = th.cellIndex, how = th.getAttribute("data-sort");
       var dir = th.getAttribute("aria-sort") === "ascending" ? -1 : 1;
       Array.prototype.forEach.call(heads, function (h) { h.removeAttribute("aria-sort"); });
       th.setAttribute("aria-sort", dir > 0 ? "ascending" : "descending");
       var key = function (r) {
-        var cell = r.cells[idx], v = cell.getAttribute("data-v");
-        if (v === null) v = cell.textContent;
-        return num ? (parseFloat(v) || 0) : v.toLowerCase();
+        var v = r.cells[idx].textContent;
+        if (how === "num") return parseFloat(v.replace(/,/g, "")) || 0;
+        if (how === "sev") return RANK[v] || 0;
+        return v.toLowerCase();
       };
       var keyed = rows.map(function (r, i) { return [key(r), i, r]; });
       keyed.sort(function (a, b) { return a[0] < b[0] ? -dir : a[0] > b[0] ? dir : a[1] - b[1]; });
