@@ -1,0 +1,94 @@
+"""The Python Report API: a short repr, unknown codes as a UsageError that suggests the right one, write_html."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+import tokscan
+from tokscan import demo
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> tokscan.Report:
+    path, profile = demo.write_demo(tmp_path_factory.mktemp("report"), "deepseek", seed=5)
+    return tokscan.scan(path, profile=profile)
+
+
+@pytest.fixture
+def clean(report) -> tokscan.Report:
+    data = copy.deepcopy(report.data)
+    data["flagged"] = []
+    for a in data["anomalies"].values():
+        a["count"] = 0
+    return tokscan.Report(data)
+
+
+def test_repr_is_one_short_line(report):
+    text = repr(report)
+    assert len(text) < 300 and "\n" not in text, text
+    assert "profile='deepseek'" in text and f"samples={report.n_samples:,}" in text
+    assert f"flagged={len(report.flagged)}" in text and "tokens=" in text
+    worst = next(iter(report.found()))
+    assert f"{worst}={report.count(worst)}" in text
+    assert f"+{len(report.found()) - 4} more" in text
+
+
+def test_str_lists_the_codes_found(report, clean):
+    text = str(report)
+    assert len(text) < 1500 and len(text.splitlines()) == 2
+    assert f"{report.n_samples:,} samples" in text and "profile deepseek" in text
+    for code, n in report.found().items():
+        assert f"{code} {n:,} ({report.anomalies[code]['severity']})" in text
+    assert str(clean).endswith("no anomalies found") and "codes: none" in repr(clean)
+
+
+def test_found_is_worst_first(report):
+    found = report.found()
+    assert set(found) == {c for c, a in report.anomalies.items() if a["count"]}
+    ranks = [tokscan.report.SEVERITY_RANK[report.anomalies[c]["severity"]] for c in found]
+    assert ranks == sorted(ranks, reverse=True)
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        ("trunc", "truncated"),
+        ("truncate", "truncated"),
+        ("duplicates", "duplicate"),
+        ("out_of_vocabulary", "out_of_vocab"),
+    ],
+)
+def test_unknown_code_is_a_usage_error_with_a_suggestion(report, typo, meant):
+    for call in (report.count, report.flagged_rows, report.examples):
+        with pytest.raises(tokscan.UsageError) as e:
+            call(typo)
+        msg = str(e.value)
+        assert f"unknown anomaly code {typo!r}; did you mean {meant!r}?" in msg
+        assert all(code in msg for code in report.anomalies)
+    assert isinstance(e.value, ValueError)  # what callers catching ValueError already handle
+
+
+def test_unknown_code_without_a_close_match_lists_the_codes(report):
+    with pytest.raises(tokscan.UsageError) as e:
+        report.count("zzz")
+    assert "did you mean" not in str(e.value) and "valid codes: duplicate, empty_completion" in str(e.value)
+
+
+def test_known_codes_still_work(report):
+    assert report.count("truncated") == 1
+    assert report.flagged_rows("truncated") == [f["row"] for f in report.flagged if "truncated" in f["codes"]]
+    assert report.count("length_outlier") == len(report.flagged_rows("length_outlier"))
+
+
+def test_write_html(report, tmp_path):
+    out = tmp_path / "r.html"
+    report.write_html(out, "warning", None, command="tokscan scan x", tokenizer=None, seconds=2.0)
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("<!doctype html>") and "tokscan scan x" in text and "2.00 s" in text
+    assert "class='verdict fail'" in text and "--fail-on warning" in text
+    with pytest.raises(TypeError):
+        report.write_html(out, colour="blue")
+    with pytest.raises(ValueError):
+        report.write_html(out, "fatal")
