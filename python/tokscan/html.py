@@ -468,7 +468,7 @@ def _by_category(report: Report, codes: list[str]) -> str:
             if not n:
                 cells.append("<td class='zero'>·</td>")
                 continue
-            alpha = 0.08 + 0.30 * n / top
+            alpha = 0.07 + 0.23 * n / top
             cells.append(
                 f"<td class='n' style='background:rgba(207,34,46,{alpha:.2f})' "
                 f"title='{_e(code)} in {_e(c)}: {n:,} of {report.categories[c]['samples']:,} samples'>{_num(n)}</td>"

@@ -35,7 +35,7 @@ th.l,td.l{text-align:left}td.wrap{white-space:normal;min-width:260px}
 tr.total td{font-weight:600;border-top:2px solid var(--line)}
 thead th.grp{text-align:center;border-bottom:1px solid var(--line);font-weight:600;color:var(--muted)}
 td.zero{color:#b0b8c1}.sub{display:block;color:var(--muted);font-size:10.5px;line-height:1.15}
-th.cat{white-space:normal;max-width:120px;text-align:right}
+th.cat{white-space:normal;max-width:120px;text-align:right;padding-left:16px}
 #special-tokens-table td{padding:3px 8px;line-height:1.25}
 .sev{font-weight:600}.sev.error{color:var(--err)}.sev.warning{color:var(--warn)}.sev.info{color:var(--info)}
 .status{font-size:12px;padding:1px 7px;border-radius:10px;border:1px solid var(--line);white-space:nowrap}
