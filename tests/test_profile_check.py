@@ -15,13 +15,26 @@ from tokscan.profile_check import PROBES, check
 
 from conftest import run_cli
 
-FIXTURE = Path(__file__).parent / "fixtures" / "qwen3-tiktoken"
+FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURE = FIXTURES / "qwen3-tiktoken"
 DS = str(default_tokenizer_dir())
 
-#: What a profile that still requires a system turn reports on the probe without one (the only known gap).
+#: What a profile that still requires a system turn reports on the probe without one.
 SYSTEM_PENDING = (
     "the profile still requires a system turn (system_required = true) and the no-system probe renders none, as "
     "the model's template does; pending the profile change that makes system turns optional"
+)
+MISSING_SYSTEM = ("no-system", "finding missing_system")
+#: What the deepseek profile reports on DeepSeek-V3.1's non-thinking generation prompt (`<｜Assistant｜></think>`).
+PREFILL_PENDING = (
+    "pending profile changes: system turns optional (missing_system on the no-system probe) and pre-fills legal "
+    "(without a stored prompt length, the </think> that the thinking=false generation prompt pre-fills is read as "
+    "completion, so a trainer mask with 0 there is loss_mask_misaligned)"
+)
+PREFILL_MASK = (
+    "thinking-off",
+    "as one input_ids sequence with that mask (no prompt length): finding loss_mask_misaligned at token 19: "
+    "… the capital of France?<｜Assistant｜>⟦</think>⟧It is Rome.<｜end▁of▁sentence｜>…",
 )
 
 
@@ -49,15 +62,15 @@ def problems(r) -> list[tuple[str, str]]:
     return [(p["name"], x) for p in r.probes for x in p["problems"]]
 
 
-def assert_fits(r) -> None:
-    """Passes when the profile fits; xfails when the only problem is the known pending profile change (a
-    missing_system finding on the no-system probe); fails on anything else."""
+def assert_fits(r, known: tuple[tuple[str, str], ...] = (MISSING_SYSTEM,), reason: str = SYSTEM_PENDING) -> None:
+    """Passes when the profile fits; xfails when the problems are exactly the `known` ones of a pending profile
+    change; fails on anything else."""
     assert r.token_problems == []
     assert [p["name"] for p in r.probes] == [p.name for p in PROBES]
     if r.ok:
         return
-    if problems(r) == [("no-system", "finding missing_system")]:
-        pytest.xfail(SYSTEM_PENDING)
+    if problems(r) and set(problems(r)) <= set(known):
+        pytest.xfail(reason)
     pytest.fail(f"profile {r.profile} does not fit: {problems(r)}")
 
 
@@ -68,6 +81,16 @@ def test_deepseek_profile_fits_the_deepseek_v4_tokenizer_with_the_demo_template(
     assert all(p["completion_tokens"] is None for p in r.probes)
     assert all(any("does not render the assistant's answer" in n for n in p["notes"]) for p in r.probes)
     assert_fits(r)
+
+
+def test_deepseek_profile_with_a_template_that_renders_answers_and_tools():
+    """DeepSeek V3/R1 layout with assistant turns, tool calls and tool outputs rendered (tests/fixtures), so the
+    completion side is checked too."""
+    r = check("deepseek", DS, FIXTURES / "deepseek-v3-style.jinja")
+    by_name = {p["name"]: p for p in r.probes}
+    assert by_name["tool-call"]["completion_tokens"] and by_name["multi-turn"]["completion_tokens"]
+    assert any("tool result" in n and "no role token" in n for n in by_name["tool-result"]["notes"])
+    assert_fits(r, (MISSING_SYSTEM, PREFILL_MASK), PREFILL_PENDING)
 
 
 def test_qwen3_profile_fits_the_qwen_tiktoken_directory(qwen_dir):

@@ -99,10 +99,10 @@ PROBES = [
     ),
     Probe(
         "thinking-off",
-        "enable_thinking=False (templates that know it pre-fill an empty reasoning block)",
+        "thinking off: enable_thinking=False (Qwen3) and thinking=False (DeepSeek-V3.1) for templates that know them",
         [SYSTEM, ASK],
         FINAL_NO_THINKING,
-        template_kwargs={"enable_thinking": False},
+        template_kwargs={"enable_thinking": False, "thinking": False},
     ),
     Probe("tool-call", "tools declared; the answer is a tool call", [SYSTEM, ASK_WEATHER], CALL, TOOLS),
     Probe(
@@ -357,6 +357,12 @@ def run_probe(prof: _core.Profile, tok: Any, probe: Probe) -> dict[str, Any]:
         if turn is None:
             first = min((tr[1] for tr in turns), default=len(ids))
             if role == "system" and rules.get("system_implicit") and t < first:
+                continue
+            if role == "tool":
+                notes.append(
+                    f"the tool result (token {t}: {_excerpt(tok, ids, t)}) is in no parsed turn: the template gives it "
+                    "no role token of its own"
+                )
                 continue
             problems.append(f"the {role} message (token {t}: {_excerpt(tok, ids, t)}) is in no parsed turn")
         elif turn[0] not in ROLE_OK.get(role, {role}):
