@@ -304,7 +304,7 @@ def test_align_with_a_remote_code_tokenizer(tmp_path, qwen_dir, reference):
     strict=True,
     reason="api.load_profile resolves profile strings in Rust from tokenizer.json / added_tokens_decoder only, so "
     "a tiktoken directory (no tokenizer.json) lacks ordinary tokens like 'system': ProfileError. Fix: resolve "
-    "through tokscan.tokenizer.vocabulary_dir(load_tokenizer(dir, trust)) when the directory has no tokenizer.json",
+    "through tokscan.tokenizer.profile_vocabulary(dir, trust_remote_code) in api.load_profile",
 )
 def test_show_decodes_with_a_remote_code_tokenizer(tmp_path, qwen_dir, reference):
     text = (
@@ -318,3 +318,20 @@ def test_show_decodes_with_a_remote_code_tokenizer(tmp_path, qwen_dir, reference
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert "Be brief." in json.dumps(doc, ensure_ascii=False)
+
+
+def test_profile_strings_resolve_through_a_remote_code_directory(qwen_dir):
+    from tokscan import _core
+    from tokscan.errors import ProfileError
+    from tokscan.tokenizer import profile_vocabulary
+
+    with pytest.raises(ProfileError, match='"system" is not in the tokenizer'):
+        _core.Profile.load("qwen3", str(qwen_dir))  # the core alone sees only the config's added tokens
+    with pytest.raises(UsageError, match="--trust-remote-code"):
+        with profile_vocabulary(qwen_dir):
+            pass
+    with profile_vocabulary(qwen_dir, trust_remote_code=True) as vocab:
+        resolved = _core.Profile.load("qwen3", vocab)
+    assert dict(resolved.special_tokens) == dict(_core.Profile.load("qwen3").special_tokens)
+    with profile_vocabulary(DS) as vocab:
+        assert vocab == str(DS)  # a directory with tokenizer.json is read by the core directly

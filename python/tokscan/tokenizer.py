@@ -160,3 +160,17 @@ def vocabulary_dir(tok: Any) -> Iterator[str]:
         spec = {"model": {"vocab": vocabulary(tok)}, "added_tokens": []}
         (Path(d) / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
         yield d
+
+
+@contextmanager
+def profile_vocabulary(path: str | os.PathLike[str], trust_remote_code: bool = False) -> Iterator[str]:
+    """A path through which `_core.Profile.load(profile, path)` resolves a profile's token strings: the path
+    itself when it is a tokenizer.json or a directory with one (the core reads those directly), otherwise the
+    whole vocabulary of the loaded tokenizer (`vocabulary_dir`), so ordinary tokens such as the role name
+    "system" resolve through a tiktoken class shipped as code too."""
+    p = Path(path)
+    if not p.is_dir() or (p / "tokenizer.json").is_file():
+        yield str(p)
+        return
+    with vocabulary_dir(load_tokenizer(p, trust_remote_code)) as d:
+        yield d
