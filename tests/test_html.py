@@ -444,3 +444,15 @@ def test_report_json_is_unchanged_by_rendering(cli_run):
     before = json.dumps(report.data, sort_keys=True)
     render(report, "warning", None, command=["tokscan", "scan", "x"], seconds=1.5, max_rows=3)
     assert json.dumps(report.data, sort_keys=True) == before
+
+
+def test_clean_report_passes_and_says_nothing_was_flagged(cli_run):
+    _path, report = cli_run
+    data = copy.deepcopy(report.data)
+    data["flagged"], data["decoded"] = [], {}
+    for a in data["anomalies"].values():
+        a["count"] = 0
+    page = Page(render(tokscan.Report(data)))
+    assert "No anomalies found." in page.text("anomalies") and "No sample was flagged." in page.text("flagged")
+    assert "decoded" not in page.ids and "filters" not in page.ids
+    assert page.classes["pass"] == 1 and page.classes["fail"] == 0
