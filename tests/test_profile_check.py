@@ -156,3 +156,50 @@ def test_cli_exit_codes_and_json(tmp_path, qwen_dir, ds_template):
         proc = run_cli("profiles", "check", *args)
         assert proc.returncode == 2 and needle in proc.stderr, (args, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+# --- profiles infer ----------------------------------------------------------------------------------------------
+
+
+def test_infer_drafts_a_chatml_profile_that_fits_the_qwen_directory(qwen_dir):
+    from tokscan import _core
+    from tokscan.profile_check import infer
+
+    draft = infer(str(qwen_dir), None, trust_remote_code=True, name="qwen3-draft")
+    assert draft.check.ok, problems(draft.check)
+    assert 'header_suffix = ["Ċ"]' in draft.toml and 'end_of_turn = ["<|im_end|>"]' in draft.toml
+    assert 'token = "<|im_start|>"' in draft.toml and '{ role = "user", ids = ["user"] }' in draft.toml
+    assert 'call_begin = "<tool_call>"' in draft.toml and "system_required = false" in draft.toml
+    path = qwen_dir.parent / "draft.toml"
+    path.write_text(draft.toml)
+    drafted = dict(_core.Profile.load(str(path)).special_tokens)
+    builtin = dict(_core.Profile.load("qwen3").special_tokens)
+    assert {k: drafted[k] for k in builtin if k in drafted} == {k: builtin[k] for k in builtin if k in drafted}
+    assert {"<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>"} <= set(drafted)
+
+
+def test_infer_drafts_the_deepseek_layout(tmp_path):
+    from tokscan.profile_check import infer
+
+    draft = infer(DS, FIXTURES / "deepseek-v3-style.jinja")
+    for line in (
+        "system_implicit = true",
+        "think_prefilled = true",
+        'bos = "<｜begin▁of▁sentence｜>"',
+        'section_begin = "<｜tool▁calls▁begin｜>"',
+        'call_argument = "<｜tool▁sep｜>"',
+        'token = "<｜User｜>"\nrole = "user"',
+        'token = "<｜Assistant｜>"\nrole = "assistant"',
+    ):
+        assert line in draft.toml, line
+    assert any(g.startswith("pad:") for g in draft.guesses)  # PAD is EOS in this tokenizer's config
+    # the one gap is the checker's, shared with the built-in profile (pre-filled </think>, see PREFILL_PENDING)
+    assert set(problems(draft.check)) <= {PREFILL_MASK}
+
+
+def test_infer_cli_writes_the_draft(tmp_path, qwen_dir):
+    out = tmp_path / "draft.toml"
+    proc = run_cli("profiles", "infer", "--tokenizer", str(qwen_dir), "--trust-remote-code", "--out", str(out), "-q")
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli("profiles", "check", str(out), "--tokenizer", str(qwen_dir), "--trust-remote-code")
+    assert proc.returncode == 0 and "FITS" in proc.stdout, proc.stdout + proc.stderr

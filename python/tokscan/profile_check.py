@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -387,15 +388,8 @@ def run_probe(prof: _core.Profile, tok: Any, probe: Probe) -> dict[str, Any]:
     }
 
 
-def check(
-    profile: str,
-    tokenizer: str,
-    chat_template: Path | None = None,
-    trust_remote_code: bool = False,
-) -> CheckResult:
-    """Renders every probe through the tokenizer's chat template (or `chat_template`) and checks it with the
-    profile as loaded by `scan` without --tokenizer (its own ids)."""
-    prof = _core.Profile.load(profile)  # an unknown profile fails before the (slow) tokenizer loads
+def templated_tokenizer(tokenizer: str, chat_template: Path | None, trust_remote_code: bool) -> Any:
+    """The tokenizer with the chat template the probes render through (its own, or `chat_template`)."""
     tok = load_tokenizer(tokenizer, trust_remote_code)
     if chat_template is not None:
         tok.chat_template = chat_template.read_text(encoding="utf-8")
@@ -405,11 +399,26 @@ def check(
         import jinja2  # noqa: F401  (apply_chat_template needs it)
     except ImportError:  # pragma: no cover
         raise UsageError("rendering probes needs jinja2 (pip install 'tokscan[tokenizer]')") from None
-    result = CheckResult(
-        profile=prof.name,
-        tokenizer=str(tokenizer),
-        template=str(chat_template) if chat_template is not None else "the tokenizer's own",
-    )
+    return tok
+
+
+def check(
+    profile: str,
+    tokenizer: str,
+    chat_template: Path | None = None,
+    trust_remote_code: bool = False,
+) -> CheckResult:
+    """Renders every probe through the tokenizer's chat template (or `chat_template`) and checks it with the
+    profile as loaded by `scan` without --tokenizer (its own ids)."""
+    _core.Profile.load(profile)  # an unknown profile fails before the (slow) tokenizer loads
+    tok = templated_tokenizer(tokenizer, chat_template, trust_remote_code)
+    template = str(chat_template) if chat_template is not None else "the tokenizer's own"
+    return check_loaded(profile, tok, str(tokenizer), template)
+
+
+def check_loaded(profile: str, tok: Any, tokenizer: str, template: str) -> CheckResult:
+    prof = _core.Profile.load(profile)
+    result = CheckResult(profile=prof.name, tokenizer=tokenizer, template=template)
     result.token_problems = token_problems(profile, prof, tok)
     for probe in PROBES:
         try:
@@ -429,3 +438,281 @@ def check(
                 }
             )
     return result
+
+
+# --- profiles infer: a draft profile from the same probes --------------------------------------------------------
+
+
+@dataclass
+class Draft:
+    name: str
+    toml: str
+    guesses: list[str]
+    check: CheckResult
+
+
+def _special_ids(tok: Any) -> set[int]:
+    ids = {int(i) for i in getattr(tok, "all_special_ids", [])}
+    ids |= {int(i) for i in getattr(tok, "added_tokens_decoder", {})}
+    return ids
+
+
+def _render_ids(tok: Any, messages: list[dict[str, Any]], tools: Any, gen: bool, **kw: Any) -> list[int]:
+    return encode(tok, tok.apply_chat_template(messages, tools=tools, add_generation_prompt=gen, tokenize=False, **kw))
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    k = 0
+    while k < min(len(a), len(b)) and a[k] == b[k]:
+        k += 1
+    return k
+
+
+def _content_token(tok: Any, ids: list[int], message: dict[str, Any]) -> int | None:
+    needle = _locate(message)
+    if needle is None:
+        return None
+    at = tok.decode(ids, skip_special_tokens=False).rfind(needle)
+    return None if at < 0 else token_at(tok, ids, at)
+
+
+def _single_token(tok: Any, vocab: dict[str, int], text: str) -> int | None:
+    i = vocab.get(text)
+    return i if i is not None and encode(tok, text) == [i] else None
+
+
+def infer_spec(tok: Any, name: str) -> tuple[dict[str, Any], list[str]]:
+    """A profile spec (as the TOML would hold it, token strings + an [ids] table) read off the template's
+    renderings of the probes, and the list of things that had to be guessed."""
+    specials = _special_ids(tok)
+    vocab = vocabulary(tok)
+    name_of: dict[int, str] = {}
+    guesses: list[str] = []
+
+    def nm(i: int) -> str:
+        name_of[i] = str(tok.convert_ids_to_tokens(int(i)))
+        return name_of[i]
+
+    think_start = _single_token(tok, vocab, "<think>")
+    think_end = _single_token(tok, vocab, "</think>")
+    multi = PROBES[2]
+    prompt = _render_ids(tok, multi.messages, None, True)
+    no_gen = _render_ids(tok, multi.messages, None, False)
+    full = _render_ids(tok, [*multi.messages, multi.answer], None, False)
+    header = prompt[_common_prefix(prompt, no_gen) :]
+    completion = full[len(prompt) :] if full[: len(prompt)] == prompt and len(full) > len(prompt) else None
+    spec: dict[str, Any] = {"name": name, "vocab_size": len(tok)}
+    guesses.append(f"vocab_size: the tokenizer's {len(tok)} tokens; the model's embedding table may be larger")
+    rules: dict[str, bool] = {}
+    # end of turn: the last special token of the rendered answer
+    eot: int | None = None
+    trailing: list[int] = []
+    if completion is not None:
+        marks = [k for k, i in enumerate(completion) if i in specials and i not in (think_start, think_end)]
+        if marks:
+            eot = completion[marks[-1]]
+            trailing = completion[marks[-1] + 1 :]
+    if eot is None and getattr(tok, "eos_token_id", None) is not None:
+        eot = int(tok.eos_token_id)
+        guesses.append(f"end_of_turn: the template renders no answer to read it from; guessed the EOS {nm(eot)!r}")
+    if eot is None:
+        raise UsageError("cannot infer the end-of-turn token: the template renders no answer and there is no EOS")
+    spec["end_of_turn"] = [nm(eot)]
+    if trailing:
+        spec["trailing_allowed"] = [nm(i) for i in dict.fromkeys(trailing)]
+    bos = getattr(tok, "bos_token_id", None)
+    if bos is not None and full and full[0] == bos:
+        spec["bos"] = nm(bos)
+    eos = getattr(tok, "eos_token_id", None)
+    if eos is not None:
+        spec["eos"] = nm(eos)
+    pad = getattr(tok, "pad_token_id", None)
+    if pad is not None and pad not in (eos, eot):
+        spec["pad"] = nm(pad)
+    elif pad is not None:
+        guesses.append(f"pad: the tokenizer's PAD {nm(pad)!r} is also its EOS / end of turn; left out")
+    # the assistant header: what the generation prompt appends (minus a pre-filled reasoning opener)
+    h = list(header)
+    if think_start is not None and think_start in h:
+        rules["think_prefilled"] = True
+        h = h[: h.index(think_start)]
+    if not h or h[0] not in specials:
+        raise UsageError("cannot infer the roles: the generation prompt does not start with a special token")
+    separator = h[-1] if len(h) > 1 and h[-1] in specials and h[-1] != h[0] else None
+    if separator is not None:
+        spec["separator"] = nm(separator)
+    openers: dict[int, list[tuple[str, list[int]]]] = {h[0]: [("assistant", h[1 : len(h) - (separator is not None)])]}
+
+    def opener_before(ids: list[int], t: int) -> tuple[int, list[int]] | None:
+        """The role token a message's content follows and the ordinary tokens between (name, header suffix)."""
+        j = t - 1
+        while j >= 0 and (ids[j] not in specials or ids[j] in (think_start, think_end)):
+            j -= 1
+        if j < 0:
+            return None
+        if separator is not None and ids[j] == separator:
+            k = j - 1
+            while k >= 0 and ids[k] not in specials:
+                k -= 1
+            return (ids[k], ids[k + 1 : j]) if k >= 0 else None
+        return ids[j], ids[j + 1 : t]
+
+    for m in (multi.messages[0], multi.messages[1]):  # system, user
+        t = _content_token(tok, full, m)
+        found = opener_before(full, t) if t is not None else None
+        if found is None:
+            continue
+        token, mid = found
+        if m["role"] == "system" and token == bos and not mid:
+            rules["system_implicit"] = True
+            continue
+        openers.setdefault(token, []).append((m["role"], mid))
+    # tool results: under a known role token with another name (Kimi), in a user turn (ChatML), or in no turn
+    tool_probe = PROBES[5]
+    tool_ids = _render_ids(tok, tool_probe.messages, tool_probe.tools, True)
+    t = _content_token(tok, tool_ids, tool_probe.messages[-1])
+    tool_named: dict[int, list[int]] = {}
+    if t is not None:
+        j = t - 1
+        while j >= 0 and tool_ids[j] not in openers and tool_ids[j] != eot:
+            j -= 1
+        if j >= 0 and tool_ids[j] in openers:
+            after = tool_ids[j + 1 : t]
+            if not any(after[: len(mid)] == mid and mid for _r, mid in openers[tool_ids[j]]):
+                tool_named[tool_ids[j]] = after
+    # the header suffix: what every named role's tokens end with (ChatML "\n")
+    suffix: list[int] = []
+    named = [
+        mid for token, entries in openers.items() for _r, mid in entries if len(entries) > 1 or token in tool_named
+    ]
+    if named and separator is None:
+        suffix = named[0]
+        for mid in named[1:]:
+            k = 0
+            while k < min(len(suffix), len(mid)) and suffix[-1 - k] == mid[-1 - k]:
+                k += 1
+            suffix = suffix[len(suffix) - k :] if k else []
+        suffix = [i for i in suffix if i not in specials]
+    if suffix:
+        spec["header_suffix"] = [nm(i) for i in suffix]
+    roles = []
+    for token, entries in openers.items():
+        if len(entries) == 1 and token not in tool_named:
+            roles.append({"token": nm(token), "role": entries[0][0]})
+        else:
+            names = []
+            for role, mid in entries:
+                tokens = mid[: len(mid) - len(suffix)] if suffix and mid[-len(suffix) :] == suffix else mid
+                names.append({"role": role, "ids": [nm(i) for i in tokens]})
+            roles.append({"token": nm(token), "other": "tool", "names": names})
+    spec["roles"] = roles
+    if think_start is not None and think_end is not None:
+        spec["think_start"], spec["think_end"] = nm(think_start), nm(think_end)
+    # tool-call tokens, in the order the answer uses them
+    call_probe = PROBES[4]
+    cp = _render_ids(tok, call_probe.messages, call_probe.tools, True)
+    cf = _render_ids(tok, [*call_probe.messages, call_probe.answer], call_probe.tools, False)
+    tool_call: dict[str, str] = {}
+    if cf[: len(cp)] == cp and len(cf) > len(cp):
+        answer = cf[len(cp) :]
+        used = [i for i in dict.fromkeys(answer) if i in specials and i not in (think_start, think_end, eot, eos)]
+        fields = {
+            2: ("call_begin", "call_end"),
+            3: ("call_begin", "call_argument", "call_end"),
+            4: ("section_begin", "call_begin", "call_end", "section_end"),
+            5: ("section_begin", "call_begin", "call_argument", "call_end", "section_end"),
+        }.get(len(used))
+        if fields is None and used:
+            guesses.append(
+                f"tool_call: {len(used)} special tokens in a tool call ({[nm(i) for i in used]}); not mapped"
+            )
+        for f, i in zip(fields or (), used, strict=False):
+            tool_call[f] = nm(i)
+        if used and think_end is not None:
+            first_tool = min(answer.index(i) for i in used)
+            if think_end not in answer[:first_tool]:
+                rules["think_may_end_at_tool_call"] = True
+    else:
+        guesses.append("tool_call: the template renders no tool-call answer to read the tokens from")
+    if tool_call:
+        spec["tool_call"] = tool_call
+    # system required when the template adds a system turn on its own (Kimi's default system prompt)
+    bare = _render_ids(tok, PROBES[1].messages, None, True)
+    sys_entries = [(token, mid) for token, es in openers.items() for r, mid in es if r == "system"]
+    rules["system_required"] = any(
+        bare[k] == token and bare[k + 1 : k + 1 + len(mid)] == mid
+        for token, mid in sys_entries
+        for k in range(len(bare))
+    )
+    spec["rules"] = rules
+    # every other special token the renderings use is counted
+    seen: set[int] = set()
+    for ids in (full, tool_ids, cf):
+        seen |= {i for i in ids if i in specials}
+    assigned = set(name_of.values())
+    counted = [nm(i) for i in sorted(seen) if str(tok.convert_ids_to_tokens(i)) not in assigned]
+    if counted:
+        spec["counted"] = counted
+    spec["ids"] = {s: int(vocab.get(s, i)) for i, s in sorted(name_of.items())}
+    return spec, guesses
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    raise TypeError(type(v))
+
+
+def to_toml(spec: dict[str, Any], header: str) -> str:
+    lines = [f"# {line}" for line in header.splitlines()]
+    for key in ("name", "description", "vocab_size", "bos", "eos", "pad", "end_of_turn", "separator",
+                "header_suffix", "think_start", "think_end", "trailing_allowed", "counted"):  # fmt: skip
+        if key in spec:
+            lines.append(f"{key} = {_toml_value(spec[key])}")
+    lines += ["", "[rules]", *(f"{k} = {_toml_value(v)}" for k, v in spec["rules"].items())]
+    if spec.get("tool_call"):
+        lines += ["", "[tool_call]", *(f"{k} = {_toml_value(v)}" for k, v in spec["tool_call"].items())]
+    for role in spec["roles"]:
+        lines += ["", "[[roles]]", f"token = {_toml_value(role['token'])}"]
+        if "role" in role:
+            lines.append(f"role = {_toml_value(role['role'])}")
+        else:
+            lines.append(f"other = {_toml_value(role['other'])}")
+            lines.append("names = [")
+            lines += [f"  {_toml_value(n)}," for n in role["names"]]
+            lines.append("]")
+    lines += ["", "[ids]", *(f"{json.dumps(k, ensure_ascii=False)} = {v}" for k, v in spec["ids"].items())]
+    return "\n".join(lines) + "\n"
+
+
+def infer(
+    tokenizer: str,
+    chat_template: Path | None = None,
+    trust_remote_code: bool = False,
+    name: str | None = None,
+) -> Draft:
+    """Drafts a TOML profile from the probes' renderings, then checks the draft like `profiles check` does."""
+    tok = templated_tokenizer(tokenizer, chat_template, trust_remote_code)
+    template = str(chat_template) if chat_template is not None else "the tokenizer's own"
+    name = name or Path(tokenizer).name or "drafted"
+    spec, guesses = infer_spec(tok, name)
+    spec["description"] = f"drafted by `tokscan profiles infer` from {tokenizer} ({template} chat template)"
+    header = (
+        f"Drafted by `tokscan profiles infer` from {tokenizer}\n"
+        f"(chat template: {template}). Review it: the ids are the tokenizer's, the layout is what the\n"
+        "probe renderings showed.\n" + "".join(f"guessed: {g}\n" for g in guesses)
+    )
+    text = to_toml(spec, header)
+    with tempfile.TemporaryDirectory(prefix="tokscan-infer-") as d:
+        path = Path(d) / f"{name}.toml"
+        path.write_text(text, encoding="utf-8")
+        result = check_loaded(str(path), tok, str(tokenizer), template)
+    return Draft(name, text, guesses, result)

@@ -16,6 +16,7 @@ from .app import (
     TrustRemoteCodeOpt,
     app,
     check_output,
+    err,
     out,
     stdout_taken,
     user_errors,
@@ -84,14 +85,47 @@ def check(
     raise typer.Exit(0 if r.ok else 1)
 
 
-def print_check(r) -> None:
-    out.print(f"profile [bold]{r.profile}[/] · tokenizer {r.tokenizer} · template: {r.template}", highlight=False)
+@profiles_app.command("infer")
+def infer(
+    tokenizer: Annotated[
+        Path,
+        typer.Option(metavar="DIR", help="The model's tokenizer directory (or tokenizer.json) with its chat template."),
+    ],
+    chat_template: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="A Jinja chat template, instead of the tokenizer's own.")
+    ] = None,
+    trust_remote_code: TrustRemoteCodeOpt = False,
+    name: Annotated[str | None, typer.Option(metavar="NAME", help="Profile name [the directory's name].")] = None,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", metavar="FILE", help="Write the TOML draft here (default: stdout).")
+    ] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Draft a TOML profile from a tokenizer and its chat template, then check the draft.
+
+    The same probe conversations as `profiles check` are rendered and read: role tokens and names, header
+    separator or suffix, end of turn, think tokens, tool-call tokens, BOS/EOS/PAD. The draft is printed (or
+    written to --out) with what had to be guessed, then checked like `profiles check`: exit 0 when it fits, 1
+    when it does not."""
+    from ..profile_check import infer as run_infer
+
+    with user_errors():
+        check_output(out_file, "--out")
+        draft = run_infer(str(tokenizer), chat_template, trust_remote_code, name)
+        write_output(out_file if out_file is not None else Path("-"), draft.toml)
+        if not quiet:
+            print_check(draft.check, err)
+    raise typer.Exit(0 if draft.check.ok else 1)
+
+
+def print_check(r, console=out) -> None:
+    console.print(f"profile [bold]{r.profile}[/] · tokenizer {r.tokenizer} · template: {r.template}", highlight=False)
     if r.token_problems:
-        out.print(f"[bold red]token ids: {len(r.token_problems)} disagreement(s)[/]")
+        console.print(f"[bold red]token ids: {len(r.token_problems)} disagreement(s)[/]")
         for line in r.token_problems:
-            out.print(f"  {line}", highlight=False, markup=False)
+            console.print(f"  {line}", highlight=False, markup=False)
     else:
-        out.print("token ids: every profile token has the tokenizer's id")
+        console.print("token ids: every profile token has the tokenizer's id")
     for p in r.probes:
         size = f"prompt {p['prompt_tokens']}" if "prompt_tokens" in p else ""
         if p.get("completion_tokens") is not None:
@@ -99,21 +133,21 @@ def print_check(r) -> None:
         elif size:
             size += " tokens (prompt only)"
         verdict = "[green]ok[/]" if p["ok"] else f"[bold red]FAIL ({len(p['problems'])})[/]"
-        out.print(f"probe {p['name']:<13} {verdict}  {size}  [dim]{p['description']}[/]", highlight=False)
+        console.print(f"probe {p['name']:<13} {verdict}  {size}  [dim]{p['description']}[/]", highlight=False)
         for line in p["problems"]:
-            out.print(f"  - {line}", highlight=False, markup=False)
+            console.print(f"  - {line}", highlight=False, markup=False)
         for line in p["notes"]:
-            out.print(f"  note: {line}", style="dim", highlight=False, markup=False)
+            console.print(f"  note: {line}", style="dim", highlight=False, markup=False)
     failed = [p["name"] for p in r.probes if not p["ok"]]
     if r.ok:
-        out.print(f"[bold green]FITS[/]: profile {r.profile} parses every probe as the template rendered it")
+        console.print(f"[bold green]FITS[/]: profile {r.profile} parses every probe as the template rendered it")
     else:
         what = []
         if r.token_problems:
             what.append(f"{len(r.token_problems)} token id disagreement(s)")
         if failed:
             what.append(f"{len(failed)} failing probe(s): {', '.join(failed)}")
-        out.print(f"[bold red]DOES NOT FIT[/]: {'; '.join(what)}", highlight=False)
+        console.print(f"[bold red]DOES NOT FIT[/]: {'; '.join(what)}", highlight=False)
 
 
 @app.command()
