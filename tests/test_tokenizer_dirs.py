@@ -335,3 +335,35 @@ def test_profile_strings_resolve_through_a_remote_code_directory(qwen_dir):
     assert dict(resolved.special_tokens) == dict(_core.Profile.load("qwen3").special_tokens)
     with profile_vocabulary(DS) as vocab:
         assert vocab == str(DS)  # a directory with tokenizer.json is read by the core directly
+
+
+def test_scan_and_show_pass_trust_remote_code_through(tmp_path):
+    """A tokenizer.json directory whose class is code in the directory (auto_map): scan --decode and show load it
+    only with --trust-remote-code."""
+    d = deepseek_copy(
+        tmp_path,
+        "custom",
+        auto_map={"AutoTokenizer": [None, "tokenization_custom.CustomTokenizerFast"]},
+        tokenizer_class="CustomTokenizerFast",
+    )
+    (d / "tokenization_custom.py").write_text(
+        "from transformers import PreTrainedTokenizerFast\n\n\n"
+        "class CustomTokenizerFast(PreTrainedTokenizerFast):\n"
+        "    pass\n"
+    )
+    tok = load_tokenizer(d, trust_remote_code=True)
+    assert type(tok).__name__ == "CustomTokenizerFast" and tok.bos_token == BOS
+    ids = tok(f"{BOS}Be brief.{USER}Hi?{ASSISTANT}{THINK}Hmm.</think>Hello there", add_special_tokens=False)
+    corpus = write_corpus(tmp_path / "corpus", [ids["input_ids"]])  # no end of sentence: truncated
+    scan = ["scan", str(corpus), "--profile", "deepseek", "--tokenizer", str(d), "--decode", "1", "--json", "-"]
+    proc = run_cli(*scan)
+    assert proc.returncode == 2 and "--trust-remote-code" in proc.stderr, proc.stderr
+    proc = run_cli(*scan, "--trust-remote-code")
+    assert proc.returncode == 1, proc.stderr
+    decoded = json.loads(proc.stdout)["decoded"]
+    assert "Hello there" in json.dumps(decoded, ensure_ascii=False)
+    show = ["show", str(corpus), "--row", "0", "--profile", "deepseek", "--tokenizer", str(d), "--json", "-"]
+    assert run_cli(*show).returncode == 2
+    proc = run_cli(*show, "--trust-remote-code")
+    assert proc.returncode == 0, proc.stderr
+    assert "Hello there" in proc.stdout
