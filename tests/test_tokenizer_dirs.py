@@ -367,3 +367,10 @@ def test_scan_and_show_pass_trust_remote_code_through(tmp_path):
     proc = run_cli(*show, "--trust-remote-code")
     assert proc.returncode == 0, proc.stderr
     assert "Hello there" in proc.stdout
+
+
+def test_parallel_rendering_loads_remote_code_in_the_workers(qwen_dir):
+    records = [{"messages": [SYSTEM, {"role": "user", "content": f"Question {i}?"}]} for i in range(2100)]
+    serial, _ = render_prompts(records, str(qwen_dir), None, workers=1, trust_remote_code=True)
+    parallel, _ = render_prompts(records, str(qwen_dir), None, workers=2, trust_remote_code=True)
+    assert parallel == serial and len(serial) == 2100
