@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from enum import Enum
 from pathlib import Path
@@ -43,6 +44,15 @@ def demo(
         print_summary(report, out, "error", seconds)
         json_path = directory / "report.json"
         report.write_json(json_path)
+        html_path = directory / "report.html"
+        report.write_html(
+            html_path,
+            "error",
+            None,
+            command=["tokscan", *sys.argv[1:]],
+            tokenizer=str(tok) if tok else None,
+            seconds=seconds,
+        )
         again = f"tokscan scan {path} --profile {profile}" + (f" --tokenizer {tok}" if tok else "")
-        out.print(f"\nJSON report: {json_path}", highlight=False)
+        out.print(f"\nJSON report: {json_path}  ·  HTML report: {html_path}", highlight=False)
         out.print(f"re-run with: {again}", highlight=False, soft_wrap=True)

@@ -7,6 +7,7 @@ import shlex
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated
 
@@ -118,6 +119,7 @@ def execute(a: ScanArgs) -> int:
     fail_level = a.fail_on or cfg.fail_on or "error"
     base = Report.load(a.baseline) if a.baseline is not None else None
     text_out = not a.quiet and a.fmt is OutputFormat.text and not stdout_taken(a.json_out)
+    started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     report = scan_with_progress(
         paths,
@@ -154,6 +156,7 @@ def execute(a: ScanArgs) -> int:
             cfg.policy,
             command=shlex.join(a.argv) if a.argv else None,
             tokenizer=str(tok_dir) if tok_dir is not None else None,
+            started=started,
             seconds=seconds,
         )
     if a.exclude is not None:

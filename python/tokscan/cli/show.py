@@ -154,7 +154,7 @@ def render_sample(doc: dict, record: dict | None, how: str, check: dict | None) 
         style = SEGMENT_STYLE.get(seg["kind"], "")
         body.append(f"[{seg['kind']} {seg['start']}:{seg['end']}] ", style="dim")
         body.append(seg.get("text", " ".join(map(str, seg.get("ids", [])))), style=style)
-        if "text" in seg and "ids" in seg:
+        if "ids" in seg and doc.get("decoder") == "tokenizer":
             body.append(f"  {seg['ids']}", style="dim")
         body.append("\n")
     out.print(Panel(body, title="sequence", title_align="left"))
