@@ -49,7 +49,7 @@ SYSTEM = {"role": "system", "content": "You are a careful assistant. Answer brie
 ASK = {"role": "user", "content": "What is the capital of France?"}
 ANSWER = {
     "role": "assistant",
-    "reasoning_content": "The capital of France is Paris.",
+    "reasoning_content": "An easy one: Paris.",
     "content": "The capital of France is Paris.",
 }
 FOLLOW_UP = {"role": "user", "content": "And the capital of Italy?"}
@@ -329,13 +329,16 @@ def run_probe(prof: _core.Profile, tok: Any, probe: Probe) -> dict[str, Any]:
                 pos = whole["positions"].get(code)
                 where = f" at token {pos}: {_excerpt(tok, ids, pos)}" if pos is not None else ""
                 problems.append(f"as one input_ids sequence with that mask (no prompt length): finding {code}{where}")
-        if tuple(whole["completion"]) != want:
-            a, b = whole["completion"]
-            notes.append(
-                f"without the prompt length the completion is found at tokens {a}..{b}, not {want[0]}..{want[1]} "
-                f"('{_visible(tok.decode(ids[min(a, plen) : max(a, plen)], skip_special_tokens=False))}' is "
-                "pre-filled by the generation prompt, which a sequence alone cannot tell)"
-            )
+        a, b = whole["completion"]
+        if (a, b) != want:
+            found = f"without the prompt length the completion is found at tokens {a}..{b}, not {want[0]}..{want[1]}"
+            if a < plen and b == len(full):
+                prefill = _visible(tok.decode(ids[a:plen], skip_special_tokens=False))
+                notes.append(
+                    f"{found} ('{prefill}' is pre-filled by the generation prompt, which a sequence alone cannot tell)"
+                )
+            else:
+                problems.append(found)
     turns = [(role, start, content_start, end) for role, start, content_start, end, _clean in result["turns"]]
     text = tok.decode(ids, skip_special_tokens=False)
     rules = json.loads(prof.describe_json()).get("rules", {})
