@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from .errors import InputError, UsageError
-from .forensics import Corpus, pick_column
+from .forensics import Corpus
 from .tokenizer import load_tokenizer
 
 SHIFT_WINDOW = 3
@@ -133,32 +132,10 @@ def render_with(tok: Any, records: list[dict[str, Any]]) -> list[list[int]]:
 
 def sample_prompts(corpus: Corpus) -> tuple[list[np.ndarray], list[int | None], list[str | None]]:
     """Each sample's token ids (the prompt alone for prompt_ids + output_ids layouts), its prompt length when
-    stored apart, and its sample id — whole columns at a time."""
-    seqs: list[np.ndarray] = []
-    plens: list[int | None] = []
-    ids: list[str | None] = []
-    for k, (path, fmt, _cat) in enumerate(corpus.inputs):
-        if fmt == "numpy":
-            tokens = np.load(Path(path) / "tokens.npy", mmap_mode="r")
-            offs = np.load(Path(path) / "offsets.npy", mmap_mode="r")
-            seqs += [tokens[offs[i] : offs[i + 1]] for i in range(len(offs) - 1)]
-            plens += [None] * (len(offs) - 1)
-            meta = Path(path) / "meta.parquet"
-            sid = pq.read_table(meta).column("sample_id").to_pylist() if meta.is_file() else [None] * (len(offs) - 1)
-            ids += [None if v is None else str(v) for v in sid]
-            continue
-        names = pq.ParquetFile(path).schema_arrow.names
-        ids_col, prompt_col, _output = corpus.token_columns(path, names)
-        col = ids_col or prompt_col
-        sid_col = pick_column(names, corpus.columns, "sample_id", "sample_id")
-        t = pq.read_table(path, columns=[c for c in (col, sid_col) if c])
-        arr = t.column(col).to_pylist()
-        seqs += [np.array(a or [], dtype=np.int64) for a in arr]
-        plens += [len(a or []) if col == prompt_col else None for a in arr]
-        sid = t.column(sid_col).to_pylist() if sid_col else [None] * len(arr)
-        ids += [None if v is None else str(v) for v in sid]
-        assert len(seqs) == int(corpus.starts[k + 1])
-    return seqs, plens, ids
+    stored apart, and its sample id — read through the core, in one pass per input."""
+    samples = corpus.fetch_range(0, len(corpus))
+    seqs = [s.ids if s.prompt_len is None else s.ids[: s.prompt_len] for s in samples]
+    return seqs, [s.prompt_len for s in samples], [s.sample_id for s in samples]
 
 
 def _matches(seq: np.ndarray, plen: int | None, rendered: list[int]) -> bool:
@@ -206,8 +183,9 @@ def align(
     workers: int | None = None,
     decode_radius: int = 8,
     trust_remote_code: bool = False,
+    columns: dict[str, str] | None = None,
 ) -> AlignResult:
-    corpus = Corpus(paths)
+    corpus = Corpus(paths, columns)
     records = read_records(prompts)
     seqs, plens, sample_ids = sample_prompts(corpus)
     template = chat_template.read_text() if chat_template is not None else None

@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from . import _core
-from .errors import ColumnError, InputError, UsageError
+from .errors import UsageError
+from .tokenizer import load_tokenizer  # noqa: F401  (re-exported: the one tokenizer loader)
 
 EXCERPT_RADIUS = 12
 EDGE_TOKENS = 12
@@ -73,27 +72,6 @@ def decode_text(tok: Decoder, ids: list[int], vocab_size: int | None = None) -> 
     return "".join(pieces)
 
 
-def load_tokenizer(path: str | os.PathLike[str]) -> Decoder:
-    """A Hugging Face tokenizer from a local directory (or a tokenizer.json file); never touches the network."""
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    p = Path(path)
-    try:
-        from transformers import AutoTokenizer, PreTrainedTokenizerFast
-    except ImportError:  # pragma: no cover
-        raise UsageError("decoding needs transformers (pip install 'tokscan[tokenizer]')") from None
-    if p.is_file():
-        return PreTrainedTokenizerFast(tokenizer_file=str(p))
-    if (p / "tokenizer.json").is_file():
-        return PreTrainedTokenizerFast(tokenizer_file=str(p / "tokenizer.json"))
-    if not p.exists():
-        raise InputError(f"{p}: no such file or directory")
-    try:
-        return AutoTokenizer.from_pretrained(str(p), local_files_only=True, trust_remote_code=False)
-    except Exception as e:  # transformers raises many types here
-        raise InputError(f"{p}: cannot load a tokenizer ({e})") from None
-
-
 @dataclass
 class Sample:
     source: str
@@ -108,122 +86,42 @@ class Sample:
     profile: _core.Profile | None = None  # set by `explain`: names the special tokens when there is no tokenizer
 
 
-def pick_column(names: list[str], columns: Mapping[str, str], role: str, default: str) -> str | None:
-    want = columns.get(role)
-    if want is not None:
-        if want not in names:
-            raise ColumnError(f"no column {want!r} for {role} (columns: {', '.join(names)})")
-        return want
-    return default if default in names else None
-
-
-def _label(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
 class Corpus:
-    """The inputs of `paths` in scan order, with their row counts (read from metadata only)."""
+    """The inputs of `paths` in scan order, read through the core (`tokscan._core.Corpus`): every format the
+    scan reads, with the same column overrides. Only the rows asked for are decoded."""
 
     def __init__(self, paths: list[str], columns: Mapping[str, str] | None = None):
         self.columns = dict(columns or {})
-        self.inputs = _core.discover_inputs([os.fspath(p) for p in paths])
-        self.counts = [self._rows(path, fmt) for path, fmt, _cat in self.inputs]
-        self.starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
+        self.core = _core.Corpus([os.fspath(p) for p in paths], self.columns)
+        described = self.core.inputs
+        #: `(path, format, hive category)` per input, in scan order.
+        self.inputs = [(path, fmt, hive) for path, fmt, _layout, _rows, _first, hive in described]
+        self.layouts = [layout for _p, _f, layout, _r, _s, _h in described]
+        self.counts = [rows for _p, _f, _l, rows, _s, _h in described]
+        self.starts = np.array([first for *_x, first, _h in described] + [len(self.core)], dtype=np.int64)
 
-    @staticmethod
-    def _rows(path: str, fmt: str) -> int:
-        if fmt == "parquet":
-            return pq.ParquetFile(path).metadata.num_rows
-        return len(np.load(Path(path) / "offsets.npy", mmap_mode="r")) - 1
-
-    def locate(self, row: int) -> tuple[int, int]:
-        if not 0 <= row < self.starts[-1]:
-            raise UsageError(f"row {row} is out of range (the corpus has {int(self.starts[-1])} samples)")
-        k = int(np.searchsorted(self.starts, row, side="right") - 1)
-        return k, row - int(self.starts[k])
+    def __len__(self) -> int:
+        return len(self.core)
 
     def find_id(self, sample_id: str) -> int:
-        """Global row of `sample_id`: reads only the id column (Parquet) or meta.parquet (NumPy)."""
-        for k, (path, fmt, _cat) in enumerate(self.inputs):
-            file = path if fmt == "parquet" else str(Path(path) / "meta.parquet")
-            if not Path(file).is_file():
-                continue
-            pf = pq.ParquetFile(file)
-            name = pick_column(pf.schema_arrow.names, self.columns, "sample_id", "sample_id")
-            if name is None:
-                continue
-            col = pf.read(columns=[name]).column(name).cast("string")
-            hits = pc.indices_nonzero(pc.equal(col, sample_id)).to_pylist()
-            if hits:
-                return int(self.starts[k]) + int(hits[0])
-        raise UsageError(f"no sample with sample_id {sample_id!r} in {', '.join(p for p, _f, _c in self.inputs)}")
+        """Global row of `sample_id` (reads only the id columns)."""
+        row = self.core.find(sample_id)
+        if row is None:
+            raise UsageError(f"no sample with sample_id {sample_id!r} in {', '.join(p for p, _f, _c in self.inputs)}")
+        return int(row)
 
     def fetch(self, row: int) -> Sample:
-        k, local = self.locate(row)
-        path, fmt, hive = self.inputs[k]
-        if fmt == "numpy":
-            return self._fetch_numpy(path, hive, row, local)
-        return self._fetch_parquet(path, hive, row, local)
+        return _sample(self.core.sample(int(row)))
 
-    def _fetch_numpy(self, path: str, hive: str | None, row: int, local: int) -> Sample:
-        d = Path(path)
-        offsets = np.load(d / "offsets.npy", mmap_mode="r")
-        a, b = int(offsets[local]), int(offsets[local + 1])
-        ids = np.asarray(np.load(d / "tokens.npy", mmap_mode="r")[a:b]).astype(np.int64)
-        mask = None
-        if (d / "loss_mask.npy").is_file():
-            mask = np.asarray(np.load(d / "loss_mask.npy", mmap_mode="r")[a:b]).astype(np.uint8)
-        sid = cat = None
-        if (d / "meta.parquet").is_file():
-            meta = pq.read_table(d / "meta.parquet").slice(local, 1).to_pylist()[0]
-            sid, cat = _label(meta.get("sample_id")), _label(meta.get("category"))
-        return Sample(path, row, local, sid, cat or hive, ids, None, mask)
+    def fetch_range(self, start: int, end: int) -> list[Sample]:
+        """Global rows `[start, end)` in one pass."""
+        return [_sample(d) for d in self.core.samples(int(start), int(end))]
 
-    def token_columns(self, path: str, names: list[str]) -> tuple[str | None, str | None, str | None]:
-        """`(input_ids, prompt_ids, output_ids)` column names of a Parquet file, chosen like the scanner does:
-        `input_ids` unless prompt/output columns were named explicitly or `input_ids` is absent."""
-        ids_col = pick_column(names, self.columns, "input_ids", "input_ids")
-        prompt = pick_column(names, self.columns, "prompt_ids", "prompt_ids")
-        output = pick_column(names, self.columns, "output_ids", "output_ids")
-        if ids_col is not None and "prompt_ids" not in self.columns and "output_ids" not in self.columns:
-            return ids_col, None, None
-        if prompt is None or output is None:
-            raise ColumnError(f"{path}: no token column: need input_ids, or prompt_ids + output_ids")
-        return None, prompt, output
 
-    def _fetch_parquet(self, path: str, hive: str | None, row: int, local: int) -> Sample:
-        pf = pq.ParquetFile(path)
-        names = pf.schema_arrow.names
-        ids_col, prompt, output = self.token_columns(path, names)
-        wanted = [c for c in (ids_col, prompt, output) if c]
-        mask_col = pick_column(names, self.columns, "loss_mask", "loss_mask")
-        sid_col = pick_column(names, self.columns, "sample_id", "sample_id")
-        cat_col = pick_column(names, self.columns, "category", "category")
-        md = pf.metadata
-        rg, before = 0, 0
-        while before + md.row_group(rg).num_rows <= local:
-            before += md.row_group(rg).num_rows
-            rg += 1
-        cols = wanted + [c for c in (mask_col, sid_col, cat_col) if c]
-        rec = pf.read_row_group(rg, columns=cols).slice(local - before, 1).to_pylist()[0]
-        if ids_col is not None:
-            ids = np.array(rec[ids_col] or [], dtype=np.int64)
-            prompt_len = None
-        else:
-            p, o = rec[prompt] or [], rec[output] or []
-            ids = np.array(p + o, dtype=np.int64)
-            prompt_len = len(p)
-        mask = np.array(rec[mask_col], dtype=np.uint8) if mask_col and rec[mask_col] is not None else None
-        return Sample(
-            path,
-            row,
-            local,
-            _label(rec.get(sid_col)) if sid_col else None,
-            (_label(rec.get(cat_col)) if cat_col else None) or hive,
-            ids,
-            prompt_len,
-            mask,
-        )
+def _sample(d: dict[str, Any]) -> Sample:
+    return Sample(
+        d["source"], d["row"], d["local_row"], d["sample_id"], d["category"], d["ids"], d["prompt_len"], d["mask"]
+    )
 
 
 def explain(sample: Sample, profile: _core.Profile) -> dict[str, Any]:

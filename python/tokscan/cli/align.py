@@ -9,11 +9,19 @@ from typing import Annotated
 import typer
 
 from .app import (
+    CategoryColumnOpt,
+    ConfigOpt,
+    IdColumnOpt,
+    IdsColumnOpt,
     JsonOpt,
+    MaskColumnOpt,
+    OutputColumnOpt,
+    PromptColumnOpt,
     QuietOpt,
     TrustRemoteCodeOpt,
     app,
     check_output,
+    corpus_columns,
     out,
     stdout_taken,
     user_errors,
@@ -42,14 +50,30 @@ def align(
     workers: Annotated[int, typer.Option(metavar="N", help="Rendering processes (0 = one per core).", min=0)] = 0,
     json_out: Annotated[Path | None, JsonOpt("the result")] = None,
     quiet: QuietOpt = False,
+    config_file: ConfigOpt = None,
+    ids_column: IdsColumnOpt = None,
+    prompt_column: PromptColumnOpt = None,
+    output_column: OutputColumnOpt = None,
+    mask_column: MaskColumnOpt = None,
+    id_column: IdColumnOpt = None,
+    category_column: CategoryColumnOpt = None,
 ) -> None:
     """Check that every sample's prompt is exactly the chat-template rendering of its prompt record."""
     from ..align import align as run_align
 
     with user_errors():
         check_output(json_out, "--json")
+        columns = corpus_columns(
+            config_file, ids_column, prompt_column, output_column, mask_column, id_column, category_column
+        )
         r = run_align(
-            path, prompts, str(tokenizer), chat_template, workers or None, trust_remote_code=trust_remote_code
+            path,
+            prompts,
+            str(tokenizer),
+            chat_template,
+            workers or None,
+            trust_remote_code=trust_remote_code,
+            columns=columns,
         )
         if json_out is not None:
             write_output(json_out, json.dumps(r.to_json(), indent=2, ensure_ascii=False))

@@ -75,6 +75,26 @@ ConfigOpt = Annotated[
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors; the exit code tells.")]
 
 
+IdsColumnOpt = Annotated[
+    str | None, typer.Option("--ids-column", metavar="NAME", help="Column with the whole sequence [input_ids].")
+]
+PromptColumnOpt = Annotated[
+    str | None, typer.Option("--prompt-column", metavar="NAME", help="Column with prompt ids [prompt_ids].")
+]
+OutputColumnOpt = Annotated[
+    str | None, typer.Option("--output-column", metavar="NAME", help="Column with completion ids [output_ids].")
+]
+MaskColumnOpt = Annotated[
+    str | None, typer.Option("--mask-column", metavar="NAME", help="Column with the loss mask [loss_mask].")
+]
+IdColumnOpt = Annotated[
+    str | None, typer.Option("--id-column", metavar="NAME", help="Column with sample ids [sample_id].")
+]
+CategoryColumnOpt = Annotated[
+    str | None, typer.Option("--category-column", metavar="NAME", help="Column with categories [category].")
+]
+
+
 def JsonOpt(what: str) -> object:
     return typer.Option("--json", metavar="FILE|-", help=f"Write {what} as JSON to FILE ('-': stdout).")
 
@@ -149,3 +169,24 @@ def stdout_taken(*paths: Path | None) -> bool:
 
 def columns_from(**roles: str | None) -> dict[str, str]:
     return {role: name for role, name in roles.items() if name}
+
+
+def corpus_columns(
+    config: Path | None,
+    ids: str | None,
+    prompt: str | None,
+    output: str | None,
+    mask: str | None,
+    sample_id: str | None,
+    category: str | None,
+) -> dict[str, str]:
+    """Column roles for reading the corpus: the config's `[columns]`, overridden by the command's options —
+    the same for every command, so a corpus with renamed columns reads the same in `scan`, `show`, `align`
+    and `clean`."""
+    from ..config import discover, load_file
+
+    cfg = load_file(config) if config is not None else discover()
+    flags = columns_from(
+        input_ids=ids, prompt_ids=prompt, output_ids=output, loss_mask=mask, sample_id=sample_id, category=category
+    )
+    return {**cfg.columns, **flags}

@@ -7,7 +7,21 @@ from typing import Annotated
 
 import typer
 
-from .app import ConfigOpt, FailOn, QuietOpt, app, out, user_errors
+from .app import (
+    CategoryColumnOpt,
+    ConfigOpt,
+    FailOn,
+    IdColumnOpt,
+    IdsColumnOpt,
+    MaskColumnOpt,
+    OutputColumnOpt,
+    PromptColumnOpt,
+    QuietOpt,
+    app,
+    corpus_columns,
+    out,
+    user_errors,
+)
 
 
 @app.command()
@@ -24,6 +38,12 @@ def clean(
     ] = None,
     config_file: ConfigOpt = None,
     quiet: QuietOpt = False,
+    ids_column: IdsColumnOpt = None,
+    prompt_column: PromptColumnOpt = None,
+    output_column: OutputColumnOpt = None,
+    mask_column: MaskColumnOpt = None,
+    id_column: IdColumnOpt = None,
+    category_column: CategoryColumnOpt = None,
 ) -> None:
     """Write a copy of the corpus without the flagged samples (same layout), plus a manifest of what was
     removed. The source is never modified."""
@@ -36,7 +56,10 @@ def clean(
         cfg = load_file(config_file) if config_file is not None else discover()
         report = Report.load(report_path)
         level = fail_on.value if fail_on else (cfg.fail_on or "error")
-        m = run_clean(paths, report, out_dir, fail_on=level, codes=code or (), policy=cfg.policy, columns=cfg.columns)
+        columns = corpus_columns(
+            config_file, ids_column, prompt_column, output_column, mask_column, id_column, category_column
+        )
+        m = run_clean(paths, report, out_dir, fail_on=level, codes=code or (), policy=cfg.policy, columns=columns)
         removed = len(m["removed"])
         if not quiet:
             out.print(

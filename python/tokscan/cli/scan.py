@@ -18,11 +18,17 @@ from rich.text import Text
 from ..api import scan as run_scan
 from ..errors import UsageError
 from .app import (
+    CategoryColumnOpt,
     ConfigOpt,
     FailOn,
+    IdColumnOpt,
+    IdsColumnOpt,
     JsonOpt,
+    MaskColumnOpt,
+    OutputColumnOpt,
     OutputFormat,
     ProfileOpt,
+    PromptColumnOpt,
     QuietOpt,
     TokenizerOpt,
     TrustRemoteCodeOpt,
@@ -129,6 +135,7 @@ def execute(a: ScanArgs) -> int:
         columns=columns,
         threads=a.threads if a.threads is not None else (cfg.threads or 0),
         severities=cfg.severities(),
+        trust_remote_code=a.trust_remote_code,
     )
     seconds = time.perf_counter() - t0
     if a.decode:
@@ -136,7 +143,9 @@ def execute(a: ScanArgs) -> int:
         from ..tokenizer import load_tokenizer
 
         tok = load_tokenizer(tok_dir, a.trust_remote_code) if tok_dir is not None else None
-        report.data["decoded"] = decode_flagged(report, paths, tok, a.decode, columns, load_profile(profile, tok_dir))
+        report.data["decoded"] = decode_flagged(
+            report, paths, tok, a.decode, columns, load_profile(profile, tok_dir, a.trust_remote_code)
+        )
     drifts = compare(base, report, cfg.drift) if base is not None else None
     if a.json_out is not None:
         write_output(a.json_out, report.to_json())
@@ -223,22 +232,12 @@ def scan(
     fmt: Annotated[
         OutputFormat, typer.Option("--format", help="text summary, JSON report, or GitHub annotations on stdout.")
     ] = OutputFormat.text,
-    ids_column: Annotated[
-        str | None, typer.Option(metavar="NAME", help="Column with the whole sequence [input_ids].")
-    ] = None,
-    prompt_column: Annotated[
-        str | None, typer.Option(metavar="NAME", help="Column with prompt ids [prompt_ids].")
-    ] = None,
-    output_column: Annotated[
-        str | None, typer.Option(metavar="NAME", help="Column with completion ids [output_ids].")
-    ] = None,
-    mask_column: Annotated[
-        str | None, typer.Option(metavar="NAME", help="Column with the loss mask [loss_mask].")
-    ] = None,
-    id_column: Annotated[str | None, typer.Option(metavar="NAME", help="Column with sample ids [sample_id].")] = None,
-    category_column: Annotated[
-        str | None, typer.Option(metavar="NAME", help="Column with categories [category].")
-    ] = None,
+    ids_column: IdsColumnOpt = None,
+    prompt_column: PromptColumnOpt = None,
+    output_column: OutputColumnOpt = None,
+    mask_column: MaskColumnOpt = None,
+    id_column: IdColumnOpt = None,
+    category_column: CategoryColumnOpt = None,
     decode: Annotated[
         int,
         typer.Option(

@@ -9,9 +9,15 @@ from typing import Annotated, Any
 import typer
 
 from .app import (
+    CategoryColumnOpt,
     ConfigOpt,
+    IdColumnOpt,
+    IdsColumnOpt,
     JsonOpt,
+    MaskColumnOpt,
+    OutputColumnOpt,
     ProfileOpt,
+    PromptColumnOpt,
     QuietOpt,
     TokenizerOpt,
     TrustRemoteCodeOpt,
@@ -69,12 +75,12 @@ def show(
     ] = None,
     profile: ProfileOpt = None,
     config_file: ConfigOpt = None,
-    ids_column: Annotated[str | None, typer.Option(metavar="NAME", help="Column with the whole sequence.")] = None,
-    prompt_column: Annotated[str | None, typer.Option(metavar="NAME", help="Column with prompt ids.")] = None,
-    output_column: Annotated[str | None, typer.Option(metavar="NAME", help="Column with completion ids.")] = None,
-    mask_column: Annotated[str | None, typer.Option(metavar="NAME", help="Column with the loss mask.")] = None,
-    id_column: Annotated[str | None, typer.Option(metavar="NAME", help="Column with sample ids.")] = None,
-    category_column: Annotated[str | None, typer.Option(metavar="NAME", help="Column with categories.")] = None,
+    ids_column: IdsColumnOpt = None,
+    prompt_column: PromptColumnOpt = None,
+    output_column: OutputColumnOpt = None,
+    mask_column: MaskColumnOpt = None,
+    id_column: IdColumnOpt = None,
+    category_column: CategoryColumnOpt = None,
     raw: Annotated[bool, typer.Option(help="Print token ids beside the text.")] = False,
     json_out: Annotated[Path | None, JsonOpt("the sample")] = None,
     quiet: QuietOpt = False,
@@ -85,26 +91,18 @@ def show(
     from ..errors import UsageError
     from ..forensics import Corpus, describe, explain, prompt_record
     from ..tokenizer import load_tokenizer
-    from .app import columns_from
+    from .app import corpus_columns
 
     with user_errors():
         if (sample_id is None) == (row is None):
             raise UsageError("give exactly one of --sample-id or --row")
         check_output(json_out, "--json")
         cfg = load_file(config_file) if config_file is not None else discover()
-        columns = {
-            **cfg.columns,
-            **columns_from(
-                input_ids=ids_column,
-                prompt_ids=prompt_column,
-                output_ids=output_column,
-                loss_mask=mask_column,
-                sample_id=id_column,
-                category=category_column,
-            ),
-        }
+        columns = corpus_columns(
+            config_file, ids_column, prompt_column, output_column, mask_column, id_column, category_column
+        )
         tok_dir = tokenizer or cfg.tokenizer
-        prof = load_profile(profile if profile is not None else (cfg.profile or "kimi-k2"), tok_dir)
+        prof = load_profile(profile if profile is not None else (cfg.profile or "kimi-k2"), tok_dir, trust_remote_code)
         corpus = Corpus(path, columns)
         target = corpus.find_id(sample_id) if sample_id is not None else int(row)  # type: ignore[arg-type]
         sample = corpus.fetch(target)

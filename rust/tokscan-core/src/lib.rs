@@ -1,11 +1,13 @@
 //! tokscan core: scans token-id training corpora (Parquet or NumPy shards) for chat-structure anomalies.
 //!
-//! The data path: [`source`] yields ragged batches of token rows, [`check`] parses and checks one sample,
+//! The data path: [`source`] opens each input format behind one trait, [`corpus`] numbers their rows
+//! globally and plans units of work; each unit yields ragged batches of token rows, [`check`] parses and checks one sample,
 //! [`summary`] accumulates mergeable per-category statistics, and [`report`] turns a summary into the JSON
 //! report. [`scan`] wires them together in parallel.
 
 pub mod anomaly;
 pub mod check;
+pub mod corpus;
 pub mod error;
 pub mod profile;
 pub mod repetition;
@@ -18,6 +20,7 @@ pub mod token;
 pub mod validate;
 
 pub use anomaly::{Code, Severity};
+pub use corpus::{Corpus, SampleData};
 pub use error::{Error, Result};
 pub use profile::Profile;
 pub use report::Report;

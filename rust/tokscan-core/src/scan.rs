@@ -1,6 +1,6 @@
-//! The parallel scan: discover inputs, open them (validating headers and schemas up front), split them
-//! into units (Parquet row groups, NumPy sample ranges), check every unit on a rayon pool, merge the
-//! partial summaries in unit order and build the report.
+//! The parallel scan: open the corpus (validating headers and schemas up front), plan its units (Parquet
+//! row groups, NumPy sample ranges, whatever each source chooses), check every unit on a rayon pool, merge
+//! the partial summaries in unit order and build the report.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -9,19 +9,13 @@ use rayon::prelude::*;
 
 use crate::anomaly::{Code, Severity};
 use crate::check::{check_sample, Scratch};
+use crate::corpus::{Corpus, Unit};
 use crate::error::{Error, Result};
 use crate::profile::Profile;
 use crate::report::{build_report, InputInfo, Report};
-use crate::source::numpy::NumpyShard;
-use crate::source::parquet::ParquetShard;
-use crate::source::{
-    discover, with_tokens, Batch, ColumnNames, Format, FromTokens, Input, DEFAULT_CATEGORY,
-};
+use crate::source::{with_tokens, Batch, ColumnNames, FromTokens};
 use crate::summary::{FlagDetail, SampleRecord, Summary, MAX_BOUNDARIES};
 use crate::token::{hash_ids, TokenId};
-
-/// Target tokens per NumPy work unit.
-const NUMPY_UNIT_TOKENS: i64 = 1 << 22;
 
 #[derive(Debug, Clone, Default)]
 pub struct ScanOptions {
@@ -55,74 +49,6 @@ impl Progress {
     }
 }
 
-enum Shard {
-    Parquet(ParquetShard),
-    Numpy(NumpyShard),
-}
-
-struct Opened {
-    input: Input,
-    shard: Shard,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Part {
-    RowGroup(usize),
-    Rows(usize, usize),
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Unit {
-    shard: usize,
-    part: Part,
-    base_row: u64,
-}
-
-fn open(input: &Input, columns: &ColumnNames) -> Result<Shard> {
-    Ok(match input.format {
-        Format::Parquet => Shard::Parquet(ParquetShard::open(&input.path, columns)?),
-        Format::Numpy => Shard::Numpy(NumpyShard::open(&input.path)?),
-    })
-}
-
-fn plan(opened: &[Opened]) -> Vec<Unit> {
-    let mut units = Vec::new();
-    let mut base = 0u64;
-    for (si, o) in opened.iter().enumerate() {
-        match &o.shard {
-            Shard::Parquet(p) => {
-                for (rg, &rows) in p.row_group_rows.iter().enumerate() {
-                    units.push(Unit {
-                        shard: si,
-                        part: Part::RowGroup(rg),
-                        base_row: base,
-                    });
-                    base += rows;
-                }
-            }
-            Shard::Numpy(n) => {
-                let offs = n.offsets();
-                let rows = offs.len() - 1;
-                let mut start = 0;
-                while start < rows {
-                    let mut end = start + 1;
-                    while end < rows && offs[end] - offs[start] < NUMPY_UNIT_TOKENS {
-                        end += 1;
-                    }
-                    units.push(Unit {
-                        shard: si,
-                        part: Part::Rows(start, end),
-                        base_row: base + start as u64,
-                    });
-                    start = end;
-                }
-                base += rows as u64;
-            }
-        }
-    }
-    units
-}
-
 /// Scans `paths` and returns the report.
 pub fn scan(
     paths: &[String],
@@ -151,46 +77,25 @@ pub fn scan_summary(
     opts: &ScanOptions,
     progress: &Progress,
 ) -> Result<(Summary, Vec<InputInfo>)> {
-    let inputs = discover(paths)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(opts.threads)
         .thread_name(|i| format!("tokscan-{i}"))
         .build()
         .map_err(|e| Error::Usage(format!("cannot start worker threads: {e}")))?;
     pool.install(|| {
-        // Collect every result before picking the first error in path order, so the error reported does not
-        // depend on which thread failed first.
-        let opened: Vec<Result<Opened>> = inputs
-            .par_iter()
-            .map(|i| {
-                Ok(Opened {
-                    input: i.clone(),
-                    shard: open(i, &opts.columns)?,
-                })
-            })
-            .collect();
-        let opened: Vec<Opened> = opened.into_iter().collect::<Result<_>>()?;
-        let units = plan(&opened);
+        let corpus = Corpus::open(paths, &opts.columns)?;
+        let units = corpus.units();
         progress
             .units_total
             .store(units.len() as u64, Ordering::Relaxed);
-        let total_tokens: u64 = opened
-            .iter()
-            .map(|o| match &o.shard {
-                Shard::Numpy(n) => n
-                    .offsets()
-                    .last()
-                    .map_or(0, |&l| (l - n.offsets()[0]) as u64),
-                Shard::Parquet(_) => 0,
-            })
-            .sum();
+        let total_tokens: u64 = corpus.sources.iter().filter_map(|s| s.tokens_hint()).sum();
         progress.tokens_total.store(total_tokens, Ordering::Relaxed);
         // A failing unit stops the others (through the cancel flag); the error reported is the first real one
         // in unit order, not an "interrupted" of a unit that was merely stopped.
         let parts: Vec<Result<Summary>> = units
             .par_iter()
             .map(|u| {
-                let r = scan_unit(&opened, u, profile, progress);
+                let r = scan_unit(&corpus, u, profile, progress);
                 if matches!(r, Err(ref e) if !matches!(e, Error::Interrupted)) {
                     progress.cancel();
                 }
@@ -212,18 +117,13 @@ pub fn scan_summary(
         for p in parts {
             summary.merge(p);
         }
-        let mut infos: Vec<InputInfo> = opened
+        let mut infos: Vec<InputInfo> = corpus
+            .sources
             .iter()
-            .map(|o| InputInfo {
-                path: o.input.path.display().to_string(),
-                format: match o.input.format {
-                    Format::Parquet => "parquet".into(),
-                    Format::Numpy => "numpy".into(),
-                },
-                layout: match &o.shard {
-                    Shard::Parquet(p) => p.layout.describe(),
-                    Shard::Numpy(n) => n.layout(),
-                },
+            .map(|s| InputInfo {
+                path: s.path().display().to_string(),
+                format: s.format().name().into(),
+                layout: s.layout(),
                 samples: 0,
                 tokens: 0,
             })
@@ -251,7 +151,7 @@ struct UnitCtx<'a> {
 pub const PANIC_SWITCH: &str = "TOKSCAN_TEST_PANIC";
 
 fn scan_unit(
-    opened: &[Opened],
+    corpus: &Corpus,
     unit: &Unit,
     profile: &Profile,
     progress: &Progress,
@@ -259,11 +159,10 @@ fn scan_unit(
     if std::env::var_os(PANIC_SWITCH).is_some() {
         panic!("{PANIC_SWITCH} is set: deliberate panic in a scan worker");
     }
-    let o = &opened[unit.shard];
     let mut ctx = UnitCtx {
         profile,
-        source: unit.shard as u32,
-        default_category: o.input.hive_category.as_deref().unwrap_or(DEFAULT_CATEGORY),
+        source: unit.source as u32,
+        default_category: corpus.default_category(unit.source),
         summary: Summary::new(profile.specials.len()),
         scratch: Scratch::default(),
         next_row: unit.base_row,
@@ -279,11 +178,7 @@ fn scan_unit(
         progress.tokens.fetch_add(tokens, Ordering::Relaxed);
         Ok(())
     };
-    match (&o.shard, unit.part) {
-        (Shard::Parquet(p), Part::RowGroup(rg)) => p.for_each_batch(rg, &mut on_batch)?,
-        (Shard::Numpy(n), Part::Rows(s, e)) => n.with_rows(s, e, &mut on_batch)?,
-        _ => unreachable!("units are planned per shard kind"),
-    }
+    corpus.sources[unit.source].scan_unit(unit.index, &mut on_batch)?;
     progress.units_done.fetch_add(1, Ordering::Relaxed);
     Ok(ctx.summary)
 }

@@ -146,6 +146,11 @@ impl MaskSlice<'_> {
         with_mask!(self, s => s[range.clone()].iter().position(|v| !v.on()).map(|i| i + range.start))
     }
 
+    /// The mask as 0/1 bytes (a copy; for fetching single samples, not for the scan).
+    pub fn to_u8(&self) -> Vec<u8> {
+        with_mask!(self, s => s.iter().map(|v| u8::from(v.on())).collect())
+    }
+
     /// Start of the last run of ones, if any.
     pub fn last_run_start(&self) -> Option<usize> {
         with_mask!(self, s => {

@@ -13,6 +13,7 @@ use tokscan_core::profile::Vocabulary;
 use tokscan_core::source::ColumnNames;
 use tokscan_core::{Code, Error, Profile, Progress, ScanOptions, Severity};
 
+mod corpus;
 mod validate;
 
 /// The extension's own allocations (arrow-rs decode buffers above all) go through mimalloc. glibc's malloc
@@ -191,7 +192,9 @@ struct PyScan {
     progress: Arc<Progress>,
 }
 
-fn parse_columns(columns: Option<HashMap<String, String>>) -> Result<ColumnNames, Error> {
+pub(crate) fn parse_columns(
+    columns: Option<HashMap<String, String>>,
+) -> Result<ColumnNames, Error> {
     let mut c = ColumnNames::default();
     for (role, name) in columns.unwrap_or_default() {
         let slot = match role.as_str() {
@@ -398,6 +401,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyProfile>()?;
     m.add_class::<PyScan>()?;
     m.add_class::<validate::PyValidator>()?;
+    m.add_class::<corpus::PyCorpus>()?;
     m.add_function(wrap_pyfunction!(codes, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_profiles, m)?)?;
     m.add_function(wrap_pyfunction!(profile_aliases, m)?)?;

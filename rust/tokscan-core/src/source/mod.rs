@@ -1,6 +1,12 @@
-//! Input sources. Discovery turns the user's paths into a sorted list of shards (so results never depend
-//! on the order paths were given in); each shard splits into independent units (a Parquet row group, a
-//! range of NumPy samples) that yield ragged batches of token rows.
+//! Input sources. Discovery turns the user's paths into a sorted list of inputs (so results never depend
+//! on the order paths were given in); each input opens as a [`Source`], which splits into independent
+//! units of work (a Parquet row group, a range of NumPy samples) that yield ragged batches of token rows,
+//! and reads any range of rows on its own (for `show`, `align`, `clean`).
+//!
+//! **Adding a format**: one new file in this folder implementing [`Source`] (open with validation, units,
+//! batches, row ranges, the id column), one [`Format`] variant with its detection in `discover_path` and
+//! its constructor in [`open`], and its tests (a reader unit test here, the corrupt-input and layout suites
+//! in `tests/`). Nothing else in the core or in Python matches on the format.
 
 pub mod arrow;
 pub mod numpy;
@@ -34,6 +40,55 @@ pub const DEFAULT_CATEGORY: &str = "default";
 pub enum Format {
     Parquet,
     Numpy,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Parquet => "parquet",
+            Format::Numpy => "numpy",
+        }
+    }
+}
+
+/// A unit of parallel work inside one source: `rows` rows starting at local row `first_row`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnitSpan {
+    pub first_row: u64,
+    pub rows: u64,
+}
+
+/// One opened input of any format. Everything above this trait (the scan, the corpus, the binding) is
+/// format-agnostic.
+pub trait Source: Send + Sync {
+    fn path(&self) -> &Path;
+    fn format(&self) -> Format;
+    /// Which columns/arrays play which role, e.g. `input_ids+loss_mask`.
+    fn layout(&self) -> String;
+    fn rows(&self) -> u64;
+    /// Tokens in the source when known from metadata alone (for progress), else `None`.
+    fn tokens_hint(&self) -> Option<u64>;
+    /// The units of parallel work, in row order, covering every row once.
+    fn units(&self) -> Vec<UnitSpan>;
+    /// Decodes unit `unit` (an index into [`Source::units`]) batch by batch.
+    fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()>;
+    /// Decodes local rows `[start, end)`, reading as little else as the format allows.
+    fn read_rows(
+        &self,
+        start: u64,
+        end: u64,
+        f: &mut dyn FnMut(&Batch<'_>) -> Result<()>,
+    ) -> Result<()>;
+    /// The sample id of every row (reading only that column), or `None` when the source has none.
+    fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>>;
+}
+
+/// Opens `input` with the reader of its format, validating headers and schemas.
+pub fn open(input: &Input, columns: &ColumnNames) -> Result<Box<dyn Source>> {
+    Ok(match input.format {
+        Format::Parquet => Box::new(parquet::ParquetShard::open(&input.path, columns)?),
+        Format::Numpy => Box::new(numpy::NumpyShard::open(&input.path)?),
+    })
 }
 
 /// One input found by discovery.

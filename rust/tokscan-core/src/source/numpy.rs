@@ -10,7 +10,7 @@ use arrow_array::RecordBatchReader;
 use memmap2::Mmap;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use super::{Batch, Offsets, Ragged, RaggedMask, Tokens};
+use super::{Batch, Format, Offsets, Ragged, RaggedMask, Source, Tokens, UnitSpan};
 use crate::error::{Error, Result};
 use crate::token::MaskSlice;
 
@@ -249,6 +249,7 @@ pub struct NumpyShard {
     mask: Option<NpyArray>,
     pub sample_ids: Option<Vec<Option<String>>>,
     pub categories: Option<Vec<Option<String>>>,
+    units: Vec<UnitSpan>,
 }
 
 impl NumpyShard {
@@ -317,6 +318,7 @@ impl NumpyShard {
         };
         let n = offsets.len() - 1;
         let (sample_ids, categories) = read_meta(&dir.join("meta.parquet"), n)?;
+        let units = plan_units(&offsets);
         Ok(NumpyShard {
             dir: dir.to_path_buf(),
             tokens,
@@ -324,6 +326,7 @@ impl NumpyShard {
             mask,
             sample_ids,
             categories,
+            units,
         })
     }
 
@@ -372,6 +375,73 @@ impl NumpyShard {
             null_rows: None,
         })
     }
+}
+
+/// Target tokens per NumPy work unit.
+const UNIT_TOKENS: i64 = 1 << 22;
+
+impl Source for NumpyShard {
+    fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    fn format(&self) -> Format {
+        Format::Numpy
+    }
+
+    fn layout(&self) -> String {
+        NumpyShard::layout(self)
+    }
+
+    fn rows(&self) -> u64 {
+        NumpyShard::rows(self)
+    }
+
+    fn tokens_hint(&self) -> Option<u64> {
+        let o = &self.offsets;
+        Some((o[o.len() - 1] - o[0]) as u64)
+    }
+
+    fn units(&self) -> Vec<UnitSpan> {
+        self.units.clone()
+    }
+
+    fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {
+        let u = self.units[unit];
+        self.read_rows(u.first_row, u.first_row + u.rows, f)
+    }
+
+    fn read_rows(
+        &self,
+        start: u64,
+        end: u64,
+        f: &mut dyn FnMut(&Batch<'_>) -> Result<()>,
+    ) -> Result<()> {
+        self.with_rows(start as usize, end as usize, f)
+    }
+
+    fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
+        Ok(self.sample_ids.clone())
+    }
+}
+
+/// Consecutive samples of about `UNIT_TOKENS` tokens (at least one sample each), covering every row.
+fn plan_units(offs: &[i64]) -> Vec<UnitSpan> {
+    let rows = offs.len() - 1;
+    let mut units = Vec::new();
+    let mut start = 0;
+    while start < rows {
+        let mut end = start + 1;
+        while end < rows && offs[end] - offs[start] < UNIT_TOKENS {
+            end += 1;
+        }
+        units.push(UnitSpan {
+            first_row: start as u64,
+            rows: (end - start) as u64,
+        });
+        start = end;
+    }
+    units
 }
 
 type Labels = Option<Vec<Option<String>>>;

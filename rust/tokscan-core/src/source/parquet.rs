@@ -8,12 +8,13 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Schema};
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelector,
 };
 use parquet::arrow::ProjectionMask;
 
 use super::arrow::ListProblem;
-use super::{Batch, ColumnNames, Ragged, RaggedMask};
+use super::{Batch, ColumnNames, Format, Ragged, RaggedMask, Source, UnitSpan};
 use crate::error::{Error, Result};
 
 /// Tokens decoded at a time inside a row group (rows per batch = this / the row group's mean row length).
@@ -264,6 +265,65 @@ impl ParquetShard {
         Ok(())
     }
 
+    /// Decodes local rows `[start, end)`: only the row groups that hold them, skipping the rows before.
+    pub fn for_rows(
+        &self,
+        start: u64,
+        end: u64,
+        mut f: impl FnMut(&Batch<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let path = &self.path;
+        let mut first = 0u64;
+        for (rg, &n) in self.row_group_rows.iter().enumerate() {
+            let (lo, hi) = (start.max(first), end.min(first + n));
+            if lo < hi {
+                let selection = RowSelection::from(vec![
+                    RowSelector::skip((lo - first) as usize),
+                    RowSelector::select((hi - lo) as usize),
+                ]);
+                let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
+                    open_file(path)?,
+                    self.meta.clone(),
+                )
+                .with_projection(self.projection.clone())
+                .with_row_groups(vec![rg])
+                .with_row_selection(selection)
+                .with_batch_size(self.batch_rows[rg])
+                .build()
+                .map_err(|e| parquet_err(path, e))?;
+                for rb in reader {
+                    let rb = rb.map_err(|e| parquet_err(path, e))?;
+                    self.with_batch(&rb, &mut f)?;
+                }
+            }
+            first += n;
+            if first >= end {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every row's sample id, decoding only that column.
+    pub fn read_sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
+        let Some(name) = self.layout.sample_id.as_deref() else {
+            return Ok(None);
+        };
+        let path = &self.path;
+        let index = self.meta.schema().index_of(name).expect("detected column");
+        let reader =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(open_file(path)?, self.meta.clone())
+                .with_projection(ProjectionMask::roots(self.meta.parquet_schema(), [index]))
+                .build()
+                .map_err(|e| parquet_err(path, e))?;
+        let mut out = Vec::with_capacity(self.rows() as usize);
+        for rb in reader {
+            let rb = rb.map_err(|e| parquet_err(path, e))?;
+            out.extend(strings(path, name, rb.column(0))?);
+        }
+        Ok(Some(out))
+    }
+
     fn with_batch(
         &self,
         rb: &RecordBatch,
@@ -312,6 +372,61 @@ impl ParquetShard {
             null_rows: null_rows.as_deref(),
         };
         f(&batch)
+    }
+}
+
+impl Source for ParquetShard {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn format(&self) -> Format {
+        Format::Parquet
+    }
+
+    fn layout(&self) -> String {
+        self.layout.describe()
+    }
+
+    fn rows(&self) -> u64 {
+        ParquetShard::rows(self)
+    }
+
+    fn tokens_hint(&self) -> Option<u64> {
+        None
+    }
+
+    /// One unit per row group: arrow-rs decodes a row group independently.
+    fn units(&self) -> Vec<UnitSpan> {
+        let mut first = 0;
+        self.row_group_rows
+            .iter()
+            .map(|&rows| {
+                let u = UnitSpan {
+                    first_row: first,
+                    rows,
+                };
+                first += rows;
+                u
+            })
+            .collect()
+    }
+
+    fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {
+        self.for_each_batch(unit, f)
+    }
+
+    fn read_rows(
+        &self,
+        start: u64,
+        end: u64,
+        f: &mut dyn FnMut(&Batch<'_>) -> Result<()>,
+    ) -> Result<()> {
+        self.for_rows(start, end, f)
+    }
+
+    fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
+        self.read_sample_ids()
     }
 }
 

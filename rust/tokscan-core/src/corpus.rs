@@ -1,0 +1,321 @@
+//! A corpus: the user's paths discovered, every input opened as a [`Source`], rows numbered globally in path
+//! order. The scan plans its units from it; `show`, `align`, `clean` and `--decode` fetch samples through
+//! it, so every command reads every format the same way and honours the same column overrides.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::source::{self, with_tokens, Batch, ColumnNames, Input, Source, DEFAULT_CATEGORY};
+
+/// One unit of parallel work of the whole corpus.
+#[derive(Debug, Clone, Copy)]
+pub struct Unit {
+    /// Index of the source in [`Corpus::sources`].
+    pub source: usize,
+    /// Index of the unit inside its source.
+    pub index: usize,
+    /// Global row of the unit's first sample.
+    pub base_row: u64,
+}
+
+/// One sample, owned: what `show` and `align` need.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleData {
+    pub row: u64,
+    pub local_row: u64,
+    pub source: usize,
+    /// The whole sequence (prompt followed by the completion when they are stored apart).
+    pub ids: Vec<i64>,
+    /// Length of the prompt when it is stored apart (`prompt_ids` + `output_ids`).
+    pub prompt_len: Option<usize>,
+    pub mask: Option<Vec<u8>>,
+    pub sample_id: Option<String>,
+    pub category: String,
+}
+
+pub struct Corpus {
+    pub inputs: Vec<Input>,
+    pub sources: Vec<Box<dyn Source>>,
+    /// `starts[k]` is the global row of source k's first sample; the last entry is the total.
+    pub starts: Vec<u64>,
+}
+
+impl Corpus {
+    /// Discovers and opens `paths` (every header and schema validated before any token is read). With
+    /// `open_all`, inputs open in parallel on the current rayon pool.
+    pub fn open(paths: &[String], columns: &ColumnNames) -> Result<Corpus> {
+        use rayon::prelude::*;
+        let inputs = source::discover(paths)?;
+        // Collect every result before picking the first error in path order, so the error reported does not
+        // depend on which thread failed first.
+        let opened: Vec<Result<Box<dyn Source>>> = inputs
+            .par_iter()
+            .map(|i| source::open(i, columns))
+            .collect();
+        let sources: Vec<Box<dyn Source>> = opened.into_iter().collect::<Result<_>>()?;
+        let mut starts = Vec::with_capacity(sources.len() + 1);
+        let mut total = 0u64;
+        for s in &sources {
+            starts.push(total);
+            total += s.rows();
+        }
+        starts.push(total);
+        Ok(Corpus {
+            inputs,
+            sources,
+            starts,
+        })
+    }
+
+    pub fn len(&self) -> u64 {
+        *self.starts.last().expect("starts holds the total")
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every unit of every source, in global row order.
+    pub fn units(&self) -> Vec<Unit> {
+        let mut out = Vec::new();
+        for (k, s) in self.sources.iter().enumerate() {
+            for (index, u) in s.units().into_iter().enumerate() {
+                out.push(Unit {
+                    source: k,
+                    index,
+                    base_row: self.starts[k] + u.first_row,
+                });
+            }
+        }
+        out
+    }
+
+    /// `(source, local row)` of a global row.
+    pub fn locate(&self, row: u64) -> Result<(usize, u64)> {
+        if row >= self.len() {
+            return Err(Error::Usage(format!(
+                "row {row} is out of range (the corpus has {} samples)",
+                self.len()
+            )));
+        }
+        let k = self.starts.partition_point(|&s| s <= row) - 1;
+        Ok((k, row - self.starts[k]))
+    }
+
+    /// The category of source `k`'s rows that carry none themselves.
+    pub fn default_category(&self, k: usize) -> &str {
+        self.inputs[k]
+            .hive_category
+            .as_deref()
+            .unwrap_or(DEFAULT_CATEGORY)
+    }
+
+    /// Global rows `[start, end)` as owned samples, reading only the rows' row groups / ranges.
+    pub fn samples(&self, start: u64, end: u64) -> Result<Vec<SampleData>> {
+        let mut out = Vec::with_capacity(end.saturating_sub(start) as usize);
+        let mut row = start;
+        while row < end {
+            let (k, local) = self.locate(row)?;
+            let stop = end.min(self.starts[k + 1]);
+            let local_end = local + (stop - row);
+            let default = self.default_category(k).to_string();
+            let mut next_local = local;
+            self.sources[k].read_rows(local, local_end, &mut |b: &Batch<'_>| {
+                for i in 0..b.rows() {
+                    out.push(owned(
+                        b,
+                        i,
+                        k,
+                        self.starts[k] + next_local,
+                        next_local,
+                        &default,
+                    ));
+                    next_local += 1;
+                }
+                Ok(())
+            })?;
+            if next_local != local_end {
+                return Err(Error::invalid(
+                    self.sources[k].path(),
+                    format!(
+                        "rows {local}..{local_end} were asked for but {} were read",
+                        next_local - local
+                    ),
+                ));
+            }
+            row = stop;
+        }
+        Ok(out)
+    }
+
+    /// One sample by global row.
+    pub fn sample(&self, row: u64) -> Result<SampleData> {
+        Ok(self.samples(row, row + 1)?.pop().expect("one row was read"))
+    }
+
+    /// Global row of the first sample with `sample_id` (reads only the id columns).
+    pub fn find(&self, sample_id: &str) -> Result<Option<u64>> {
+        for (k, s) in self.sources.iter().enumerate() {
+            if let Some(ids) = s.sample_ids()? {
+                if let Some(i) = ids.iter().position(|v| v.as_deref() == Some(sample_id)) {
+                    return Ok(Some(self.starts[k] + i as u64));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Every sample's id (None where a sample has none), in global row order.
+    pub fn sample_ids(&self) -> Result<Vec<Option<String>>> {
+        let mut out = Vec::with_capacity(self.len() as usize);
+        for s in &self.sources {
+            match s.sample_ids()? {
+                Some(ids) => out.extend(ids),
+                None => out.extend(std::iter::repeat_n(None, s.rows() as usize)),
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn source_path(&self, k: usize) -> &Path {
+        self.sources[k].path()
+    }
+}
+
+/// A stored token id as i64, the type `show` and `align` see (an id beyond i64 wraps negative, which is out
+/// of vocabulary either way).
+trait Wide: Copy {
+    fn wide(self) -> i64;
+}
+
+macro_rules! wide {
+    ($($t:ty),*) => { $( impl Wide for $t { fn wide(self) -> i64 { self as i64 } } )* };
+}
+wide!(u16, u32, i32, u64);
+
+impl Wide for i64 {
+    fn wide(self) -> i64 {
+        self
+    }
+}
+
+fn owned(
+    b: &Batch<'_>,
+    i: usize,
+    source: usize,
+    row: u64,
+    local: u64,
+    default: &str,
+) -> SampleData {
+    let null = b.null_rows.is_some_and(|n| n[i]);
+    let mut ids: Vec<i64> = Vec::new();
+    let mut prompt_len = None;
+    if let Some(p) = b.prompt {
+        let before = ids.len();
+        if !null {
+            with_tokens!(p.values, v => ids.extend(v[p.offsets.range(i)].iter().map(|&t| t.wide())));
+        }
+        prompt_len = Some(ids.len() - before);
+    }
+    if !null {
+        with_tokens!(b.ids.values, v => ids.extend(v[b.ids.offsets.range(i)].iter().map(|&t| t.wide())));
+    }
+    let mask = b.mask.map(|m| m.values.row(m.offsets.range(i)).to_u8());
+    SampleData {
+        row,
+        local_row: local,
+        source,
+        ids,
+        prompt_len,
+        mask,
+        sample_id: b.sample_ids.and_then(|s| s[i].clone()),
+        category: b
+            .categories
+            .and_then(|c| c[i].clone())
+            .unwrap_or_else(|| default.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::File;
+    use std::sync::Arc;
+
+    use arrow_array::{Array, ArrayRef, Int32Array, ListArray, RecordBatch, StringArray};
+    use arrow_buffer::OffsetBuffer;
+    use arrow_schema::Field;
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn write(path: &Path, rows: &[(Vec<i32>, String)], rg_rows: usize) {
+        let lens = rows.iter().map(|r| r.0.len());
+        let values = Int32Array::from(rows.iter().flat_map(|r| r.0.clone()).collect::<Vec<_>>());
+        let ids = ListArray::new(
+            Arc::new(Field::new("item", values.data_type().clone(), true)),
+            OffsetBuffer::from_lengths(lens),
+            Arc::new(values),
+            None,
+        );
+        let sid = StringArray::from(rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>());
+        let batch = RecordBatch::try_from_iter([
+            ("tokens", Arc::new(ids) as ArrayRef),
+            ("uid", Arc::new(sid) as ArrayRef),
+        ])
+        .unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(rg_rows))
+            .build();
+        let mut w =
+            ArrowWriter::try_new(File::create(path).unwrap(), batch.schema(), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+    }
+
+    fn renamed() -> ColumnNames {
+        ColumnNames {
+            input_ids: Some("tokens".into()),
+            sample_id: Some("uid".into()),
+            ..ColumnNames::default()
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// Any range of global rows reads back exactly what was written, across row groups and files, with
+        /// renamed columns; `find` returns the global row of an id.
+        #[test]
+        fn ranges_and_ids_read_back(
+            a in prop::collection::vec(prop::collection::vec(0i32..1000, 0..20), 1..40),
+            b in prop::collection::vec(prop::collection::vec(0i32..1000, 0..20), 1..40),
+            rg in 1usize..9,
+            picks in prop::collection::vec((0usize..80, 0usize..6), 1..6),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let rows_a: Vec<_> = a.into_iter().enumerate().map(|(i, v)| (v, format!("a{i}"))).collect();
+            let rows_b: Vec<_> = b.into_iter().enumerate().map(|(i, v)| (v, format!("b{i}"))).collect();
+            write(&dir.path().join("1.parquet"), &rows_a, rg);
+            write(&dir.path().join("2.parquet"), &rows_b, rg + 1);
+            let all: Vec<_> = rows_a.iter().chain(&rows_b).cloned().collect();
+            let corpus = Corpus::open(&[dir.path().display().to_string()], &renamed()).unwrap();
+            prop_assert_eq!(corpus.len(), all.len() as u64);
+            for (start, n) in picks {
+                let start = start % all.len();
+                let end = (start + n).min(all.len());
+                let got = corpus.samples(start as u64, end as u64).unwrap();
+                prop_assert_eq!(got.len(), end - start);
+                for (k, s) in got.iter().enumerate() {
+                    let (ids, sid) = &all[start + k];
+                    prop_assert_eq!(s.row, (start + k) as u64);
+                    prop_assert_eq!(&s.ids, &ids.iter().map(|&t| t.wide()).collect::<Vec<_>>());
+                    prop_assert_eq!(s.sample_id.as_deref(), Some(sid.as_str()));
+                    prop_assert_eq!(corpus.find(sid).unwrap(), Some((start + k) as u64));
+                }
+            }
+            prop_assert_eq!(corpus.find("nope").unwrap(), None);
+            prop_assert!(corpus.sample(all.len() as u64).is_err());
+        }
+    }
+}

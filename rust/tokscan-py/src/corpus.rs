@@ -1,0 +1,105 @@
+//! `tokscan._core.Corpus`: the core's corpus access for Python. `show`, `align`, `clean`, `--decode` and the
+//! HTML excerpts read samples only through it, so every format is read one way, with the scan's column
+//! overrides.
+
+use std::collections::HashMap;
+
+use numpy::IntoPyArray;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use tokscan_core::{Corpus, SampleData};
+
+use crate::{detached, parse_columns, to_py};
+
+/// The inputs of `paths` in scan order, opened and validated; samples by global row or by id.
+#[pyclass(frozen, name = "Corpus", module = "tokscan._core")]
+pub struct PyCorpus {
+    inner: Corpus,
+}
+
+fn to_dict<'py>(py: Python<'py>, corpus: &Corpus, s: SampleData) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("row", s.row)?;
+    d.set_item("local_row", s.local_row)?;
+    d.set_item("source", corpus.source_path(s.source).display().to_string())?;
+    d.set_item("sample_id", s.sample_id)?;
+    d.set_item("category", s.category)?;
+    d.set_item("prompt_len", s.prompt_len)?;
+    d.set_item("ids", s.ids.into_pyarray(py))?;
+    match s.mask {
+        Some(m) => d.set_item("mask", m.into_pyarray(py))?,
+        None => d.set_item("mask", py.None())?,
+    }
+    Ok(d)
+}
+
+#[pymethods]
+impl PyCorpus {
+    #[new]
+    #[pyo3(signature = (paths, columns=None))]
+    fn new(
+        py: Python<'_>,
+        paths: Vec<String>,
+        columns: Option<HashMap<String, String>>,
+    ) -> PyResult<Self> {
+        let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
+        let inner = detached(py, move || Corpus::open(&paths, &columns))?;
+        Ok(PyCorpus { inner })
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len() as usize
+    }
+
+    /// `(path, format, layout, rows, first_row, hive_category)` per input, in scan order.
+    #[getter]
+    #[allow(clippy::type_complexity)]
+    fn inputs(&self) -> Vec<(String, String, String, u64, u64, Option<String>)> {
+        self.inner
+            .sources
+            .iter()
+            .zip(&self.inner.inputs)
+            .enumerate()
+            .map(|(k, (s, i))| {
+                (
+                    s.path().display().to_string(),
+                    s.format().name().to_string(),
+                    s.layout(),
+                    s.rows(),
+                    self.inner.starts[k],
+                    i.hive_category.clone(),
+                )
+            })
+            .collect()
+    }
+
+    /// One sample by global row: `row`, `local_row`, `source`, `sample_id`, `category`, `prompt_len` (when
+    /// the prompt is stored apart), `ids` (int64 array, prompt + completion), `mask` (uint8 array or None).
+    fn sample<'py>(&self, py: Python<'py>, row: u64) -> PyResult<Bound<'py, PyDict>> {
+        let s = detached(py, || self.inner.sample(row))?;
+        to_dict(py, &self.inner, s)
+    }
+
+    /// Global rows `[start, end)` as a list of the dicts `sample` returns, read in one pass.
+    fn samples<'py>(
+        &self,
+        py: Python<'py>,
+        start: u64,
+        end: u64,
+    ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let all = detached(py, || self.inner.samples(start, end.min(self.inner.len())))?;
+        all.into_iter()
+            .map(|s| to_dict(py, &self.inner, s))
+            .collect()
+    }
+
+    /// Global row of the first sample with this id, or None (reads only the id columns).
+    fn find(&self, py: Python<'_>, sample_id: &str) -> PyResult<Option<u64>> {
+        detached(py, || self.inner.find(sample_id))
+    }
+
+    /// Every sample's id (None where it has none), in row order.
+    fn sample_ids(&self, py: Python<'_>) -> PyResult<Vec<Option<String>>> {
+        detached(py, || self.inner.sample_ids())
+    }
+}
