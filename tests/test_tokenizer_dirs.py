@@ -300,12 +300,6 @@ def test_align_with_a_remote_code_tokenizer(tmp_path, qwen_dir, reference):
     assert json.loads(proc.stdout)["aligned"] == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="api.load_profile resolves profile strings in Rust from tokenizer.json / added_tokens_decoder only, so "
-    "a tiktoken directory (no tokenizer.json) lacks ordinary tokens like 'system': ProfileError. Fix: resolve "
-    "through tokscan.tokenizer.profile_vocabulary(dir, trust_remote_code) in api.load_profile",
-)
 def test_show_decodes_with_a_remote_code_tokenizer(tmp_path, qwen_dir, reference):
     text = (
         "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi?<|im_end|>\n<|im_start|>assistant\nYo.<|im_end|>"

@@ -13,11 +13,22 @@ from .report import Report
 ProgressCallback = Callable[[dict[str, int]], None]
 
 
-def load_profile(profile: str | os.PathLike[str] = "kimi-k2", tokenizer: str | os.PathLike[str] | None = None):
+def load_profile(
+    profile: str | os.PathLike[str] = "kimi-k2",
+    tokenizer: str | os.PathLike[str] | None = None,
+    trust_remote_code: bool = False,
+):
     """A built-in profile by name (`kimi-k2`, `deepseek`, `qwen3`) or a TOML profile file; with `tokenizer`
-    (a directory holding tokenizer.json / tokenizer_config.json) its token strings resolve through it, and
+    (a tokenizer directory as downloaded, or a tokenizer.json) its token strings resolve through it — a
+    directory whose tokenizer class ships as code (Kimi's tiktoken tokenizer) needs `trust_remote_code` — and
     when it has a tokenizer.json the scan also looks for special tokens spelled as text (`spelled_special`)."""
-    prof = _core.Profile.load(str(profile), None if tokenizer is None else str(tokenizer))
+    if tokenizer is None:
+        prof = _core.Profile.load(str(profile), None)
+    else:
+        from .tokenizer import profile_vocabulary
+
+        with profile_vocabulary(tokenizer, trust_remote_code) as vocab:
+            prof = _core.Profile.load(str(profile), vocab)
     if tokenizer is not None:
         patterns = spelled_pieces(Path(tokenizer), [name for name, _id in prof.special_tokens])
         if patterns:
@@ -52,6 +63,7 @@ def scan(
     columns: Mapping[str, str] | None = None,
     threads: int = 0,
     severities: Mapping[str, str] | None = None,
+    trust_remote_code: bool = False,
     progress: ProgressCallback | None = None,
     poll_interval: float = 0.1,
 ) -> Report:
@@ -65,7 +77,7 @@ def scan(
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     path_list = [os.fspath(p) for p in paths]
-    prof = profile if isinstance(profile, _core.Profile) else load_profile(profile, tokenizer)
+    prof = profile if isinstance(profile, _core.Profile) else load_profile(profile, tokenizer, trust_remote_code)
     job = _core.Scan(path_list, prof, dict(columns or {}), threads, dict(severities or {}))
     if progress is None:
         return Report.from_json(job.run())
