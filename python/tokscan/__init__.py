@@ -15,9 +15,7 @@ from .errors import (
     TokscanError,
     UsageError,
 )
-from .hf import hf_annotate, hf_filter
 from .report import Report
-from .validate import CheckResult, Validator
 
 __version__ = _core.__version__
 
@@ -27,6 +25,25 @@ CODES: dict[str, int] = {name: bit for name, bit, _sev, _desc in _core.codes()}
 CODE_INFO: dict[str, tuple[str, str]] = {name: (sev, desc) for name, _bit, sev, desc in _core.codes()}
 #: Names of the built-in profiles.
 PROFILES: list[str] = list(_core.builtin_profiles())
+
+#: Loaded on first use: they pull in numpy, which `tokscan scan` does not need (start-up time of the CLI).
+_LAZY = {
+    "CheckResult": ".validate",
+    "Validator": ".validate",
+    "hf_annotate": ".hf",
+    "hf_filter": ".hf",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tokscan' has no attribute {name!r}")
+
 
 __all__ = [
     "CODES",

@@ -1,5 +1,6 @@
 """Type stubs of the compiled core (`tokscan._core`)."""
 
+import os
 from typing import Any, final
 
 import numpy as np
@@ -15,7 +16,9 @@ __all__ = [
     "check_one",
     "codes",
     "discover_inputs",
+    "pretty_json",
     "profile_aliases",
+    "write_json",
 ]
 __version__: str
 
@@ -81,6 +84,8 @@ class Validator:
 def codes() -> list[tuple[str, int, str, str]]: ...
 def builtin_profiles() -> list[str]: ...
 def profile_aliases() -> list[tuple[str, str]]: ...
+def pretty_json(text: str) -> str: ...
+def write_json(path: str | os.PathLike[str], text: str) -> None: ...
 def check_one(
     profile: Profile, ids: list[int], prompt_len: int | None = None, mask: list[int] | None = None
 ) -> dict: ...

@@ -148,7 +148,10 @@ def execute(a: ScanArgs) -> int:
         )
     drifts = compare(base, report, cfg.drift) if base is not None else None
     if a.json_out is not None:
-        write_output(a.json_out, report.to_json())
+        if stdout_taken(a.json_out):
+            write_output(a.json_out, report.to_json())
+        else:
+            report.write_json(a.json_out)
     elif a.fmt is OutputFormat.json:
         write_output(Path("-"), report.to_json())
     if a.junit_out is not None or a.fmt is OutputFormat.github:

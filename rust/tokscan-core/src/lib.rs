@@ -9,6 +9,7 @@ pub mod anomaly;
 pub mod check;
 pub mod corpus;
 pub mod error;
+pub mod json;
 pub mod profile;
 pub mod repetition;
 pub mod report;

@@ -372,6 +372,18 @@ fn codes() -> Vec<(&'static str, u32, &'static str, &'static str)> {
         .collect()
 }
 
+/// `text` (a JSON document) re-indented by two spaces, key order kept.
+#[pyfunction]
+fn pretty_json(py: Python<'_>, text: &str) -> PyResult<String> {
+    detached(py, || tokscan_core::json::pretty(text))
+}
+
+/// Writes the JSON document `text` to `path`, pretty-printed (the report's `--json` file).
+#[pyfunction]
+fn write_json(py: Python<'_>, path: std::path::PathBuf, text: &str) -> PyResult<()> {
+    detached(py, || tokscan_core::json::write_pretty(&path, text))
+}
+
 /// Names of the built-in profiles.
 #[pyfunction]
 fn builtin_profiles() -> Vec<&'static str> {
@@ -405,6 +417,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codes, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_profiles, m)?)?;
     m.add_function(wrap_pyfunction!(profile_aliases, m)?)?;
+    m.add_function(wrap_pyfunction!(pretty_json, m)?)?;
+    m.add_function(wrap_pyfunction!(write_json, m)?)?;
     m.add_function(wrap_pyfunction!(check_one, m)?)?;
     m.add_function(wrap_pyfunction!(discover_inputs, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
