@@ -56,7 +56,14 @@ mod tests {
     /// equals the one written.
     #[test]
     fn floats_round_trip_exactly() {
-        for x in [56.650000000000006f64, 0.1, 1.0 / 3.0, 1e-300, 123456.789e10, 2.2250738585072014e-308] {
+        for x in [
+            56.650000000000006f64,
+            0.1,
+            1.0 / 3.0,
+            1e-300,
+            123456.789e10,
+            2.2250738585072014e-308,
+        ] {
             let text = serde_json::to_string(&x).unwrap();
             let back: f64 = serde_json::from_str(&pretty(&text).unwrap()).unwrap();
             assert_eq!(back.to_bits(), x.to_bits(), "{x}");
