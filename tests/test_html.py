@@ -18,7 +18,6 @@ import pytest
 import tokscan
 from tokscan import demo, forensics
 from tokscan.api import default_tokenizer_dir
-from tokscan.config import Rule
 from tokscan.html import render, select_rows
 
 from conftest import run_cli
@@ -319,7 +318,7 @@ def test_decoded_excerpts_highlight_the_flagged_token(cli_run, page):
 def test_policy_decides_the_verdict_and_says_so(cli_run):
     _path, report = cli_run
     errors = [c for c, a in report.anomalies.items() if a["count"] and a["severity"] == "error"]
-    policy = {c: Rule(max_count=5) for c in errors[1:]} | {errors[0]: Rule(ignore=True)}
+    policy: dict[str, str | int] = {c: 5 for c in errors[1:]} | {errors[0]: "ignore"}
     page = Page(render(report, "error", policy))
     assert "class='verdict pass'" in render(report, "error", policy)
     status = {r["attrs"]["data-code"]: r["cells"][4] for r in page.rows["anomalies-table"]}

@@ -63,6 +63,8 @@ def scan(
     columns: Mapping[str, str] | None = None,
     threads: int = 0,
     severities: Mapping[str, str] | None = None,
+    policy: Mapping[str, str | int] | None = None,
+    fail_on: str = "error",
     trust_remote_code: bool = False,
     progress: ProgressCallback | None = None,
     poll_interval: float = 0.1,
@@ -70,15 +72,17 @@ def scan(
     """Scans Parquet files / directories / globs and NumPy corpus directories.
 
     `columns` maps roles (`input_ids`, `prompt_ids`, `output_ids`, `loss_mask`, `sample_id`, `category`) to
-    column names. `threads=0` uses every core. `severities` overrides a code's severity. `progress` is called
-    from the calling thread with the live counters while the scan runs (the GIL is released meanwhile), and a
-    KeyboardInterrupt cancels the scan cleanly.
+    column names. `threads=0` uses every core. `policy` is the `[policy]` table (code -> severity, "ignore", a
+    tolerated count or a rate like "0.5%") and `fail_on` the level that fails the run: the report's
+    `anomalies[code].status` and `verdict` follow them. `severities` (code -> severity) is a shorthand.
+    `progress` is called from the calling thread with the live counters while the scan runs (the GIL is
+    released meanwhile); Ctrl-C cancels the scan cleanly, with or without it.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     path_list = [os.fspath(p) for p in paths]
     prof = profile if isinstance(profile, _core.Profile) else load_profile(profile, tokenizer, trust_remote_code)
-    job = _core.Scan(path_list, prof, dict(columns or {}), threads, dict(severities or {}))
+    job = _core.Scan(path_list, prof, dict(columns or {}), threads, dict(severities or {}), dict(policy or {}), fail_on)
     if progress is None:
         return Report.from_json(job.run())
 

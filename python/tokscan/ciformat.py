@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 
-from .config import Rule
+from .config import PolicyValue
 from .drift import Drift
 from .report import Report
 
@@ -17,7 +17,7 @@ def _anomaly_line(report: Report, code: str) -> str:
     return f"{a['count']} sample(s) ({share:.2f}%) flagged {code}: {a['description']}" + (f"; e.g. {ex}" if ex else "")
 
 
-def junit(report: Report, fail_on: str, policy: Mapping[str, Rule], drifts: list[Drift] | None = None) -> str:
+def junit(report: Report, fail_on: str, policy: Mapping[str, PolicyValue], drifts: list[Drift] | None = None) -> str:
     """One test case per anomaly code and per drift check; failures carry counts and example sample ids."""
     failing = report.failures(fail_on, policy)
     suites = ET.Element("testsuites", name="tokscan")
@@ -69,7 +69,7 @@ def _command(level: str, message: str, **props: str) -> str:
     return f"::{level} {params}::{_escape(message)}"
 
 
-def github(report: Report, fail_on: str, policy: Mapping[str, Rule], drifts: list[Drift] | None = None) -> str:
+def github(report: Report, fail_on: str, policy: Mapping[str, PolicyValue], drifts: list[Drift] | None = None) -> str:
     """Workflow-command annotations: `::error` for failing codes and drift, `::warning`/`::notice` otherwise."""
     failing = report.failures(fail_on, policy)
     lines = []

@@ -19,7 +19,7 @@ from .errors import ReportError, UsageError
 from .report import Report
 
 if TYPE_CHECKING:
-    from .config import Rule
+    from .config import PolicyValue
 
 MANIFEST = "tokscan-clean.json"
 NUMPY_ARRAYS = ("tokens.npy", "offsets.npy", "loss_mask.npy")
@@ -29,10 +29,11 @@ def selected(
     report: Report,
     fail_on: str = "error",
     codes: Iterable[str] = (),
-    policy: Mapping[str, Rule] | None = None,
+    policy: Mapping[str, PolicyValue] | None = None,
 ) -> list[dict[str, Any]]:
-    """The flagged samples to drop: those with any of `codes` when given, else those with a code at or above
-    `fail_on` (after the report's severities; codes the policy ignores are kept)."""
+    """The flagged samples to drop: those with any of `codes` when given, else those with a code that fails
+    the run under `fail_on` and `policy` (the core's decision: ignored, tolerated and below-`fail_on` codes
+    are kept, exactly as the exit code treats them)."""
     codes = list(codes)
     unknown = [c for c in codes if c not in report.anomalies]
     if unknown:
@@ -40,10 +41,7 @@ def selected(
     if codes:
         want = set(codes)
     else:
-        # The codes `--fail-on` fails on, without the policy's count tolerances (a tolerated code still marks
-        # its samples bad) but without the codes the policy ignores.
-        ignored = {c for c, rule in (policy or {}).items() if rule.ignore}
-        want = set(report.failures(fail_on)) - ignored
+        want = set(report.failures(fail_on, policy))
     return [f for f in report.flagged if want.intersection(f["codes"])]
 
 
@@ -94,7 +92,7 @@ def clean(
     *,
     fail_on: str = "error",
     codes: Iterable[str] = (),
-    policy: Mapping[str, Rule] | None = None,
+    policy: Mapping[str, PolicyValue] | None = None,
     columns: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Writes the corpus of `paths` without the selected samples under `out`; returns the manifest."""

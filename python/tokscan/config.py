@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
-from .report import FAIL_ON, SEVERITY_RANK
+from .report import FAIL_ON
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,23 +47,9 @@ COLUMN_ROLES = ("input_ids", "prompt_ids", "output_ids", "loss_mask", "sample_id
 TOP_KEYS = {"profile", "tokenizer", "paths", "threads", "fail_on", "columns", "policy", "drift"}
 
 
-@dataclass(frozen=True)
-class Rule:
-    """What to do with one code's findings."""
-
-    severity: str | None = None  # override of the code's severity
-    ignore: bool = False
-    max_count: int | None = None  # tolerated number of samples
-    max_rate: float | None = None  # tolerated share of samples, in percent
-
-    def tolerates(self, count: int, n_samples: int) -> bool:
-        if self.ignore:
-            return True
-        if self.max_count is not None:
-            return count <= self.max_count
-        if self.max_rate is not None:
-            return 100.0 * count / max(1, n_samples) <= self.max_rate
-        return False
+#: One `[policy]` value as written: a severity ("error"), "ignore", a tolerated count (10) or rate ("0.5%").
+#: The core's policy engine parses and applies it; Python only carries it.
+PolicyValue = str | int
 
 
 @dataclass
@@ -75,36 +61,20 @@ class Config:
     threads: int | None = None
     fail_on: str | None = None
     columns: dict[str, str] = field(default_factory=dict)
-    policy: dict[str, Rule] = field(default_factory=dict)
+    policy: dict[str, PolicyValue] = field(default_factory=dict)
     drift: dict[str, float] = field(default_factory=dict)
 
-    def severities(self) -> dict[str, str]:
-        return {code: r.severity for code, r in self.policy.items() if r.severity}
 
+def check_policy(where: str, policy: dict[str, Any]) -> dict[str, PolicyValue]:
+    """The `[policy]` table, validated by the core's policy engine (the one place that knows what a value
+    means); a bad key or value is a UsageError naming the file and the key."""
+    from . import _core
 
-def parse_rule(where: str, code: str, value: Any) -> Rule:
-    key = f"{where}: policy.{code}"
-    if isinstance(value, bool):
-        raise UsageError(f"{key}: expected a severity, 'ignore', a count or a rate like '0.5%', got {value!r}")
-    if isinstance(value, int):
-        if value < 0:
-            raise UsageError(f"{key}: a tolerated count must be >= 0")
-        return Rule(max_count=value)
-    if isinstance(value, str):
-        v = value.strip()
-        if v == "ignore":
-            return Rule(ignore=True)
-        if v in SEVERITY_RANK:
-            return Rule(severity=v)
-        if v.endswith("%"):
-            try:
-                rate = float(v[:-1])
-            except ValueError:
-                rate = -1.0
-            if not 0 <= rate <= 100:
-                raise UsageError(f"{key}: bad rate {value!r} (expected e.g. '0.5%')")
-            return Rule(max_rate=rate)
-    raise UsageError(f"{key}: expected a severity, 'ignore', a count or a rate like '0.5%', got {value!r}")
+    try:
+        _core.policy_sample_mask(policy, "error")
+    except UsageError as e:
+        raise UsageError(f"{where}: {e}") from None
+    return dict(policy)
 
 
 def from_table(table: dict[str, Any], where: str, source: Path | None = None) -> Config:
@@ -139,10 +109,11 @@ def from_table(table: dict[str, Any], where: str, source: Path | None = None) ->
             raise UsageError(f"{where}: unknown key 'columns.{role}' (roles: {', '.join(COLUMN_ROLES)})")
         cfg.columns[role] = typed(f"columns.{role}", str, name)
     codes = _codes()
-    for code, value in typed("policy", dict, table.get("policy", {})).items():
+    policy = typed("policy", dict, table.get("policy", {}))
+    for code in policy:
         if code not in codes:
             raise UsageError(f"{where}: unknown key 'policy.{code}' (not an anomaly code)")
-        cfg.policy[code] = parse_rule(where, code, value)
+    cfg.policy = check_policy(where, policy)
     for key, value in typed("drift", dict, table.get("drift", {})).items():
         if key not in DEFAULT_THRESHOLDS:
             raise UsageError(f"{where}: unknown key 'drift.{key}' (known: {', '.join(DEFAULT_THRESHOLDS)})")

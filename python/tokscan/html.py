@@ -19,10 +19,10 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from .html_assets import CSS, JS
-from .report import FAIL_ON, SEVERITY_RANK, Report
+from .report import FAIL_ON, Report
 
 if TYPE_CHECKING:
-    from .config import Rule
+    from .config import PolicyValue
 
 #: Rows of the inline flagged-sample list; the full list is always in the JSON report.
 DEFAULT_MAX_ROWS = 5000
@@ -395,30 +395,30 @@ def _lengths(report: Report) -> str:
 
 
 def _status(
-    report: Report, code: str, fail_on: str, policy: Mapping[str, Rule] | None, failures: dict[str, int]
+    report: Report, code: str, fail_on: str, policy: Mapping[str, PolicyValue] | None, failures: dict[str, int]
 ) -> tuple[str, str]:
-    """(css class, words) of how a found code bears on the verdict."""
-    if code in failures:
+    """(css class, words) of how a found code bears on the verdict, as the core's policy engine decides it."""
+    status = report.statuses(fail_on, policy)[code]
+    if status == "fails":
         return "fails", "fails the run"
-    rule = (policy or {}).get(code)
-    if rule is not None and rule.ignore:
+    if status == "ignored":
         return "ignored", "ignored by policy"
-    a = report.anomalies[code]
-    if fail_on == "never":
-        return "below", "not checked (--fail-on never)"
-    if SEVERITY_RANK[a["severity"]] < SEVERITY_RANK[fail_on]:
+    if status == "below_fail_on":
+        if fail_on == "never":
+            return "below", "not checked (--fail-on never)"
         return "below", f"below --fail-on {fail_on}"
-    if rule is not None and rule.max_count is not None:
-        return "tolerated", f"tolerated: policy allows ≤ {rule.max_count:,}"
-    if rule is not None and rule.max_rate is not None:
-        return "tolerated", f"tolerated: policy allows ≤ {rule.max_rate:g}%"
+    value = (policy or {}).get(code)
+    if isinstance(value, int):
+        return "tolerated", f"tolerated: policy allows ≤ {value:,}"
+    if isinstance(value, str) and value.strip().endswith("%"):
+        return "tolerated", f"tolerated: policy allows ≤ {value.strip()}"
     return "tolerated", "tolerated by policy"
 
 
 def _anomalies(
     report: Report,
     fail_on: str,
-    policy: Mapping[str, Rule] | None,
+    policy: Mapping[str, PolicyValue] | None,
     failures: dict[str, int],
     shown: Counter[str],
     decoded: Mapping[str, Any],
@@ -727,7 +727,7 @@ def _decoded(report: Report, decoded: Mapping[str, list[dict[str, Any]]], listed
 def render(
     report: Report,
     fail_on: str = "error",
-    policy: Mapping[str, Rule] | None = None,
+    policy: Mapping[str, PolicyValue] | None = None,
     *,
     command: str | Sequence[str] | None = None,
     tokenizer: str | os.PathLike[str] | None = None,

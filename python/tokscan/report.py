@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import ReportError, UsageError
 
 if TYPE_CHECKING:
-    from .config import Rule
+    from .config import PolicyValue
 
 SCHEMA_VERSION = 1
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
@@ -100,26 +100,21 @@ class Report:
         self._code(code)
         return [f["row"] for f in self.flagged if code in f["codes"]]
 
-    def failures(self, fail_on: str = "error", policy: Mapping[str, Rule] | None = None) -> dict[str, int]:
-        """Codes at or above `fail_on` that were found (and not tolerated by `policy`), with their counts."""
-        if fail_on not in FAIL_ON:
-            raise ValueError(f"fail_on must be one of {', '.join(FAIL_ON)}")
-        if fail_on == "never":
-            return {}
-        floor = SEVERITY_RANK[fail_on]
-        policy = policy or {}
-        out = {}
-        for code, a in self.anomalies.items():
-            rule = policy.get(code)
-            if a["count"] == 0 or SEVERITY_RANK[a["severity"]] < floor:
-                continue
-            if rule is not None and rule.tolerates(a["count"], self.n_samples):
-                continue
-            out[code] = a["count"]
-        return out
+    def statuses(self, fail_on: str = "error", policy: Mapping[str, PolicyValue] | None = None) -> dict[str, str]:
+        """What `policy` (the `[policy]` table: code -> severity, 'ignore', a count or a rate like '0.5%') and
+        `fail_on` make of each code's findings: `clean`, `fails`, `below_fail_on`, `tolerated` or `ignored`.
+        Decided by the core's policy engine, the same that set the report's own `status` fields."""
+        from . import _core
 
-    def exit_code(self, fail_on: str = "error", policy: Mapping[str, Rule] | None = None) -> int:
-        """0 when nothing at or above `fail_on` was found (beyond what `policy` tolerates), else 1."""
+        counts = {code: int(a["count"]) for code, a in self.anomalies.items()}
+        return _core.policy_statuses(counts, self.n_samples, dict(policy or {}), fail_on)
+
+    def failures(self, fail_on: str = "error", policy: Mapping[str, PolicyValue] | None = None) -> dict[str, int]:
+        """Codes whose findings fail the run under `fail_on` and `policy`, with their counts."""
+        return {c: self.count(c) for c, s in self.statuses(fail_on, policy).items() if s == "fails"}
+
+    def exit_code(self, fail_on: str = "error", policy: Mapping[str, PolicyValue] | None = None) -> int:
+        """0 when nothing fails the run under `fail_on` and `policy`, else 1."""
         return 1 if self.failures(fail_on, policy) else 0
 
     def examples(self, code: str, limit: int = 3) -> list[str]:
@@ -153,7 +148,7 @@ class Report:
 
         _core.write_json(Path(path), self._compact())
 
-    def to_html(self, fail_on: str = "error", policy: Mapping[str, Rule] | None = None, **run_info: Any) -> str:
+    def to_html(self, fail_on: str = "error", policy: Mapping[str, PolicyValue] | None = None, **run_info: Any) -> str:
         """The self-contained HTML report (see `tokscan.html.render` for `run_info`: command, tokenizer,
         started, seconds, max_rows)."""
         from .html import render
@@ -161,7 +156,7 @@ class Report:
         return render(self, fail_on, policy, **run_info)
 
     def write_html(
-        self, path: str | Path, fail_on: str = "error", policy: Mapping[str, Rule] | None = None, **run_info: Any
+        self, path: str | Path, fail_on: str = "error", policy: Mapping[str, PolicyValue] | None = None, **run_info: Any
     ) -> None:
         """Write the self-contained HTML report to `path` (what `tokscan scan --html` writes)."""
         Path(path).write_text(self.to_html(fail_on, policy, **run_info), encoding="utf-8")

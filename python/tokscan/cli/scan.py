@@ -134,7 +134,8 @@ def execute(a: ScanArgs) -> int:
         tokenizer=tok_dir,
         columns=columns,
         threads=a.threads if a.threads is not None else (cfg.threads or 0),
-        severities=cfg.severities(),
+        policy=cfg.policy,
+        fail_on=fail_level,
         trust_remote_code=a.trust_remote_code,
     )
     seconds = time.perf_counter() - t0

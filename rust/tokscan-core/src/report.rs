@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::anomaly::{codes_in, Code, Severity};
 use crate::check::NO_POS;
+use crate::policy::{Policy, Status};
 use crate::profile::Profile;
 use crate::stats::{percentile_f64, LengthStats};
 use crate::summary::{SampleRecord, Summary};
@@ -46,9 +47,21 @@ pub struct CategoryStats {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AnomalySummary {
+    /// After the policy's override.
     pub severity: Severity,
     pub count: u64,
     pub description: String,
+    /// What the policy made of the findings: `clean`, `fails`, `below_fail_on`, `tolerated`, `ignored`.
+    pub status: Status,
+}
+
+/// The run's outcome under the policy the scan was given.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Verdict {
+    pub fail_on: String,
+    pub passed: bool,
+    /// Codes that fail the run, with their counts.
+    pub failing: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -100,14 +113,15 @@ pub struct Report {
     pub overall: CategoryStats,
     pub categories: BTreeMap<String, CategoryStats>,
     pub anomalies: BTreeMap<String, AnomalySummary>,
+    pub verdict: Verdict,
     pub flagged: Vec<Flagged>,
 }
 
-/// Severity of each code, with overrides applied.
-pub fn severities(overrides: &HashMap<Code, Severity>) -> [Severity; crate::anomaly::N_CODES] {
+/// Severity of each code, with the policy's overrides applied.
+pub fn severities(policy: &Policy) -> [Severity; crate::anomaly::N_CODES] {
     let mut s = [Severity::Info; crate::anomaly::N_CODES];
     for c in Code::ALL {
-        s[c.index()] = overrides.get(c).copied().unwrap_or(c.default_severity());
+        s[c.index()] = policy.severity(*c);
     }
     s
 }
@@ -223,11 +237,11 @@ pub fn build_report(
     mut summary: Summary,
     profile: &Profile,
     inputs: Vec<InputInfo>,
-    overrides: &HashMap<Code, Severity>,
+    policy: &Policy,
 ) -> Report {
     summary.normalize();
     let first_seen = corpus_checks(&mut summary);
-    let sev = severities(overrides);
+    let sev = severities(policy);
     let n_slots = profile.specials.len();
     let mut total_counts = vec![0u64; n_slots];
     let mut categories = BTreeMap::new();
@@ -245,7 +259,7 @@ pub fn build_report(
     }
     let all: Vec<&SampleRecord> = summary.records.iter().collect();
     let overall = category_stats(&all, &total_counts, profile);
-    let anomalies = Code::ALL
+    let anomalies: BTreeMap<String, AnomalySummary> = Code::ALL
         .iter()
         .map(|c| {
             let count = overall.anomalies[c.as_str()];
@@ -253,10 +267,21 @@ pub fn build_report(
                 severity: sev[c.index()],
                 count,
                 description: c.description().to_string(),
+                status: policy.status(*c, count, overall.samples),
             };
             (c.as_str().to_string(), a)
         })
         .collect();
+    let failing: BTreeMap<String, u64> = anomalies
+        .iter()
+        .filter(|(_, a)| a.status == Status::Fails)
+        .map(|(c, a)| (c.clone(), a.count))
+        .collect();
+    let verdict = Verdict {
+        fail_on: policy.fail_on.as_str().to_string(),
+        passed: failing.is_empty(),
+        failing,
+    };
     let details = summary.detail_index();
     let flagged = summary
         .records
@@ -323,6 +348,7 @@ pub fn build_report(
         overall,
         categories,
         anomalies,
+        verdict,
         flagged,
     }
 }

@@ -2,15 +2,14 @@
 //! row groups, NumPy sample ranges, whatever each source chooses), check every unit on a rayon pool, merge
 //! the partial summaries in unit order and build the report.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
-use crate::anomaly::{Code, Severity};
 use crate::check::{check_sample, Scratch};
 use crate::corpus::{Corpus, Unit};
 use crate::error::{Error, Result};
+use crate::policy::Policy;
 use crate::profile::Profile;
 use crate::report::{build_report, InputInfo, Report};
 use crate::source::{with_tokens, Batch, ColumnNames, FromTokens};
@@ -22,8 +21,8 @@ pub struct ScanOptions {
     pub columns: ColumnNames,
     /// Worker threads; 0 means one per core.
     pub threads: usize,
-    /// Severity overrides per code.
-    pub severities: HashMap<Code, Severity>,
+    /// Severity overrides, ignores, tolerances and `fail_on`: the report's statuses and verdict.
+    pub policy: Policy,
 }
 
 /// Live counters a caller can poll from another thread, and the cancel switch.
@@ -67,7 +66,7 @@ pub fn scan(
             "no samples found in {list}: nothing to check"
         )));
     }
-    Ok(build_report(summary, profile, inputs, &opts.severities))
+    Ok(build_report(summary, profile, inputs, &opts.policy))
 }
 
 /// Scans `paths` into a merged (not yet finalized) summary plus the input descriptions.
