@@ -1,0 +1,245 @@
+//! Chat-format profiles: which ids open turns, end turns, open and close reasoning and tool calls, and the
+//! rule switches of a format. A profile is written in TOML with token *strings* (or plain ids); the strings
+//! resolve through the profile's own `[ids]` table, or through a tokenizer directory when one is given.
+
+//!
+//! `schema` is the TOML as written, `resolve` turns it into a `Profile`, `builtin` holds the compiled-in
+//! profiles, `tokenizer_files` reads a tokenizer directory, and `spelled` is the `spelled_special` automaton.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+mod builtin;
+mod resolve;
+mod schema;
+mod spelled;
+mod tokenizer_files;
+
+pub use builtin::{BUILTIN_PROFILES, PROFILE_ALIASES};
+pub use schema::{
+    ProfileSpec, RepetitionPolicy, Role, RoleNameSpec, RoleSpec, RulesSpec, TokenRef, ToolCallSpec,
+};
+pub use spelled::SpelledPatterns;
+pub use tokenizer_files::Vocabulary;
+
+/// Kind flags of a special token (one token can be several, e.g. EOS and end of turn).
+pub mod kind {
+    pub const BOS: u16 = 1;
+    pub const EOS: u16 = 1 << 1;
+    pub const PAD: u16 = 1 << 2;
+    pub const END_OF_TURN: u16 = 1 << 3;
+    pub const ROLE: u16 = 1 << 4;
+    pub const SEPARATOR: u16 = 1 << 5;
+    pub const THINK_START: u16 = 1 << 6;
+    pub const THINK_END: u16 = 1 << 7;
+    pub const SECTION_BEGIN: u16 = 1 << 8;
+    pub const SECTION_END: u16 = 1 << 9;
+    pub const CALL_BEGIN: u16 = 1 << 10;
+    pub const CALL_ARGUMENT: u16 = 1 << 11;
+    pub const CALL_END: u16 = 1 << 12;
+    /// Any token that ends a completion: end of turn or EOS.
+    pub const TERMINATOR: u16 = END_OF_TURN | EOS;
+    /// Tokens that must not appear inside a completion.
+    pub const STRAY: u16 = ROLE | SEPARATOR | BOS;
+    pub const TOOL: u16 = SECTION_BEGIN | SECTION_END | CALL_BEGIN | CALL_ARGUMENT | CALL_END;
+}
+
+/// One named special token: its counter slot is its index in `Profile::specials`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SpecialToken {
+    pub name: String,
+    pub id: u32,
+    pub kind: u16,
+    /// Index into `Profile::roles` for role-start tokens.
+    #[serde(skip)]
+    pub role_index: u8,
+}
+
+#[derive(Debug, Clone)]
+pub struct RoleToken {
+    pub id: u32,
+    pub fixed: Option<Role>,
+    pub names: Vec<(Role, Vec<u32>)>,
+    pub other: Role,
+}
+
+/// Ids below `low_end` or at/above `high_start` may be special; everything between is ordinary text and
+/// takes the fast path. `slots` maps those ids to `slot + 1` (0 = ordinary).
+#[derive(Debug, Clone)]
+struct SpecialTable {
+    low_end: u32,
+    high_start: u32,
+    low: Vec<u16>,
+    high: Vec<u16>,
+}
+
+/// Ids below this bound count as "low" specials (DeepSeek's BOS/EOS/PAD are 0, 1, 2).
+const LOW_SPECIAL_LIMIT: u32 = 1024;
+
+/// A resolved, ready-to-scan profile.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub description: String,
+    pub vocab_size: u32,
+    pub bos: Option<u32>,
+    pub eos: Option<u32>,
+    pub pad: Option<u32>,
+    pub think_start: Option<u32>,
+    pub think_end: Option<u32>,
+    pub header_suffix: Vec<u32>,
+    pub trailing_allowed: Vec<u32>,
+    pub rules: RulesSpec,
+    pub has_tool_section: bool,
+    pub roles: Vec<RoleToken>,
+    pub repetition: RepetitionPolicy,
+    pub specials: Vec<SpecialToken>,
+    table: SpecialTable,
+    /// Piece sequences of special-token strings spelled as ordinary text (`spelled_special`).
+    pub spelled: Option<SpelledPatterns>,
+}
+
+impl Profile {
+    /// Counter slot of `id` when it is a named special token. Out-of-vocabulary ids return `None` too.
+    #[inline(always)]
+    pub fn special_slot(&self, id: u32) -> Option<u16> {
+        let t = &self.table;
+        let v = if id < t.low_end {
+            t.low[id as usize]
+        } else if id >= t.high_start && id < self.vocab_size {
+            t.high[(id - t.high_start) as usize]
+        } else {
+            0
+        };
+        v.checked_sub(1)
+    }
+
+    /// True when `id` needs a look-up (maybe special or out of vocabulary); false for plain text ids.
+    #[inline(always)]
+    pub fn needs_lookup(&self, id: u32) -> bool {
+        id < self.table.low_end || id >= self.table.high_start
+    }
+
+    /// `(low_end, high_start)`: ids in `[low_end, high_start)` are plain text.
+    #[inline(always)]
+    pub fn lookup_bounds(&self) -> (u32, u32) {
+        (self.table.low_end, self.table.high_start)
+    }
+
+    pub fn slot_of(&self, id: u32) -> Option<usize> {
+        self.specials.iter().position(|s| s.id == id)
+    }
+
+    /// The profile as JSON for reports.
+    pub fn describe(&self) -> serde_json::Value {
+        serde_json::json!({
+            "name": self.name,
+            "description": self.description,
+            "vocab_size": self.vocab_size,
+            "rules": {
+                "system_required": self.rules.system_required,
+                "system_implicit": self.rules.system_implicit,
+                "think_prefilled": self.rules.think_prefilled,
+                "think_may_end_at_tool_call": self.rules.think_may_end_at_tool_call,
+            },
+            "repetition": self.repetition,
+            "special_tokens": self.specials.iter().map(|s| (s.name.clone(), s.id)).collect::<BTreeMap<_, _>>(),
+            "spelled_special": self.spelled.as_ref().map(|s| {
+                s.names.iter().cloned().zip(s.pieces.iter().cloned()).collect::<BTreeMap<_, _>>()
+            }),
+        })
+    }
+}
+
+impl SpecialTable {
+    fn build(specials: &[SpecialToken], vocab_size: u32) -> Self {
+        let low_end = specials
+            .iter()
+            .map(|s| s.id)
+            .filter(|&id| id < LOW_SPECIAL_LIMIT)
+            .max()
+            .map_or(0, |m| m + 1);
+        let high_start = specials
+            .iter()
+            .map(|s| s.id)
+            .filter(|&id| id >= LOW_SPECIAL_LIMIT)
+            .min()
+            .unwrap_or(vocab_size)
+            .min(vocab_size);
+        let mut low = vec![0u16; low_end as usize];
+        let mut high = vec![0u16; (vocab_size - high_start) as usize];
+        for (slot, s) in specials.iter().enumerate() {
+            let v = slot as u16 + 1;
+            if s.id < low_end {
+                low[s.id as usize] = v;
+            } else {
+                high[(s.id - high_start) as usize] = v;
+            }
+        }
+        SpecialTable {
+            low_end,
+            high_start,
+            low,
+            high,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_load_with_reference_ids() {
+        let k = Profile::load("kimi-k2", None).unwrap();
+        assert_eq!(k.vocab_size, 163840);
+        assert_eq!(k.think_end, Some(163607));
+        assert_eq!(k.pad, Some(163839));
+        assert_eq!(k.roles[0].names[0], (Role::System, vec![14062]));
+        assert!(!k.needs_lookup(14062));
+        assert!(k.special_slot(163586).is_some());
+        assert!(k.special_slot(163589).is_none());
+        let d = Profile::load("deepseek", None).unwrap();
+        assert_eq!((d.bos, d.eos, d.pad), (Some(0), Some(1), Some(2)));
+        assert!(d.needs_lookup(1));
+        let slot = d.special_slot(1).unwrap() as usize;
+        assert_eq!(
+            d.specials[slot].kind & kind::TERMINATOR,
+            kind::END_OF_TURN | kind::EOS
+        );
+        let q = Profile::load("qwen3", None).unwrap();
+        assert_eq!(q.think_start, Some(151667));
+        assert_eq!(q.header_suffix, vec![198]);
+    }
+
+    #[test]
+    fn unknown_profile_and_missing_tokens_are_errors() {
+        let e = Profile::load("llama9", None).unwrap_err().to_string();
+        assert!(e.contains("unknown profile"), "{e}");
+        let text =
+            include_str!("../../profiles/kimi-k2.toml").replace("\"<think>\" = 163606\n", "");
+        let spec = Profile::parse_spec(&text, "x").unwrap();
+        let e = Profile::from_spec(&spec, None).unwrap_err().to_string();
+        assert!(e.contains("\"<think>\""), "{e}");
+        let bad = Profile::parse_spec("name = 3", "bad.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(bad.contains("bad.toml"), "{bad}");
+    }
+
+    #[test]
+    fn vocabulary_resolves_strings() {
+        let mut v = Vocabulary::default();
+        for (s, id) in include_str!("../../profiles/deepseek.toml")
+            .lines()
+            .filter_map(|l| l.split_once(" = ").filter(|(k, _)| k.starts_with('"')))
+            .map(|(k, v)| (k.trim_matches('"').to_string(), v.parse::<u32>().unwrap()))
+        {
+            v.ids.insert(s, id + 1);
+        }
+        v.size = 129281;
+        let d = Profile::load("deepseek", Some(&v)).unwrap();
+        assert_eq!(d.think_start, Some(128822));
+    }
+}

@@ -1,0 +1,287 @@
+//! Token resolution: a `ProfileSpec`'s token strings resolved (through its `[ids]` table or a tokenizer's
+//! vocabulary) into a ready-to-scan `Profile`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::builtin::{builtin_toml, BUILTIN_PROFILES, PROFILE_ALIASES};
+use super::{
+    kind, Profile, ProfileSpec, Role, RoleToken, SpecialTable, SpecialToken, TokenRef, Vocabulary,
+};
+use crate::error::{Error, Result};
+
+struct Resolver<'a> {
+    profile: &'a str,
+    defaults: &'a BTreeMap<String, u32>,
+    vocab: Option<&'a Vocabulary>,
+}
+
+impl Resolver<'_> {
+    fn id(&self, r: &TokenRef, field: &str) -> Result<u32> {
+        match r {
+            TokenRef::Id(id) => Ok(*id),
+            TokenRef::Str(s) => {
+                let found = match self.vocab {
+                    Some(v) => v.ids.get(s),
+                    None => self.defaults.get(s),
+                };
+                found.copied().ok_or_else(|| {
+                    let whence = if self.vocab.is_some() {
+                        "the tokenizer"
+                    } else {
+                        "the profile's [ids] table"
+                    };
+                    Error::profile(
+                        self.profile,
+                        format!("{field}: token {s:?} is not in {whence}"),
+                    )
+                })
+            }
+        }
+    }
+
+    fn opt(&self, r: &Option<TokenRef>, field: &str) -> Result<Option<u32>> {
+        r.as_ref().map(|r| self.id(r, field)).transpose()
+    }
+
+    fn name(&self, r: &TokenRef) -> String {
+        match r {
+            TokenRef::Str(s) => s.clone(),
+            TokenRef::Id(id) => self
+                .defaults
+                .iter()
+                .find(|(_, v)| **v == *id)
+                .map_or_else(|| format!("<id {id}>"), |(k, _)| k.clone()),
+        }
+    }
+}
+
+impl Profile {
+    /// A built-in profile by name, a path to a TOML profile file, optionally resolved through a tokenizer.
+    pub fn load(name_or_path: &str, vocab: Option<&Vocabulary>) -> Result<Profile> {
+        let spec = if let Some(text) = builtin_toml(name_or_path) {
+            Self::parse_spec(text, name_or_path)?
+        } else {
+            let path = Path::new(name_or_path);
+            if path.is_file() {
+                let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+                Self::parse_spec(&text, name_or_path)?
+            } else if path.exists() {
+                return Err(Error::profile(name_or_path, "not a file".to_string()));
+            } else if name_or_path.contains(['/', '\\']) || name_or_path.ends_with(".toml") {
+                return Err(Error::profile(
+                    name_or_path,
+                    "no such profile file".to_string(),
+                ));
+            } else {
+                return Err(Error::profile(
+                    name_or_path,
+                    format!(
+                        "unknown profile (built in: {}; aliases: {}; or give a TOML file)",
+                        BUILTIN_PROFILES.join(", "),
+                        PROFILE_ALIASES
+                            .iter()
+                            .map(|(a, p)| format!("{a} = {p}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+        };
+        Self::from_spec(&spec, vocab)
+    }
+
+    pub fn parse_spec(text: &str, origin: &str) -> Result<ProfileSpec> {
+        toml::from_str(text).map_err(|e| {
+            let msg = e.message().replace('\n', " ");
+            Error::profile(origin, format!("invalid TOML profile: {msg}"))
+        })
+    }
+
+    pub fn from_spec(spec: &ProfileSpec, vocab: Option<&Vocabulary>) -> Result<Profile> {
+        let r = Resolver {
+            profile: &spec.name,
+            defaults: &spec.ids,
+            vocab,
+        };
+        let name = spec.name.as_str();
+        if spec.end_of_turn.is_empty() {
+            return Err(Error::profile(
+                name,
+                "end_of_turn: at least one token is required",
+            ));
+        }
+        if spec.roles.is_empty() {
+            return Err(Error::profile(
+                name,
+                "roles: at least one role token is required",
+            ));
+        }
+        let vocab_size = match vocab {
+            Some(v) if v.size > spec.vocab_size => v.size,
+            _ => spec.vocab_size,
+        };
+        let mut specials: Vec<SpecialToken> = Vec::new();
+        let add =
+            |specials: &mut Vec<SpecialToken>, name: String, id: u32, kind: u16, role_index: u8| {
+                if let Some(s) = specials.iter_mut().find(|s| s.id == id) {
+                    s.kind |= kind;
+                    if kind & kind::ROLE != 0 {
+                        s.role_index = role_index;
+                    }
+                } else {
+                    specials.push(SpecialToken {
+                        name,
+                        id,
+                        kind,
+                        role_index,
+                    });
+                }
+            };
+        let single = [
+            (&spec.bos, "bos", kind::BOS),
+            (&spec.eos, "eos", kind::EOS),
+            (&spec.pad, "pad", kind::PAD),
+            (&spec.separator, "separator", kind::SEPARATOR),
+            (&spec.think_start, "think_start", kind::THINK_START),
+            (&spec.think_end, "think_end", kind::THINK_END),
+            (
+                &spec.tool_call.section_begin,
+                "tool_call.section_begin",
+                kind::SECTION_BEGIN,
+            ),
+            (
+                &spec.tool_call.section_end,
+                "tool_call.section_end",
+                kind::SECTION_END,
+            ),
+            (
+                &spec.tool_call.call_begin,
+                "tool_call.call_begin",
+                kind::CALL_BEGIN,
+            ),
+            (
+                &spec.tool_call.call_argument,
+                "tool_call.call_argument",
+                kind::CALL_ARGUMENT,
+            ),
+            (
+                &spec.tool_call.call_end,
+                "tool_call.call_end",
+                kind::CALL_END,
+            ),
+        ];
+        for (tok, field, k) in single {
+            if let Some(t) = tok {
+                add(&mut specials, r.name(t), r.id(t, field)?, k, 0);
+            }
+        }
+        for t in &spec.end_of_turn {
+            add(
+                &mut specials,
+                r.name(t),
+                r.id(t, "end_of_turn")?,
+                kind::END_OF_TURN,
+                0,
+            );
+        }
+        let mut roles = Vec::new();
+        for (i, rs) in spec.roles.iter().enumerate() {
+            let id = r.id(&rs.token, "roles.token")?;
+            if rs.role.is_none() && rs.names.is_empty() {
+                return Err(Error::profile(
+                    name,
+                    format!("roles[{i}]: give `role` or `names`"),
+                ));
+            }
+            let names = rs
+                .names
+                .iter()
+                .map(|n| {
+                    Ok((
+                        n.role,
+                        n.ids
+                            .iter()
+                            .map(|t| r.id(t, "roles.names"))
+                            .collect::<Result<Vec<_>>>()?,
+                    ))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            roles.push(RoleToken {
+                id,
+                fixed: rs.role,
+                names,
+                other: rs.other.unwrap_or(Role::Tool),
+            });
+            add(&mut specials, r.name(&rs.token), id, kind::ROLE, i as u8);
+        }
+        let has_tool_section = spec.tool_call.section_begin.is_some();
+        if has_tool_section != spec.tool_call.section_end.is_some() {
+            return Err(Error::profile(
+                name,
+                "tool_call: section_begin and section_end go together",
+            ));
+        }
+        if spec.tool_call.call_begin.is_some() != spec.tool_call.call_end.is_some() {
+            return Err(Error::profile(
+                name,
+                "tool_call: call_begin and call_end go together",
+            ));
+        }
+        if spec.think_start.is_some() != spec.think_end.is_some() {
+            return Err(Error::profile(
+                name,
+                "think_start and think_end go together",
+            ));
+        }
+        for t in &spec.counted {
+            // Counted-only tokens a given tokenizer lacks are simply not counted.
+            match r.id(t, "counted") {
+                Ok(id) => add(&mut specials, r.name(t), id, 0, 0),
+                Err(e) if vocab.is_none() => return Err(e),
+                Err(_) => {}
+            }
+        }
+        if let Some(s) = specials.iter().find(|s| s.id >= vocab_size) {
+            return Err(Error::profile(
+                name,
+                format!(
+                    "token {} has id {} >= vocab_size {vocab_size}",
+                    s.name, s.id
+                ),
+            ));
+        }
+        if specials.len() >= u16::MAX as usize {
+            return Err(Error::profile(name, "too many special tokens"));
+        }
+        let ids =
+            |v: &[TokenRef], f: &str| v.iter().map(|t| r.id(t, f)).collect::<Result<Vec<_>>>();
+        let rep = spec.repetition;
+        if rep.max_period == 0 || rep.min_span < 2 * rep.max_period {
+            return Err(Error::profile(
+                name,
+                "repetition: need max_period >= 1 and min_span >= 2 * max_period",
+            ));
+        }
+        let table = SpecialTable::build(&specials, vocab_size);
+        Ok(Profile {
+            name: spec.name.clone(),
+            description: spec.description.clone(),
+            vocab_size,
+            bos: r.opt(&spec.bos, "bos")?,
+            eos: r.opt(&spec.eos, "eos")?,
+            pad: r.opt(&spec.pad, "pad")?,
+            think_start: r.opt(&spec.think_start, "think_start")?,
+            think_end: r.opt(&spec.think_end, "think_end")?,
+            header_suffix: ids(&spec.header_suffix, "header_suffix")?,
+            trailing_allowed: ids(&spec.trailing_allowed, "trailing_allowed")?,
+            rules: spec.rules.clone(),
+            has_tool_section,
+            roles,
+            repetition: rep,
+            specials,
+            table,
+            spelled: None,
+        })
+    }
+}

@@ -1,0 +1,146 @@
+//! The TOML schema of a profile: what a profile file may say, before its token strings are resolved.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The role a turn plays in the conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    /// Tool declarations and tool results.
+    Tool,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+/// A token given by id or by its string in the tokenizer's vocabulary.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum TokenRef {
+    Id(u32),
+    Str(String),
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RulesSpec {
+    /// The prompt must contain a system turn.
+    #[serde(default)]
+    pub system_required: bool,
+    /// The system prompt is plain text before the first role token (DeepSeek), not a turn of its own.
+    #[serde(default)]
+    pub system_implicit: bool,
+    /// The generation prompt ends with the think-start token, so completions start inside the reasoning.
+    #[serde(default)]
+    pub think_prefilled: bool,
+    /// Reasoning may end at a tool-call section begin with no think-end before it.
+    #[serde(default)]
+    pub think_may_end_at_tool_call: bool,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCallSpec {
+    pub section_begin: Option<TokenRef>,
+    pub section_end: Option<TokenRef>,
+    pub call_begin: Option<TokenRef>,
+    pub call_argument: Option<TokenRef>,
+    pub call_end: Option<TokenRef>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleNameSpec {
+    pub role: Role,
+    pub ids: Vec<TokenRef>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleSpec {
+    pub token: TokenRef,
+    /// The role when the token alone decides it.
+    pub role: Option<Role>,
+    /// Role names (ordinary tokens right after the role token) that decide the role.
+    #[serde(default)]
+    pub names: Vec<RoleNameSpec>,
+    /// The role when none of `names` matches.
+    pub other: Option<Role>,
+}
+
+/// Thresholds of the `repetition` check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepetitionPolicy {
+    /// Longest pattern (in tokens) that counts as a loop unit.
+    #[serde(default = "default_max_period")]
+    pub max_period: u32,
+    /// Minimum length in tokens of the looping stretch (all repeats together).
+    #[serde(default = "default_min_span")]
+    pub min_span: u32,
+}
+
+fn default_max_period() -> u32 {
+    8
+}
+fn default_min_span() -> u32 {
+    64
+}
+
+impl Default for RepetitionPolicy {
+    fn default() -> Self {
+        Self {
+            max_period: default_max_period(),
+            min_span: default_min_span(),
+        }
+    }
+}
+
+/// A profile as written in TOML, before its token strings are resolved.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileSpec {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub vocab_size: u32,
+    pub bos: Option<TokenRef>,
+    pub eos: Option<TokenRef>,
+    pub pad: Option<TokenRef>,
+    pub end_of_turn: Vec<TokenRef>,
+    /// Special token that closes a role header (Kimi `<|im_middle|>`).
+    pub separator: Option<TokenRef>,
+    /// Ordinary tokens that close a role header after the role name (ChatML newline).
+    #[serde(default)]
+    pub header_suffix: Vec<TokenRef>,
+    pub think_start: Option<TokenRef>,
+    pub think_end: Option<TokenRef>,
+    #[serde(default)]
+    pub trailing_allowed: Vec<TokenRef>,
+    /// More special tokens to count (they play no structural part).
+    #[serde(default)]
+    pub counted: Vec<TokenRef>,
+    #[serde(default)]
+    pub rules: RulesSpec,
+    #[serde(default)]
+    pub tool_call: ToolCallSpec,
+    pub roles: Vec<RoleSpec>,
+    #[serde(default)]
+    pub repetition: RepetitionPolicy,
+    /// Default ids of the token strings used above.
+    #[serde(default)]
+    pub ids: BTreeMap<String, u32>,
+}
