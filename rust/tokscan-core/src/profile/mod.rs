@@ -228,6 +228,35 @@ mod tests {
         assert!(bad.contains("bad.toml"), "{bad}");
     }
 
+    /// A vocabulary holding the `[ids]` table of a built-in profile (as the model's own tokenizer would).
+    fn vocab_of(profile_toml: &str) -> Vocabulary {
+        let spec = Profile::parse_spec(profile_toml, "x").unwrap();
+        Vocabulary {
+            size: spec.vocab_size,
+            ids: spec.ids.into_iter().collect(),
+            path: Some("tok-dir".into()),
+        }
+    }
+
+    #[test]
+    fn kimi_names_are_the_tokenizer_configs_and_a_missing_one_is_an_error() {
+        let v = vocab_of(include_str!("../../profiles/kimi-k2.toml"));
+        let k = Profile::load("kimi-k2", Some(&v)).unwrap();
+        let id = |name: &str| k.specials.iter().find(|s| s.name == name).map(|s| s.id);
+        assert_eq!(id("<|media_begin|>"), Some(163602));
+        assert_eq!(id("<|media_content|>"), Some(163603));
+        assert_eq!(id("<|media_end|>"), Some(163604));
+        assert_eq!(id("<|media_pad|>"), Some(163605));
+        // A counted token the tokenizer lacks is an error naming it and the tokenizer, not a silent drop.
+        let mut v = v;
+        v.ids.remove("<|media_pad|>");
+        let e = Profile::load("kimi-k2", Some(&v)).unwrap_err().to_string();
+        assert!(
+            e.contains("\"<|media_pad|>\"") && e.contains("tok-dir"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn vocabulary_resolves_strings() {
         let mut v = Vocabulary::default();

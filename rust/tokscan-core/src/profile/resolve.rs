@@ -26,10 +26,12 @@ impl Resolver<'_> {
                     None => self.defaults.get(s),
                 };
                 found.copied().ok_or_else(|| {
-                    let whence = if self.vocab.is_some() {
-                        "the tokenizer"
-                    } else {
-                        "the profile's [ids] table"
+                    let whence = match self.vocab {
+                        Some(v) => match &v.path {
+                            Some(p) => format!("the tokenizer {}", p.display()),
+                            None => "the tokenizer".to_string(),
+                        },
+                        None => "the profile's [ids] table".to_string(),
                     };
                     Error::profile(
                         self.profile,
@@ -235,12 +237,9 @@ impl Profile {
             ));
         }
         for t in &spec.counted {
-            // Counted-only tokens a given tokenizer lacks are simply not counted.
-            match r.id(t, "counted") {
-                Ok(id) => add(&mut specials, r.name(t), id, 0, 0),
-                Err(e) if vocab.is_none() => return Err(e),
-                Err(_) => {}
-            }
+            // A counted token the tokenizer lacks is an error like any other: dropping it silently would
+            // hide a misspelt name (Kimi's `<|media_begin|>` was long listed as `<|media_start|>`).
+            add(&mut specials, r.name(t), r.id(t, "counted")?, 0, 0);
         }
         if let Some(s) = specials.iter().find(|s| s.id >= vocab_size) {
             return Err(Error::profile(

@@ -10,6 +10,8 @@ use crate::error::{Error, Result};
 pub struct Vocabulary {
     pub ids: HashMap<String, u32>,
     pub size: u32,
+    /// The directory (or file) the vocabulary was read from, for error messages.
+    pub path: Option<std::path::PathBuf>,
 }
 
 impl Vocabulary {
@@ -36,7 +38,10 @@ impl Vocabulary {
                 dir.join("tokenizer_config.json"),
             )
         };
-        let mut vocab = Vocabulary::default();
+        let mut vocab = Vocabulary {
+            path: Some(dir.to_path_buf()),
+            ..Vocabulary::default()
+        };
         let mut found = false;
         if tok_json.is_file() {
             found = true;
