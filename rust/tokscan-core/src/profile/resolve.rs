@@ -58,6 +58,18 @@ impl Resolver<'_> {
     }
 }
 
+/// Merges `over` into `base`: tables key by key, anything else replaced.
+fn merge_tables(base: &mut toml::Table, over: toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge_tables(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
 impl Profile {
     /// A built-in profile by name, a path to a TOML profile file, optionally resolved through a tokenizer.
     pub fn load(name_or_path: &str, vocab: Option<&Vocabulary>) -> Result<Profile> {
@@ -93,11 +105,33 @@ impl Profile {
         Self::from_spec(&spec, vocab)
     }
 
+    /// Parses a TOML profile. `base = "NAME"` starts from that built-in profile: the file's tables are
+    /// merged into the base's key by key (arrays and values replace), so a corpus that differs in one rule
+    /// (e.g. `[rules] system_required = true`) says only that.
     pub fn parse_spec(text: &str, origin: &str) -> Result<ProfileSpec> {
-        toml::from_str(text).map_err(|e| {
+        let invalid = |e: toml::de::Error| {
             let msg = e.message().replace('\n', " ");
             Error::profile(origin, format!("invalid TOML profile: {msg}"))
-        })
+        };
+        let mut table: toml::Table = text.parse().map_err(invalid)?;
+        if let Some(base) = table.remove("base") {
+            let name = base
+                .as_str()
+                .ok_or_else(|| Error::profile(origin, "base: give a built-in profile name"))?;
+            let base_text = builtin_toml(name).ok_or_else(|| {
+                Error::profile(
+                    origin,
+                    format!(
+                        "base: {name:?} is not a built-in profile ({})",
+                        BUILTIN_PROFILES.join(", ")
+                    ),
+                )
+            })?;
+            let mut merged: toml::Table = base_text.parse().map_err(invalid)?;
+            merge_tables(&mut merged, table);
+            table = merged;
+        }
+        toml::Value::Table(table).try_into().map_err(invalid)
     }
 
     pub fn from_spec(spec: &ProfileSpec, vocab: Option<&Vocabulary>) -> Result<Profile> {
