@@ -223,20 +223,18 @@ pub fn check_sample<T: TokenId + PartialEq>(
         .rev()
         .find(|t| t.role == Role::Assistant && t.clean && t.start < limit)
         .copied();
-    let think_start = profile.think_start;
-    let is_think_start = |i: usize| i < n_eff && Some(tokens[i].id()) == think_start;
     let cs = match (prompt_len, last_assistant) {
         (Some(pl), _) => pl.min(n_eff),
         (None, Some(t)) => {
             let a = t.content_start;
-            a + usize::from(profile.rules.think_prefilled && is_think_start(a))
+            a + profile.prefill_len(&tokens[a.min(n_eff)..n_eff])
         }
         (None, None) => mask
             .and_then(|m| m.last_run_start())
             .unwrap_or(n_eff)
             .min(n_eff),
     };
-    // Start of the final assistant turn's content (a pre-filled think-start sits between it and `cs`).
+    // Start of the final assistant turn's content (a generation-prompt pre-fill sits between it and `cs`).
     let a = last_assistant.map_or(cs, |t| t.content_start.min(cs));
     facts.completion = (cs as u32, n_eff as u32);
     facts.lengths.prompt = cs as u32;
@@ -381,12 +379,13 @@ pub fn check_sample<T: TokenId + PartialEq>(
 
     // 9. Loss mask against the structure.
     if let Some(m) = mask {
-        let done = if cs < n_eff && !truncated {
-            (end + 1).min(n_eff)
-        } else {
-            n_eff
+        let eot = (cs < n_eff && !truncated).then_some(end);
+        let spans = MaskSpans {
+            prefill: (a, cs),
+            content_end: end.min(n_eff),
+            eot,
         };
-        if let Some(pos) = mask_violation(m, n, turns, a, cs, done) {
+        if let Some(pos) = mask_violation(m, n, tokens, profile, turns, spans) {
             facts.flag(Code::LossMaskMisaligned, pos);
         }
     }
@@ -450,19 +449,69 @@ fn tool_call_violation(
     (s != S::Outside && !truncated).then_some(last)
 }
 
+/// An earlier assistant turn's content `[c, e)` is trained on or not: all 0, or 1 from its start through its
+/// end. The ones may start after a leading pre-fill or an empty `<think></think>` (a trainer that masks message
+/// content only leaves those template tokens out). Anything else is a shifted or broken mask.
+fn earlier_turn_violation<T: TokenId>(
+    m: MaskSlice<'_>,
+    tokens: &[T],
+    profile: &Profile,
+    c: usize,
+    e: usize,
+) -> Option<usize> {
+    let s = m.first_on(c..e)?;
+    let content = &tokens[c..e];
+    let empty_think = match (profile.think_start, profile.think_end, content) {
+        (Some(ts), Some(te), [x, y, ..]) => x.id() == ts && y.id() == te,
+        _ => false,
+    };
+    let starts = [
+        c,
+        c + profile.prefill_len(content),
+        c + 2 * usize::from(empty_think),
+    ];
+    if !starts.contains(&s) {
+        return Some(s);
+    }
+    m.first_off(s..e)
+}
+
+/// The final assistant turn as the loss mask sees it.
+#[derive(Debug, Clone, Copy)]
+struct MaskSpans {
+    /// The generation-prompt pre-fill `[a, cs)` (empty when there is none).
+    prefill: (usize, usize),
+    /// End of the generated content: the end of turn's position, or the end of a truncated completion.
+    content_end: usize,
+    /// Position of the completion's end of turn, when it has one.
+    eot: Option<usize>,
+}
+
 /// First position where the loss mask disagrees with the structure: `Some(None)` for a length mismatch.
-/// Expected: 0 outside assistant turns, 1 over the final completion through its end of turn; earlier
-/// assistant turns, a pre-filled think-start and anything after the final end of turn may be either.
-fn mask_violation(
+///
+/// What common trainers write passes: the final completion is 1 from its first generated token through
+/// its last; its end of turn and the boundary tokens after it (`mask_boundary`) may be either. Earlier
+/// assistant turns may be trained or not (all turns or only the last; see `earlier_turn_violation`), their
+/// end of turn and boundary tokens either way. A pre-fill is
+/// 0 or 1 as a whole, and a mask that covers a one-token pre-fill covers the end of turn too: a mask from
+/// that token that stops before the end of turn is the completion's mask shifted one token early. Everything else (system,
+/// user, tool-result turns, headers) must be 0, and a non-empty completion under a mask with no 1 at all is
+/// not trained on.
+fn mask_violation<T: TokenId>(
     m: MaskSlice<'_>,
     n: usize,
+    tokens: &[T],
+    profile: &Profile,
     turns: &[Turn],
-    a: usize,
-    cs: usize,
-    done: usize,
+    spans: MaskSpans,
 ) -> Option<Option<usize>> {
     if m.len() != n {
         return Some(None);
+    }
+    let (a, cs) = spans.prefill;
+    // A completion (even one holding only its end of turn) with nothing trained: an all-zero mask.
+    if (cs < spans.content_end || spans.eot.is_some()) && m.first_on(0..n).is_none() {
+        return Some(Some(cs));
     }
     let mut pos = 0usize;
     for t in turns
@@ -473,13 +522,43 @@ fn mask_violation(
         if let Some(i) = m.first_on(pos..c) {
             return Some(Some(i));
         }
-        pos = t.end.max(c);
+        let end = t.end.max(c);
+        let closed = end > c && {
+            let id = tokens[end - 1].id();
+            profile
+                .special_slot(id)
+                .is_some_and(|s| profile.specials[s as usize].kind & kind::TERMINATOR != 0)
+        };
+        let content_end = end - usize::from(closed);
+        if let Some(i) = earlier_turn_violation(m, tokens, profile, c, content_end) {
+            return Some(Some(i));
+        }
+        pos = end;
+        while pos < a && profile.mask_boundary.contains(&tokens[pos].id()) {
+            pos += 1;
+        }
     }
     if let Some(i) = m.first_on(pos.min(a)..a) {
         return Some(Some(i));
     }
-    m.first_off(cs..done).map(Some)
+    let prefill_on = a < cs && m.first_off(a..cs).is_none();
+    if a < cs && !prefill_on {
+        if let Some(i) = m.first_on(a..cs) {
+            return Some(Some(i)); // partly covered: the mask starts inside the pre-fill
+        }
+    }
+    if let Some(i) = m.first_off(cs..spans.content_end) {
+        return Some(Some(i));
+    }
+    // A one-token pre-fill trained with the end of turn left out is the completion-only mask shifted one
+    // token early (a longer pre-fill shifted early is trained in part, caught above).
+    match spans.eot {
+        Some(e) if prefill_on && cs - a == 1 && m.first_off(e..e + 1).is_some() => Some(Some(e)),
+        _ => None,
+    }
 }
 
+#[cfg(test)]
+mod template_tests;
 #[cfg(test)]
 mod tests;

@@ -412,8 +412,8 @@ mod qwen3 {
         all.extend(text(9, 3));
         all.extend([END, NL]);
         let mut counts = vec![0u64; p.specials.len()];
-        // Told where the prompt ends, the empty think block is the prompt's; otherwise it is the completion's.
-        for (split, lengths) in [(Some(prompt.len()), (0, 9)), (None, (1, 10))] {
+        // The empty think block is the generation prompt's pre-fill, whether or not the prompt end is known.
+        for (split, lengths) in [(Some(prompt.len()), (0, 9)), (None, (0, 9))] {
             let f = check_sample(&p, &all, split, None, &mut Scratch::default(), &mut counts);
             assert_eq!(codes(&f), Vec::<&str>::new(), "{split:?}");
             assert_eq!((f.lengths.thinking, f.lengths.response), lengths);

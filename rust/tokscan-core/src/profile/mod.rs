@@ -90,6 +90,10 @@ pub struct Profile {
     pub think_end: Option<u32>,
     pub header_suffix: Vec<u32>,
     pub trailing_allowed: Vec<u32>,
+    /// Generation-prompt pre-fills, longest first (none is always allowed besides these).
+    pub prefills: Vec<Vec<u32>>,
+    /// Tokens after an assistant turn's end of turn a loss mask may cover either way.
+    pub mask_boundary: Vec<u32>,
     pub rules: RulesSpec,
     pub has_tool_section: bool,
     pub roles: Vec<RoleToken>,
@@ -101,6 +105,14 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// Length of the longest pre-fill that `tokens` starts with (0 when none does).
+    pub fn prefill_len<T: crate::token::TokenId>(&self, tokens: &[T]) -> usize {
+        self.prefills
+            .iter()
+            .find(|p| p.len() <= tokens.len() && p.iter().zip(tokens).all(|(&id, t)| t.id() == id))
+            .map_or(0, Vec::len)
+    }
+
     /// Counter slot of `id` when it is a named special token. Out-of-vocabulary ids return `None` too.
     #[inline(always)]
     pub fn special_slot(&self, id: u32) -> Option<u16> {
@@ -140,9 +152,11 @@ impl Profile {
             "rules": {
                 "system_required": self.rules.system_required,
                 "system_implicit": self.rules.system_implicit,
-                "think_prefilled": self.rules.think_prefilled,
+                "think_prefilled": self.think_start.is_some_and(|t| self.prefills.contains(&vec![t])),
                 "think_may_end_at_tool_call": self.rules.think_may_end_at_tool_call,
             },
+            "prefills": self.prefills,
+            "mask_boundary": self.mask_boundary,
             "repetition": self.repetition,
             "special_tokens": self.specials.iter().map(|s| (s.name.clone(), s.id)).collect::<BTreeMap<_, _>>(),
             "spelled_special": self.spelled.as_ref().map(|s| {

@@ -296,6 +296,20 @@ impl Profile {
                 "repetition: need max_period >= 1 and min_span >= 2 * max_period",
             ));
         }
+        let mut prefills = spec
+            .prefills
+            .iter()
+            .map(|p| ids(p, "prefills"))
+            .collect::<Result<Vec<_>>>()?;
+        if spec.rules.think_prefilled {
+            let think = r
+                .opt(&spec.think_start, "think_start")?
+                .ok_or_else(|| Error::profile(name, "rules.think_prefilled needs think_start"))?;
+            prefills.push(vec![think]);
+        }
+        prefills.retain(|p| !p.is_empty());
+        prefills.sort_by(|x, y| y.len().cmp(&x.len()).then_with(|| x.cmp(y)));
+        prefills.dedup();
         let table = SpecialTable::build(&specials, vocab_size);
         Ok(Profile {
             name: spec.name.clone(),
@@ -308,6 +322,8 @@ impl Profile {
             think_end: r.opt(&spec.think_end, "think_end")?,
             header_suffix: ids(&spec.header_suffix, "header_suffix")?,
             trailing_allowed: ids(&spec.trailing_allowed, "trailing_allowed")?,
+            prefills,
+            mask_boundary: ids(&spec.mask_boundary, "mask_boundary")?,
             rules: spec.rules.clone(),
             has_tool_section,
             roles,

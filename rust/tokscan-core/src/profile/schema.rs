@@ -43,7 +43,8 @@ pub struct RulesSpec {
     /// The system prompt is plain text before the first role token (DeepSeek), not a turn of its own.
     #[serde(default)]
     pub system_implicit: bool,
-    /// The generation prompt ends with the think-start token, so completions start inside the reasoning.
+    /// Shorthand for `prefills = [["<think>"]]` (the think-start token): the generation prompt ends with it,
+    /// so completions start inside the reasoning. Adds to `prefills`.
     #[serde(default)]
     pub think_prefilled: bool,
     /// Reasoning may end at a tool-call section begin with no think-end before it.
@@ -130,6 +131,16 @@ pub struct ProfileSpec {
     pub think_end: Option<TokenRef>,
     #[serde(default)]
     pub trailing_allowed: Vec<TokenRef>,
+    /// Generation-prompt pre-fills of the family, as token sequences (newline merges listed apart): what
+    /// `add_generation_prompt=True` appends after the assistant header, e.g. `["<think>"]`,
+    /// `["<think>", "Ċ"]`, `["<think>", "ĊĊ", "</think>", "ĊĊ"]`. No pre-fill is always allowed; the
+    /// longest one that starts the final assistant turn is prompt, and a loss mask may be 0 or 1 over it.
+    #[serde(default)]
+    pub prefills: Vec<Vec<TokenRef>>,
+    /// Tokens right after an assistant turn's end of turn that a loss mask may cover or not (ChatML's `\n`
+    /// after `<|im_end|>`, which some trainers mask with the turn and some do not).
+    #[serde(default)]
+    pub mask_boundary: Vec<TokenRef>,
     /// More special tokens to count (they play no structural part).
     #[serde(default)]
     pub counted: Vec<TokenRef>,
