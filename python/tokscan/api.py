@@ -19,27 +19,24 @@ def load_profile(
     trust_remote_code: bool = False,
 ):
     """A built-in profile by name (`kimi-k2`, `deepseek`, `qwen3`) or a TOML profile file; with `tokenizer`
-    (a tokenizer directory as downloaded, or a tokenizer.json) its token strings resolve through it — a
-    directory whose tokenizer class ships as code (Kimi's tiktoken tokenizer) needs `trust_remote_code` — and
-    when it has a tokenizer.json the scan also looks for special tokens spelled as text (`spelled_special`)."""
+    (a tokenizer directory as downloaded: tokenizer.json, or a tiktoken vocabulary such as `tiktoken.model`,
+    and/or tokenizer_config.json; or a tokenizer.json) its token strings resolve through it — a directory with
+    neither tokenizer.json nor a tiktoken file whose tokenizer class ships as code needs `trust_remote_code` —
+    and when the directory has a vocabulary the scan also looks for special tokens written as text
+    (`spelled_special`: every ordinary token's bytes are searched, so a tag BPE merged with its neighbours is
+    found too)."""
     if tokenizer is None:
-        prof = _core.Profile.load(str(profile), None)
-    else:
-        from .tokenizer import profile_vocabulary
+        return _core.Profile.load(str(profile), None)
+    from .tokenizer import profile_vocabulary
 
-        with profile_vocabulary(tokenizer, trust_remote_code) as vocab:
-            prof = _core.Profile.load(str(profile), vocab)
-    if tokenizer is not None:
-        patterns = spelled_pieces(Path(tokenizer), [name for name, _id in prof.special_tokens])
-        if patterns:
-            prof = prof.with_spelled(patterns)
-    return prof
+    with profile_vocabulary(tokenizer, trust_remote_code) as vocab:
+        return _core.Profile.load(str(profile), vocab)
 
 
 def spelled_pieces(tokenizer: Path, strings: list[str]) -> list[tuple[str, list[int]]]:
-    """How each special-token string encodes as ordinary text: the tokenizer.json with its added tokens
-    removed, so the strings go through the pre-tokenizer and BPE like any text. Empty without tokenizer.json
-    or the `tokenizers` package."""
+    """How each string encodes on its own as ordinary text: the tokenizer.json with its added tokens
+    removed, so the strings go through the pre-tokenizer and BPE like any text (the demo uses it to write a
+    spelled special token). Empty without tokenizer.json or the `tokenizers` package."""
     import json
 
     path = tokenizer if tokenizer.is_file() else tokenizer / "tokenizer.json"

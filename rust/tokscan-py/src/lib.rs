@@ -155,20 +155,13 @@ impl PyProfile {
         self.inner.pad
     }
 
-    /// A copy that also flags `spelled_special`: `patterns` are `(special token string, its ordinary pieces)`.
-    fn with_spelled(&self, py: Python<'_>, patterns: Vec<(String, Vec<u32>)>) -> PyResult<Self> {
-        let mut p = (*self.inner).clone();
-        p.spelled =
-            tokscan_core::profile::SpelledPatterns::new(patterns).map_err(|e| to_py(py, e))?;
-        Ok(PyProfile { inner: Arc::new(p) })
-    }
-
-    /// Special-token strings whose spelled-out pieces this profile searches for.
+    /// Special-token strings this profile looks for written as text (`spelled_special`; needs a tokenizer).
     #[getter]
-    fn spelled(&self) -> Vec<(String, Vec<u32>)> {
-        self.inner.spelled.as_ref().map_or_else(Vec::new, |s| {
-            s.names.iter().cloned().zip(s.pieces.clone()).collect()
-        })
+    fn spelled(&self) -> Vec<String> {
+        self.inner
+            .spelled
+            .as_ref()
+            .map_or_else(Vec::new, |s| s.names.clone())
     }
 
     /// The profile as a JSON string (as embedded in reports).

@@ -38,8 +38,6 @@ pub struct Turn {
 #[derive(Debug, Default)]
 pub struct Scratch {
     pub events: Vec<Event>,
-    /// The sample's ids as little-endian bytes, for the spelled-token automaton.
-    bytes: Vec<u8>,
     /// The turns of the last checked sample.
     pub turns: Vec<Turn>,
 }
@@ -369,10 +367,7 @@ pub fn check_sample<T: TokenId + PartialEq>(
 
     // 8. Special tokens spelled as ordinary pieces.
     if let Some(sp) = &profile.spelled {
-        let bytes = &mut scratch.bytes;
-        bytes.clear();
-        bytes.extend(tokens.iter().flat_map(|t| t.id().to_le_bytes()));
-        if let Some(pos) = sp.find(bytes) {
+        if let Some(pos) = sp.find(&tokens[..n_eff]) {
             facts.flag(Code::SpelledSpecial, Some(pos));
         }
     }

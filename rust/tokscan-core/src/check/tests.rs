@@ -423,13 +423,17 @@ mod qwen3 {
 
 #[test]
 fn spelled_special_tokens_are_found_at_their_position() {
+    use crate::profile::{SpelledPatterns, TokenBytes};
     let mut p = kimi();
-    // "</think>" as ordinary pieces, and a one-piece pattern that must be ignored.
-    p.spelled = crate::profile::SpelledPatterns::new(vec![
-        ("</think>".into(), vec![1800, 37947, 32]),
-        ("x".into(), vec![1000]),
-    ])
-    .unwrap();
+    // Text ids spell "w", except three that spell "</", "think" and ">"; special tokens have no bytes.
+    let bytes = |id: u32| match id {
+        1800 => b"</".to_vec(),
+        37947 => b"think".to_vec(),
+        32 => b">".to_vec(),
+        _ => b"w".to_vec(),
+    };
+    let table = TokenBytes::new(163840, (0..163584).map(|id| (id, bytes(id))));
+    p.spelled = SpelledPatterns::new(vec!["</think>".into()], std::sync::Arc::new(table)).unwrap();
     let mut counts = vec![0u64; p.specials.len()];
     let (pr, mut c) = (prompt(), text(20, 3));
     c.extend([1800, 37947, 32]);
@@ -441,21 +445,9 @@ fn spelled_special_tokens_are_found_at_their_position() {
     let f = check_sample(&p, &all, None, None, &mut Scratch::default(), &mut counts);
     assert_eq!(codes(&f), vec!["spelled_special"]);
     assert_eq!(f.position(Code::SpelledSpecial), Some(pr.len() as u32 + 20));
-    // The same bytes not aligned to a token boundary are not a match.
-    let shifted: Vec<u32> = [
-        &pr[..],
-        &[(37947u32 << 8) | 7, 32 << 8][..],
-        &completion(5, 5)[..],
-    ]
-    .concat();
-    let f = check_sample(
-        &p,
-        &shifted,
-        None,
-        None,
-        &mut Scratch::default(),
-        &mut counts,
-    );
+    // The real </think> token is not text; the pieces split by a special token are no spelling.
+    let split: Vec<u32> = [&pr[..], &[1800, MID, 37947, 32], &completion(5, 5)[..]].concat();
+    let f = check_sample(&p, &split, None, None, &mut Scratch::default(), &mut counts);
     assert!(f.flags & Code::SpelledSpecial.bit() == 0);
     let clean = joined(&pr, &completion(10, 10));
     let f = check_sample(&p, &clean, None, None, &mut Scratch::default(), &mut counts);

@@ -21,7 +21,7 @@ pub use schema::{
     ProfileSpec, RepetitionPolicy, Role, RoleNameSpec, RoleSpec, RulesSpec, TokenRef, ToolCallSpec,
 };
 pub use spelled::SpelledPatterns;
-pub use tokenizer_files::Vocabulary;
+pub use tokenizer_files::{TokenBytes, Vocabulary};
 
 /// Kind flags of a special token (one token can be several, e.g. EOS and end of turn).
 pub mod kind {
@@ -100,7 +100,7 @@ pub struct Profile {
     pub repetition: RepetitionPolicy,
     pub specials: Vec<SpecialToken>,
     table: SpecialTable,
-    /// Piece sequences of special-token strings spelled as ordinary text (`spelled_special`).
+    /// Special-token strings searched for in the text bytes of ordinary tokens (`spelled_special`).
     pub spelled: Option<SpelledPatterns>,
 }
 
@@ -159,9 +159,7 @@ impl Profile {
             "mask_boundary": self.mask_boundary,
             "repetition": self.repetition,
             "special_tokens": self.specials.iter().map(|s| (s.name.clone(), s.id)).collect::<BTreeMap<_, _>>(),
-            "spelled_special": self.spelled.as_ref().map(|s| {
-                s.names.iter().cloned().zip(s.pieces.iter().cloned()).collect::<BTreeMap<_, _>>()
-            }),
+            "spelled_special": self.spelled.as_ref().map(|s| &s.names),
         })
     }
 }
@@ -279,6 +277,7 @@ mod tests {
             size: spec.vocab_size,
             ids: spec.ids.into_iter().collect(),
             path: Some("tok-dir".into()),
+            bytes: None,
         }
     }
 

@@ -6,7 +6,8 @@ use std::path::Path;
 
 use super::builtin::{builtin_toml, BUILTIN_PROFILES, PROFILE_ALIASES};
 use super::{
-    kind, Profile, ProfileSpec, Role, RoleToken, SpecialTable, SpecialToken, TokenRef, Vocabulary,
+    kind, Profile, ProfileSpec, Role, RoleToken, SpecialTable, SpecialToken, SpelledPatterns,
+    TokenRef, Vocabulary,
 };
 use crate::error::{Error, Result};
 
@@ -311,6 +312,21 @@ impl Profile {
         prefills.sort_by(|x, y| y.len().cmp(&x.len()).then_with(|| x.cmp(y)));
         prefills.dedup();
         let table = SpecialTable::build(&specials, vocab_size);
+        // With a tokenizer's byte table, look for every special token's string written as text.
+        let spelled = match vocab.and_then(|v| v.bytes.clone().map(|b| (v, b))) {
+            Some((v, bytes)) => {
+                let special_ids: std::collections::HashSet<u32> =
+                    specials.iter().map(|s| s.id).collect();
+                let strings: Vec<String> = v
+                    .ids
+                    .iter()
+                    .filter(|(_, id)| special_ids.contains(id))
+                    .map(|(s, _)| s.clone())
+                    .collect();
+                SpelledPatterns::new(strings, bytes)?
+            }
+            None => None,
+        };
         Ok(Profile {
             name: spec.name.clone(),
             description: spec.description.clone(),
@@ -330,7 +346,7 @@ impl Profile {
             repetition: rep,
             specials,
             table,
-            spelled: None,
+            spelled,
         })
     }
 }

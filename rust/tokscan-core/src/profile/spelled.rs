@@ -1,42 +1,160 @@
-//! The `spelled_special` automaton: special-token strings encoded as ordinary pieces.
+//! The `spelled_special` automaton: a special token's string written as ordinary text.
+//!
+//! In running text BPE merges a tag's first and last characters with its neighbours (DeepSeek-V4 encodes
+//! `a.</think>` with `.</` as one token), so the pieces a string gets on its own are not what to look for.
+//! Instead every ordinary token's bytes (`TokenBytes`) are streamed through one byte-level Aho-Corasick DFA,
+//! its state carried from token to token; special tokens are not text and restart the stream. The position
+//! is the token where the spelled string starts.
 
+use std::sync::Arc;
+
+use aho_corasick::automaton::{Automaton, StateID};
+use aho_corasick::dfa::DFA;
+use aho_corasick::{Anchored, MatchKind};
+
+use super::tokenizer_files::TokenBytes;
 use crate::error::{Error, Result};
+use crate::token::TokenId;
 
-/// One multi-pattern automaton over the little-endian bytes of id sequences.
+/// Per-id class: not text (restarts the stream), text none of whose bytes can start a pattern (skipped
+/// while the automaton is at its start state), or text to feed byte by byte.
+const NOT_TEXT: u8 = 0;
+const NO_START_BYTE: u8 = 1;
+const FEED: u8 = 2;
+
 #[derive(Debug, Clone)]
 pub struct SpelledPatterns {
+    /// The special-token strings searched for.
     pub names: Vec<String>,
-    pub pieces: Vec<Vec<u32>>,
-    automaton: aho_corasick::AhoCorasick,
+    dfa: Arc<DFA>,
+    start: StateID,
+    table: Arc<TokenBytes>,
+    class: Arc<Vec<u8>>,
 }
 
 impl SpelledPatterns {
-    /// Patterns of fewer than two pieces are dropped: a single ordinary token is not a spelling.
-    pub fn new(patterns: Vec<(String, Vec<u32>)>) -> Result<Option<Self>> {
-        let (names, pieces): (Vec<String>, Vec<Vec<u32>>) =
-            patterns.into_iter().filter(|(_, p)| p.len() >= 2).unzip();
-        if pieces.is_empty() {
+    /// The automaton of `names` over the token byte table. Empty strings are dropped; `None` when none is left.
+    pub fn new(names: Vec<String>, table: Arc<TokenBytes>) -> Result<Option<Self>> {
+        let mut names: Vec<String> = names.into_iter().filter(|s| !s.is_empty()).collect();
+        names.sort();
+        names.dedup();
+        if names.is_empty() {
             return Ok(None);
         }
-        let bytes: Vec<Vec<u8>> = pieces
-            .iter()
-            .map(|p| p.iter().flat_map(|id| id.to_le_bytes()).collect())
+        let err =
+            |e: String| Error::Usage(format!("cannot build the spelled-token automaton: {e}"));
+        let dfa = DFA::builder()
+            .match_kind(MatchKind::Standard)
+            .build(&names)
+            .map_err(|e| err(e.to_string()))?;
+        let start = dfa
+            .start_state(Anchored::No)
+            .map_err(|e| err(e.to_string()))?;
+        let mut first = [false; 256];
+        for n in &names {
+            first[n.as_bytes()[0] as usize] = true;
+        }
+        let class = (0..table.len() as u32)
+            .map(|id| match table.get(id) {
+                None => NOT_TEXT,
+                Some(b) if b.iter().any(|&x| first[x as usize]) => FEED,
+                Some(_) => NO_START_BYTE,
+            })
             .collect();
-        let automaton = aho_corasick::AhoCorasick::new(&bytes)
-            .map_err(|e| Error::Usage(format!("cannot build the spelled-token automaton: {e}")))?;
         Ok(Some(SpelledPatterns {
             names,
-            pieces,
-            automaton,
+            dfa: Arc::new(dfa),
+            start,
+            table,
+            class: Arc::new(class),
         }))
     }
 
-    /// First token position where a pattern starts in `ids_le` (ids as little-endian `u32` bytes).
-    pub fn find(&self, ids_le: &[u8]) -> Option<usize> {
-        self.automaton
-            .find_overlapping_iter(ids_le)
-            .filter(|m| m.start() % 4 == 0)
-            .map(|m| m.start() / 4)
-            .min()
+    /// Position of the token where the first spelled special string found in `tokens` starts.
+    pub fn find<T: TokenId>(&self, tokens: &[T]) -> Option<usize> {
+        let (dfa, start, class) = (&*self.dfa, self.start, &*self.class);
+        let mut sid = start;
+        for (i, t) in tokens.iter().enumerate() {
+            let id = t.id();
+            match class.get(id as usize).copied().unwrap_or(NOT_TEXT) {
+                NOT_TEXT => {
+                    sid = start;
+                    continue;
+                }
+                NO_START_BYTE if sid == start => continue,
+                _ => {}
+            }
+            let bytes = self.table.get(id).unwrap_or_default();
+            for (j, &b) in bytes.iter().enumerate() {
+                sid = dfa.next_state(Anchored::No, sid, b);
+                if dfa.is_special(sid) && dfa.is_match(sid) {
+                    // The longest pattern ending here starts earliest.
+                    let len = (0..dfa.match_len(sid))
+                        .map(|k| dfa.pattern_len(dfa.match_pattern(sid, k)))
+                        .max()
+                        .unwrap_or(0);
+                    return Some(self.token_at(tokens, i, j + 1, len));
+                }
+            }
+        }
+        None
+    }
+
+    /// The token holding the byte `back` bytes before the end of the first `used` bytes of token `i`
+    /// (every token in between is text: a non-text token would have restarted the stream).
+    fn token_at<T: TokenId>(&self, tokens: &[T], mut i: usize, used: usize, back: usize) -> usize {
+        let mut before = back.saturating_sub(used); // bytes of the match before token i
+        while before > 0 && i > 0 {
+            i -= 1;
+            let n = self.table.get(tokens[i].id()).map_or(0, <[u8]>::len);
+            before = before.saturating_sub(n);
+        }
+        i
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hand-made vocabulary: ids 0..=9 are text, 10 and 11 are special tokens.
+    fn table() -> Arc<TokenBytes> {
+        let words: [&[u8]; 10] = [
+            b"hello", b".</", b"think", b">", b"</", b"word", b"\n", b" ", b"<", b"think>",
+        ];
+        Arc::new(TokenBytes::new(
+            12,
+            words
+                .iter()
+                .enumerate()
+                .map(|(i, w)| (i as u32, w.to_vec())),
+        ))
+    }
+
+    fn find(ids: &[u32]) -> Option<usize> {
+        SpelledPatterns::new(vec!["</think>".into(), "<think>".into()], table())
+            .unwrap()
+            .unwrap()
+            .find(ids)
+    }
+
+    #[test]
+    fn a_tag_merged_with_its_neighbours_is_found_where_it_starts() {
+        assert_eq!(find(&[0, 1, 2, 3, 0]), Some(1)); // "hello.</think>hello": `.</` starts it
+        assert_eq!(find(&[5, 4, 9]), Some(1)); // "word</think>"
+        assert_eq!(find(&[0, 6, 8, 9]), Some(2)); // after a newline: "<" + "think>"
+        assert_eq!(find(&[4, 2, 3]), Some(0)); // at the very start
+        assert_eq!(find(&[0, 7, 5, 4, 2, 3]), Some(3)); // at the very end
+        assert_eq!(find(&[8, 8, 9]), Some(1)); // "<<think>": the match starts at the second "<"
+    }
+
+    #[test]
+    fn special_tokens_break_the_stream_and_near_misses_are_not_matches() {
+        assert_eq!(find(&[4, 10, 2, 3]), None); // "</" <special> "think>"
+        assert_eq!(find(&[4, 2, 11]), None);
+        assert_eq!(find(&[4, 2, 7, 3]), None); // "</think >"
+        assert_eq!(find(&[0, 5, 6, 0]), None);
+        assert_eq!(find(&[4, 2, 500, 3]), None); // an id past the table is not text either
+        assert_eq!(find(&[]), None);
     }
 }

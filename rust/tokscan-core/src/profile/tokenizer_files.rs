@@ -1,81 +1,281 @@
-//! Readers of a tokenizer directory's files: `tokenizer.json` and `tokenizer_config.json`.
+//! Readers of a tokenizer directory's files: `tokenizer.json`, `tokenizer_config.json`, and a tiktoken-format
+//! vocabulary (`tiktoken.model`, `*.tiktoken`: lines `base64(bytes) rank`) when there is no `tokenizer.json`.
+//! Besides the token strings they give the bytes of every ordinary token (`TokenBytes`), which the
+//! `spelled_special` automaton streams.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use base64::Engine;
 
 use crate::error::{Error, Result};
 
-/// Token strings of a tokenizer directory (`tokenizer.json` and/or `tokenizer_config.json`).
+/// Token strings of a tokenizer directory.
 #[derive(Debug, Default, Clone)]
 pub struct Vocabulary {
     pub ids: HashMap<String, u32>,
     pub size: u32,
     /// The directory (or file) the vocabulary was read from, for error messages.
-    pub path: Option<std::path::PathBuf>,
+    pub path: Option<PathBuf>,
+    /// The bytes of every ordinary token, when the directory has a vocabulary to read them from.
+    pub bytes: Option<Arc<TokenBytes>>,
+}
+
+/// The bytes each id stands for in running text. Added (special or not) tokens and ids the vocabulary does
+/// not define are not text: they have no bytes here and break a byte stream.
+#[derive(Debug, Clone, Default)]
+pub struct TokenBytes {
+    /// `offsets[id]..offsets[id + 1]` in `data`; ids at or past `offsets.len() - 1` are not text.
+    offsets: Vec<u32>,
+    data: Vec<u8>,
+    /// One flag per id: true when the id is text.
+    text: Vec<bool>,
+}
+
+impl TokenBytes {
+    /// A table from `(id, bytes)` of the ordinary tokens; every other id below `size` is not text.
+    pub fn new(size: u32, tokens: impl IntoIterator<Item = (u32, Vec<u8>)>) -> Self {
+        let mut per_id: Vec<Option<Vec<u8>>> = vec![None; size as usize];
+        for (id, b) in tokens {
+            if let Some(slot) = per_id.get_mut(id as usize) {
+                *slot = Some(b);
+            }
+        }
+        let mut t = TokenBytes {
+            offsets: Vec::with_capacity(per_id.len() + 1),
+            data: Vec::new(),
+            text: Vec::with_capacity(per_id.len()),
+        };
+        t.offsets.push(0);
+        for b in per_id {
+            t.text.push(b.is_some());
+            t.data.extend(b.unwrap_or_default());
+            t.offsets.push(t.data.len() as u32);
+        }
+        t
+    }
+
+    /// Marks `id` as not text (an added token that also sits in the model vocabulary).
+    fn set_not_text(&mut self, id: u32) {
+        if let Some(f) = self.text.get_mut(id as usize) {
+            *f = false;
+        }
+    }
+
+    /// The bytes of `id` when it is ordinary text.
+    #[inline(always)]
+    pub fn get(&self, id: u32) -> Option<&[u8]> {
+        let i = id as usize;
+        if *self.text.get(i)? {
+            Some(&self.data[self.offsets[i] as usize..self.offsets[i + 1] as usize])
+        } else {
+            None
+        }
+    }
+
+    /// Number of ids the table covers.
+    pub fn len(&self) -> usize {
+        self.text.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+}
+
+/// GPT-2's byte-level alphabet: byte `b` is written as the char `BYTE_CHARS[b]` in a byte-level BPE
+/// vocabulary (printable Latin-1 bytes as themselves, the rest shifted to U+0100 onwards: `\n` is `Ċ`).
+fn byte_level_alphabet() -> [char; 256] {
+    let mut out = ['\0'; 256];
+    let mut shifted = 0u32;
+    for b in 0..=255u8 {
+        let printable = matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+        out[b as usize] = if printable {
+            char::from(b)
+        } else {
+            shifted += 1;
+            char::from_u32(255 + shifted).expect("valid char")
+        };
+    }
+    out
+}
+
+/// Reverse of `byte_level_alphabet`, for chars below U+0200 (the whole alphabet).
+fn byte_level_decoder() -> Vec<Option<u8>> {
+    let mut rev = vec![None; 0x200];
+    for (b, c) in byte_level_alphabet().iter().enumerate() {
+        rev[*c as usize] = Some(b as u8);
+    }
+    rev
+}
+
+/// The bytes a vocabulary string stands for. Byte-level BPE maps the GPT-2 alphabet back to bytes;
+/// SentencePiece-style vocabularies write a space as `▁` and raw bytes as `<0xNN>`.
+fn string_bytes(s: &str, byte_level: bool, rev: &[Option<u8>]) -> Vec<u8> {
+    if byte_level {
+        let mut out = Vec::with_capacity(s.len());
+        for c in s.chars() {
+            match rev.get(c as usize).copied().flatten() {
+                Some(b) => out.push(b),
+                None => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+            }
+        }
+        out
+    } else if let Some(b) = s
+        .strip_prefix("<0x")
+        .and_then(|h| h.strip_suffix('>'))
+        .filter(|h| h.len() == 2)
+        .and_then(|h| u8::from_str_radix(h, 16).ok())
+    {
+        vec![b]
+    } else {
+        s.replace('\u{2581}', " ").into_bytes()
+    }
+}
+
+/// True when any `"type": "ByteLevel"` appears in the pre-tokenizer or decoder (possibly in a sequence).
+fn uses_byte_level(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Object(m) => {
+            m.get("type").and_then(|t| t.as_str()) == Some("ByteLevel")
+                || m.values().any(uses_byte_level)
+        }
+        serde_json::Value::Array(a) => a.iter().any(uses_byte_level),
+        _ => false,
+    }
+}
+
+fn read_json(path: &Path) -> Result<serde_json::Value> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_str(&text).map_err(|e| Error::Tokenizer {
+        path: path.to_path_buf(),
+        message: format!("not valid JSON: {e}"),
+    })
+}
+
+/// A tiktoken-format vocabulary in `dir`: `tiktoken.model` (Kimi) or a `*.tiktoken` file (Qwen-1).
+fn tiktoken_file(dir: &Path) -> Option<PathBuf> {
+    let named = dir.join("tiktoken.model");
+    if named.is_file() {
+        return Some(named);
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "tiktoken"))
+        .collect();
+    found.sort();
+    found.into_iter().next()
+}
+
+/// `(bytes, rank)` of every line `base64(bytes) rank` of a tiktoken vocabulary.
+pub fn read_tiktoken(path: &Path) -> Result<Vec<(Vec<u8>, u32)>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let bad = |line: usize, what: &str| Error::Tokenizer {
+        path: path.to_path_buf(),
+        message: format!("line {line}: {what} (expected `base64(bytes) rank`)"),
+    };
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let (b64, rank) = line.split_once(' ').ok_or_else(|| bad(i + 1, "no rank"))?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64.trim())
+            .map_err(|_| bad(i + 1, "not base64"))?;
+        let rank = rank
+            .trim()
+            .parse::<u32>()
+            .map_err(|_| bad(i + 1, "rank is not a number"))?;
+        out.push((bytes, rank));
+    }
+    Ok(out)
 }
 
 impl Vocabulary {
-    /// Reads `tokenizer.json` (added tokens and the model vocabulary) and `tokenizer_config.json`
-    /// (`added_tokens_decoder`) from `dir`; at least one must exist.
+    /// Reads `tokenizer.json` (model vocabulary and added tokens) or, without one, a tiktoken vocabulary,
+    /// plus `tokenizer_config.json` (`added_tokens_decoder`) from `dir`; at least one must be there. `dir`
+    /// may also name a `tokenizer.json` file.
     pub fn from_dir(dir: &Path) -> Result<Self> {
         if !dir.exists() {
             return Err(Error::NotFound {
                 path: dir.to_path_buf(),
             });
         }
-        let dir_err = |m: String| Error::Tokenizer {
-            path: dir.to_path_buf(),
-            message: m,
-        };
-        let (tok_json, cfg_json) = if dir.is_file() {
+        let (tok_json, cfg_json, tiktoken) = if dir.is_file() {
             (
                 dir.to_path_buf(),
                 dir.with_file_name("tokenizer_config.json"),
+                None,
             )
         } else {
             (
                 dir.join("tokenizer.json"),
                 dir.join("tokenizer_config.json"),
+                tiktoken_file(dir),
             )
         };
         let mut vocab = Vocabulary {
             path: Some(dir.to_path_buf()),
             ..Vocabulary::default()
         };
+        // Ordinary tokens with their bytes, and the added tokens (never text).
+        let mut ordinary: Vec<(u32, Vec<u8>)> = Vec::new();
+        let mut added: Vec<u32> = Vec::new();
         let mut found = false;
         if tok_json.is_file() {
             found = true;
-            let text = std::fs::read_to_string(&tok_json).map_err(|e| Error::io(&tok_json, e))?;
-            let v: serde_json::Value =
-                serde_json::from_str(&text).map_err(|e| Error::Tokenizer {
-                    path: tok_json.clone(),
-                    message: format!("not valid JSON: {e}"),
-                })?;
-            if let Some(map) = v.pointer("/model/vocab").and_then(|m| m.as_object()) {
-                for (k, id) in map {
-                    if let Some(id) = id.as_u64() {
-                        vocab.ids.insert(k.clone(), id as u32);
+            let v = read_json(&tok_json)?;
+            let byte_level = uses_byte_level(&v);
+            let rev = byte_level_decoder();
+            match v.pointer("/model/vocab") {
+                Some(serde_json::Value::Object(map)) => {
+                    for (k, id) in map {
+                        if let Some(id) = id.as_u64() {
+                            vocab.ids.insert(k.clone(), id as u32);
+                            ordinary.push((id as u32, string_bytes(k, byte_level, &rev)));
+                        }
                     }
                 }
+                // Unigram: [[piece, score], ...], the id is the index.
+                Some(serde_json::Value::Array(list)) => {
+                    for (id, e) in list.iter().enumerate() {
+                        if let Some(k) = e.get(0).and_then(|k| k.as_str()) {
+                            vocab.ids.insert(k.to_string(), id as u32);
+                            ordinary.push((id as u32, string_bytes(k, byte_level, &rev)));
+                        }
+                    }
+                }
+                _ => {}
             }
-            if let Some(added) = v.get("added_tokens").and_then(|a| a.as_array()) {
-                for t in added {
+            if let Some(list) = v.get("added_tokens").and_then(|a| a.as_array()) {
+                for t in list {
                     if let (Some(c), Some(id)) = (
                         t.get("content").and_then(|c| c.as_str()),
                         t.get("id").and_then(|i| i.as_u64()),
                     ) {
                         vocab.ids.insert(c.to_string(), id as u32);
+                        added.push(id as u32);
                     }
                 }
             }
+        } else if let Some(tt) = &tiktoken {
+            found = true;
+            let alphabet = byte_level_alphabet();
+            for (bytes, rank) in read_tiktoken(tt)? {
+                // Resolvable both as text ("system") and in the byte-level spelling ("Ċ" for "\n").
+                let spelled: String = bytes.iter().map(|&b| alphabet[b as usize]).collect();
+                vocab.ids.entry(spelled).or_insert(rank);
+                if let Ok(s) = std::str::from_utf8(&bytes) {
+                    vocab.ids.insert(s.to_string(), rank);
+                }
+                ordinary.push((rank, bytes));
+            }
         }
         if cfg_json.is_file() {
-            let text = std::fs::read_to_string(&cfg_json).map_err(|e| Error::io(&cfg_json, e))?;
-            let v: serde_json::Value =
-                serde_json::from_str(&text).map_err(|e| Error::Tokenizer {
-                    path: cfg_json.clone(),
-                    message: format!("not valid JSON: {e}"),
-                })?;
+            let v = read_json(&cfg_json)?;
             if let Some(dec) = v.get("added_tokens_decoder").and_then(|a| a.as_object()) {
                 found = true;
                 for (id, t) in dec {
@@ -83,16 +283,79 @@ impl Vocabulary {
                         (id.parse::<u32>(), t.get("content").and_then(|c| c.as_str()))
                     {
                         vocab.ids.insert(c.to_string(), id);
+                        added.push(id);
                     }
                 }
             }
         }
         if !found {
-            return Err(dir_err(
-                "no tokenizer.json or tokenizer_config.json with added tokens".into(),
-            ));
+            return Err(Error::Tokenizer {
+                path: dir.to_path_buf(),
+                message: "no tokenizer.json, tiktoken vocabulary or tokenizer_config.json with added tokens"
+                    .into(),
+            });
         }
         vocab.size = vocab.ids.values().copied().max().map_or(0, |m| m + 1);
+        if !ordinary.is_empty() {
+            let mut table = TokenBytes::new(vocab.size, ordinary);
+            for id in added {
+                table.set_not_text(id);
+            }
+            vocab.bytes = Some(Arc::new(table));
+        }
         Ok(vocab)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_level_alphabet_round_trips() {
+        let rev = byte_level_decoder();
+        assert_eq!(string_bytes("Ċ", true, &rev), b"\n");
+        assert_eq!(string_bytes("ĊĊ", true, &rev), b"\n\n");
+        assert_eq!(string_bytes("Ġworld", true, &rev), b" world");
+        assert_eq!(string_bytes(".</", true, &rev), b".</");
+        // "ï½ľ" is the byte-level spelling of the UTF-8 bytes of "｜" (U+FF5C).
+        assert_eq!(string_bytes("ï½ľ", true, &rev), "｜".as_bytes());
+        let alphabet = byte_level_alphabet();
+        for b in 0..=255u8 {
+            assert_eq!(rev[alphabet[b as usize] as usize], Some(b));
+        }
+        assert_eq!(string_bytes("▁the", false, &rev), b" the");
+        assert_eq!(string_bytes("<0x0A>", false, &rev), b"\n");
+    }
+
+    #[test]
+    fn tiktoken_directory_without_tokenizer_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = base64::engine::general_purpose::STANDARD;
+        let lines: Vec<String> = [&b"sys"[..], b"tem", b"\n", b"system", b".</"]
+            .iter()
+            .enumerate()
+            .map(|(i, b)| format!("{} {i}", e.encode(b)))
+            .collect();
+        std::fs::write(dir.path().join("tiktoken.model"), lines.join("\n")).unwrap();
+        std::fs::write(
+            dir.path().join("tokenizer_config.json"),
+            r#"{"added_tokens_decoder": {"8": {"content": "<|im_end|>", "special": true}}}"#,
+        )
+        .unwrap();
+        let v = Vocabulary::from_dir(dir.path()).unwrap();
+        assert_eq!(
+            (v.ids["system"], v.ids["Ċ"], v.ids["<|im_end|>"]),
+            (3, 2, 8)
+        );
+        assert_eq!(v.size, 9);
+        let t = v.bytes.unwrap();
+        assert_eq!(t.get(4), Some(&b".</"[..]));
+        assert_eq!(t.get(8), None); // added: not text
+        assert_eq!(t.get(6), None); // a hole
+        assert_eq!(t.get(100), None); // past the table
+        std::fs::write(dir.path().join("tiktoken.model"), "c3lz\n").unwrap();
+        let err = Vocabulary::from_dir(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("line 1"), "{err}");
     }
 }
