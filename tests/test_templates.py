@@ -97,9 +97,10 @@ def test_spelled_tags_in_running_text_are_found_where_they_start(tokenizers, tmp
     start, _ = _spelled(plain, "</think>Hello there", UNTHINK)
     rows.append([*start, *rows[0]])
     want[len(rows) - 1] = 0
+    prompt = _ids(real, f"{BOS}You are helpful.{USER}What is 2 + 2?{ASSISTANT}{THINK}")
     end, pos = _spelled(plain, "and that is all.</think>", UNTHINK)
-    rows.append([*rows[1][:-1], *end])
-    want[len(rows) - 1] = len(rows[1]) - 1 + pos
+    rows.append([*prompt, *end])
+    want[len(rows) - 1] = len(prompt) + pos
     # Clean: the real special tokens, and text that only looks a little like a tag.
     clean = [
         _ids(real, f"{BOS}sys{USER}q{ASSISTANT}{THINK}reason</think>answer{EOS}"),
@@ -129,7 +130,8 @@ def test_a_tiktoken_vocabulary_finds_the_same(tokenizers, tmp_path):
     d.mkdir()
     with (d / "tiktoken.model").open("w") as f:
         for s, rank in sorted(spec["model"]["vocab"].items(), key=lambda kv: kv[1]):
-            f.write(f"{base64.b64encode(bytes(byte_of[c] for c in s)).decode()} {rank}\n")
+            raw = b"".join(bytes([byte_of[c]]) if c in byte_of else c.encode() for c in s)
+            f.write(f"{base64.b64encode(raw).decode()} {rank}\n")
     added = {str(t["id"]): {"content": t["content"], "special": True} for t in spec["added_tokens"]}
     (d / "tokenizer_config.json").write_text(json.dumps({"added_tokens_decoder": added}))
     rows = [_sample(real, plain, text, tag)[0] for _label, text, tag in CASES]
@@ -226,7 +228,7 @@ def test_labels_as_trainers_write_them_pass_and_shifted_ones_do_not(tokenizers):
         for k in (1, 2, 3):
             for shifted in (np.r_[np.full(k, -100), lab[:-k]], np.r_[lab[k:], np.full(k, -100)]):
                 flagged = int(v.check(arr, offsets, labels=shifted).flags[0]) & bit
-                if any(np.array_equal(shifted, w) for w in valid):
+                if any(np.array_equal(shifted != -100, w != -100) for w in valid):
                     # SpecForge's mask one token late is exactly the completion-only mask: nothing can tell.
                     assert not flagged and "earlier" not in trained and k == 1
                 else:
