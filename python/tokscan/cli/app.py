@@ -58,7 +58,11 @@ ProfileOpt = Annotated[
 ]
 TokenizerOpt = Annotated[
     Path | None,
-    typer.Option(metavar="DIR", help="Tokenizer directory (tokenizer.json / tokenizer_config.json)."),
+    typer.Option(
+        metavar="DIR",
+        help="Tokenizer directory (tokenizer.json, or tiktoken.model / *.tiktoken, + tokenizer_config.json); "
+        "also looks for special tokens written as text (spelled_special).",
+    ),
 ]
 TrustRemoteCodeOpt = Annotated[
     bool,
