@@ -433,7 +433,8 @@ fn spelled_special_tokens_are_found_at_their_position() {
         _ => b"w".to_vec(),
     };
     let table = TokenBytes::new(163840, (0..163584).map(|id| (id, bytes(id))));
-    p.spelled = SpelledPatterns::new(vec!["</think>".into()], std::sync::Arc::new(table)).unwrap();
+    p.spelled =
+        SpelledPatterns::new(vec!["</think>".into()], std::sync::Arc::new(table), &[]).unwrap();
     let mut counts = vec![0u64; p.specials.len()];
     let (pr, mut c) = (prompt(), text(20, 3));
     c.extend([1800, 37947, 32]);

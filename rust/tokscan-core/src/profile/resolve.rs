@@ -323,7 +323,8 @@ impl Profile {
                     .filter(|(_, id)| special_ids.contains(id))
                     .map(|(s, _)| s.clone())
                     .collect();
-                SpelledPatterns::new(strings, bytes)?
+                let ids: Vec<u32> = special_ids.iter().copied().collect();
+                SpelledPatterns::new(strings, bytes, &ids)?
             }
             None => None,
         };

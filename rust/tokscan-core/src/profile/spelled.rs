@@ -33,8 +33,15 @@ pub struct SpelledPatterns {
 }
 
 impl SpelledPatterns {
-    /// The automaton of `names` over the token byte table. Empty strings are dropped; `None` when none is left.
-    pub fn new(names: Vec<String>, table: Arc<TokenBytes>) -> Result<Option<Self>> {
+    /// The automaton of `names` over the token byte table. `specials` (the profile's special ids) and any id
+    /// whose bytes are exactly one of `names` are special tokens, not text, even when the vocabulary lists them
+    /// as ordinary (a vocabulary exported without its added tokens). Empty strings are dropped; `None` when
+    /// none is left.
+    pub fn new(
+        names: Vec<String>,
+        table: Arc<TokenBytes>,
+        specials: &[u32],
+    ) -> Result<Option<Self>> {
         let mut names: Vec<String> = names.into_iter().filter(|s| !s.is_empty()).collect();
         names.sort();
         names.dedup();
@@ -54,9 +61,11 @@ impl SpelledPatterns {
         for n in &names {
             first[n.as_bytes()[0] as usize] = true;
         }
+        let exact: std::collections::HashSet<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
         let class = (0..table.len() as u32)
             .map(|id| match table.get(id) {
                 None => NOT_TEXT,
+                Some(b) if exact.contains(b) || specials.contains(&id) => NOT_TEXT,
                 Some(b) if b.iter().any(|&x| first[x as usize]) => FEED,
                 Some(_) => NO_START_BYTE,
             })
@@ -132,7 +141,7 @@ mod tests {
     }
 
     fn find(ids: &[u32]) -> Option<usize> {
-        SpelledPatterns::new(vec!["</think>".into(), "<think>".into()], table())
+        SpelledPatterns::new(vec!["</think>".into(), "<think>".into()], table(), &[])
             .unwrap()
             .unwrap()
             .find(ids)
@@ -146,6 +155,27 @@ mod tests {
         assert_eq!(find(&[4, 2, 3]), Some(0)); // at the very start
         assert_eq!(find(&[0, 7, 5, 4, 2, 3]), Some(3)); // at the very end
         assert_eq!(find(&[8, 8, 9]), Some(1)); // "<<think>": the match starts at the second "<"
+    }
+
+    #[test]
+    fn a_special_listed_as_ordinary_text_is_still_special() {
+        // A vocabulary exported without its added tokens: id 13 is "<think>" itself, listed as text.
+        let words: [&[u8]; 4] = [b"</", b"think", b">", b"<think>"];
+        let table = Arc::new(TokenBytes::new(
+            14,
+            (10..).zip(words.iter().map(|w| w.to_vec())),
+        ));
+        let names = || vec!["<think>".to_string(), "</think>".to_string()];
+        let sp = SpelledPatterns::new(names(), table.clone(), &[])
+            .unwrap()
+            .unwrap();
+        assert_eq!(sp.find(&[13u32, 13]), None); // the real token, by its bytes
+        assert_eq!(sp.find(&[13u32, 10, 11, 12]), Some(1)); // and a spelled one after it
+                                                            // The profile's own special ids are never text either.
+        let sp = SpelledPatterns::new(names(), table, &[12])
+            .unwrap()
+            .unwrap();
+        assert_eq!(sp.find(&[10u32, 11, 12]), None);
     }
 
     #[test]
