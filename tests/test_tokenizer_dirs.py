@@ -319,16 +319,40 @@ def test_profile_strings_resolve_through_a_remote_code_directory(qwen_dir):
     from tokscan.errors import ProfileError
     from tokscan.tokenizer import profile_vocabulary
 
-    with pytest.raises(ProfileError, match='"system" is not in the tokenizer'):
-        _core.Profile.load("qwen3", str(qwen_dir))  # the core alone sees only the config's added tokens
-    with pytest.raises(UsageError, match="--trust-remote-code"):
-        with profile_vocabulary(qwen_dir):
-            pass
-    with profile_vocabulary(qwen_dir, trust_remote_code=True) as vocab:
-        resolved = _core.Profile.load("qwen3", vocab)
+    # The core reads the rank file (qwen.tiktoken) and the config's added tokens itself: no code runs.
+    resolved = _core.Profile.load("qwen3", str(qwen_dir))
     assert dict(resolved.special_tokens) == dict(_core.Profile.load("qwen3").special_tokens)
+    assert "</think>" in resolved.spelled
+    with profile_vocabulary(qwen_dir) as vocab:
+        assert vocab == str(qwen_dir)
+    # A directory with neither tokenizer.json nor a rank file goes through the loaded class.
+    no_ranks = qwen_dir.parent / "no-ranks"
+    shutil.copytree(qwen_dir, no_ranks, ignore=shutil.ignore_patterns("*.tiktoken", "__pycache__"))
+    with pytest.raises(ProfileError, match='"system" is not in the tokenizer'):
+        _core.Profile.load("qwen3", str(no_ranks))  # the core alone sees only the config's added tokens
+    with pytest.raises(UsageError, match="--trust-remote-code"):
+        with profile_vocabulary(no_ranks):
+            pass
     with profile_vocabulary(DS) as vocab:
         assert vocab == str(DS)  # a directory with tokenizer.json is read by the core directly
+
+
+def test_spelled_special_through_a_tiktoken_rank_file(tmp_path, qwen_dir, reference):
+    """Qwen3's real vocabulary as a rank file: `</think>` typed after a full stop (encoded as ordinary text, so
+    BPE merges it with its neighbours) is found where it starts, the real token is not; no code runs."""
+    import tokscan
+
+    head = "<|im_start|>user\nHi?<|im_end|>\n<|im_start|>assistant\n<think>\nShort.</think>\n\n"
+    prompt = reference.encode(head, allowed_special="all")
+    typed = "Done.</think>Yes."
+    spelled = reference.encode(typed, allowed_special=set(), disallowed_special=())
+    at = len(prompt) + next(k for k in range(len(spelled)) if len(reference.decode(spelled[: k + 1])) > len("Done."))
+    end = reference.encode("<|im_end|>\n", allowed_special="all")
+    clean = reference.encode(f"{head}Done. Yes.<|im_end|>\n", allowed_special="all")
+    corpus = write_corpus(tmp_path / "corpus", [[*prompt, *spelled, *end], clean])
+    report = tokscan.scan(corpus, profile="qwen3", tokenizer=qwen_dir)
+    assert report.flagged_rows("spelled_special") == [0]
+    assert report.flagged[0]["positions"]["spelled_special"] == at
 
 
 def test_scan_and_show_pass_trust_remote_code_through(tmp_path):

@@ -162,14 +162,20 @@ def vocabulary_dir(tok: Any) -> Iterator[str]:
         yield d
 
 
+def has_tiktoken_vocabulary(directory: Path) -> bool:
+    """True when `directory` holds a tiktoken-format vocabulary the core reads (`tiktoken.model`, `*.tiktoken`)."""
+    return (directory / "tiktoken.model").is_file() or any(directory.glob("*.tiktoken"))
+
+
 @contextmanager
 def profile_vocabulary(path: str | os.PathLike[str], trust_remote_code: bool = False) -> Iterator[str]:
     """A path through which `_core.Profile.load(profile, path)` resolves a profile's token strings: the path
-    itself when it is a tokenizer.json or a directory with one (the core reads those directly), otherwise the
-    whole vocabulary of the loaded tokenizer (`vocabulary_dir`), so ordinary tokens such as the role name
-    "system" resolve through a tiktoken class shipped as code too."""
+    itself when it is a tokenizer.json or a directory with one or with a tiktoken vocabulary (`tiktoken.model`,
+    `*.tiktoken`: the core reads those directly, and takes the bytes of every token from them for
+    `spelled_special`), otherwise the whole vocabulary of the loaded tokenizer (`vocabulary_dir`), so ordinary
+    tokens such as the role name "system" resolve through any tokenizer class shipped as code too."""
     p = Path(path)
-    if not p.is_dir() or (p / "tokenizer.json").is_file():
+    if not p.is_dir() or (p / "tokenizer.json").is_file() or has_tiktoken_vocabulary(p):
         yield str(p)
         return
     with vocabulary_dir(load_tokenizer(p, trust_remote_code)) as d:
