@@ -332,10 +332,17 @@ def run_probe(prof: _core.Profile, tok: Any, probe: Probe) -> dict[str, Any]:
         a, b = whole["completion"]
         if (a, b) != want:
             found = f"without the prompt length the completion is found at tokens {a}..{b}, not {want[0]}..{want[1]}"
+            prefills = {tuple(p) for p in json.loads(prof.describe_json()).get("prefills", [])}
             if a < plen and b == len(full):
                 prefill = _visible(tok.decode(ids[a:plen], skip_special_tokens=False))
                 notes.append(
                     f"{found} ('{prefill}' is pre-filled by the generation prompt, which a sequence alone cannot tell)"
+                )
+            elif a > plen and b == len(full) and tuple(ids[plen:a]) in prefills:
+                opening = _visible(tok.decode(ids[plen:a], skip_special_tokens=False))
+                notes.append(
+                    f"{found}: the completion opens with '{opening}', one of the profile's generation-prompt "
+                    "pre-fills (another template of the family pre-fills it), which a sequence alone cannot tell"
                 )
             else:
                 problems.append(found)
