@@ -365,7 +365,7 @@ pub fn check_sample<T: TokenId + PartialEq>(
         facts.flag(Code::UnbalancedToolCall, Some(pos));
     }
 
-    // 8. Special tokens spelled as ordinary pieces.
+    // 8. Special-token strings written as ordinary text.
     if let Some(sp) = &profile.spelled {
         if let Some(pos) = sp.find(&tokens[..n_eff]) {
             facts.flag(Code::SpelledSpecial, Some(pos));
@@ -487,11 +487,10 @@ struct MaskSpans {
 /// What common trainers write passes: the final completion is 1 from its first generated token through
 /// its last; its end of turn and the boundary tokens after it (`mask_boundary`) may be either. Earlier
 /// assistant turns may be trained or not (all turns or only the last; see `earlier_turn_violation`), their
-/// end of turn and boundary tokens either way. A pre-fill is
-/// 0 or 1 as a whole, and a mask that covers a one-token pre-fill covers the end of turn too: a mask from
-/// that token that stops before the end of turn is the completion's mask shifted one token early. Everything else (system,
-/// user, tool-result turns, headers) must be 0, and a non-empty completion under a mask with no 1 at all is
-/// not trained on.
+/// end of turn and boundary tokens either way. A pre-fill is 0 or 1 as a whole, and a mask that covers a
+/// one-token pre-fill covers the end of turn too: a mask from that token that stops before the end of turn
+/// is the completion's mask shifted one token early. Everything else (system, user, tool-result turns,
+/// headers) must be 0, and a non-empty completion under a mask with no 1 at all is not trained on.
 fn mask_violation<T: TokenId>(
     m: MaskSlice<'_>,
     n: usize,
