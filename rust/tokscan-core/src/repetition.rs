@@ -93,6 +93,7 @@ struct LoopScratch {
 struct CoverageScratch {
     hashes: Vec<u64>,
     table: Vec<u32>,
+    prev: Vec<u32>,
     dup: Vec<bool>,
 }
 
@@ -101,13 +102,18 @@ thread_local! {
     static COVERAGE_SCRATCH: RefCell<CoverageScratch> = RefCell::new(CoverageScratch::default());
 }
 
+/// Hash of the 4 ids from `j` (missing ones count as 0): two independent multiplies.
+#[inline(always)]
+fn hash4<T: TokenId>(t: &[T], j: usize, k: usize) -> u64 {
+    let id = |o: usize| if o < k { u64::from(t[j + o].id()) } else { 0 };
+    let lo = (id(0) | id(1) << 32).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let hi = (id(2) | id(3) << 32).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    (lo ^ hi.rotate_left(29)).wrapping_mul(0x1656_67B1_9E37_79F9)
+}
+
 #[inline(always)]
 fn kgram_slot<T: TokenId>(t: &[T], j: usize, k: usize) -> usize {
-    let mut h = 0x243F_6A88_85A3_08D3u64;
-    for x in &t[j..j + k] {
-        h = (h ^ u64::from(x.id())).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-    (h >> (64 - HEAD_BITS)) as usize
+    (hash4(t, j, k) >> (64 - HEAD_BITS)) as usize
 }
 
 /// The earliest loop in `t` (ties go to the shorter period), or `None`. Equals [`find_loop_naive`].
@@ -265,63 +271,84 @@ pub fn find_loop_naive<T: PartialEq + Copy>(t: &[T], policy: &RepetitionPolicy) 
 /// Tokens of `t` covered by an n-gram ([`COVERAGE_N`] tokens) that occurs at least twice in `t`, every
 /// occurrence counted, overlapping occurrences counted once. 0 when `t` has fewer than `COVERAGE_N + 1` tokens.
 ///
-/// One rolling hash per position and an open-addressing table of first occurrences; equal hashes are
-/// confirmed by comparing the tokens, so the count is exact.
+/// Winnowing: every n-gram's *anchor* is the leftmost minimum of the 4-gram hashes inside it (at offsets
+/// `0..=n-4`). Equal n-grams have their anchors at the same offset, on equal 4-grams, so only anchors (about
+/// a quarter of the positions) go into the hash table; an anchor looks back through the earlier anchors with
+/// the same 4-gram hash until each n-gram anchored on it has an earlier copy (compared token by token, so the
+/// count is exact) or none is left. Each occurrence but the last is the most recent copy of the next one, so
+/// every occurrence gets marked.
 pub fn ngram_coverage<T: TokenId + PartialEq>(t: &[T]) -> u32 {
     const N: usize = COVERAGE_N;
-    const B: u64 = 0x9E37_79B9_7F4A_7C15;
+    const K: usize = 4;
+    const W: usize = N - K + 1;
     let l = t.len();
     if l <= N {
         return 0;
     }
-    let g = l - N + 1;
-    let mix =
-        |x: &T| (u64::from(x.id()) ^ 0x5851_F42D_4C95_7F2D).wrapping_mul(0xD6E8_FEB8_6659_FD93);
-    let b_top = (1..N).fold(1u64, |a, _| a.wrapping_mul(B)); // B^(N-1)
+    let g = l - N + 1; // n-gram starts
+    let g4 = l - K + 1; // 4-gram starts
     COVERAGE_SCRATCH.with(|s| {
         let s = &mut *s.borrow_mut();
-        let hashes = &mut s.hashes;
-        hashes.clear();
-        hashes.reserve(g);
-        let mut h = t[..N]
-            .iter()
-            .fold(0u64, |h, x| h.wrapping_mul(B).wrapping_add(mix(x)));
-        hashes.push(h);
-        for i in 1..g {
-            h = h
-                .wrapping_sub(mix(&t[i - 1]).wrapping_mul(b_top))
-                .wrapping_mul(B)
-                .wrapping_add(mix(&t[i + N - 1]));
-            hashes.push(h);
+        let h = &mut s.hashes;
+        h.clear();
+        h.extend((0..g4).map(|a| hash4(t, a, K)));
+        let bits = g4.next_power_of_two().trailing_zeros().max(4);
+        let shift = 64 - bits;
+        let head = &mut s.table;
+        head.clear();
+        head.resize(1 << bits, 0);
+        let prev = &mut s.prev;
+        if prev.len() < g4 {
+            prev.resize(g4, 0);
         }
-        let bits = (2 * g).next_power_of_two().trailing_zeros().max(4);
-        let mask = (1usize << bits) - 1;
-        let table = &mut s.table;
-        table.clear();
-        table.resize(1 << bits, 0);
         let dup = &mut s.dup;
         dup.clear();
         dup.resize(g, false);
         let mut any = false;
-        for i in 0..g {
-            let hi = hashes[i];
-            let mut slot = (hi.wrapping_mul(B) >> (64 - bits)) as usize;
-            loop {
-                let e = table[slot];
-                if e == 0 {
-                    table[slot] = i as u32 + 1;
-                    break;
+        // Windows [first, i) share the anchor `cur`.
+        let mut process = |a: usize, first: usize, last: usize, dup: &mut Vec<bool>| {
+            let ha = h[a];
+            let slot = (ha >> shift) as usize;
+            let mut open = last - first;
+            let mut b = head[slot];
+            while b != 0 && open > 0 {
+                let bp = (b - 1) as usize;
+                if h[bp] == ha && t[bp..bp + K] == t[a..a + K] {
+                    let d = a - bp;
+                    for i in first..last {
+                        if !dup[i] && i >= d && t[i..i + N] == t[i - d..i - d + N] {
+                            dup[i] = true;
+                            dup[i - d] = true;
+                            open -= 1;
+                            any = true;
+                        }
+                    }
                 }
-                let f = (e - 1) as usize;
-                if hashes[f] == hi && t[f..f + N] == t[i..i + N] {
-                    dup[f] = true;
-                    dup[i] = true;
-                    any = true;
-                    break;
-                }
-                slot = (slot + 1) & mask;
+                b = prev[bp];
+            }
+            prev[a] = head[slot];
+            head[slot] = a as u32 + 1;
+        };
+        let argmin = |from: usize| {
+            (from + 1..from + W).fold(from, |m, x| if h[x] < h[m] { x } else { m })
+        };
+        let mut cur = argmin(0);
+        let mut first = 0;
+        for i in 1..g {
+            let next = if cur < i {
+                argmin(i)
+            } else if h[i + W - 1] < h[cur] {
+                i + W - 1
+            } else {
+                cur
+            };
+            if next != cur {
+                process(cur, first, i, dup);
+                cur = next;
+                first = i;
             }
         }
+        process(cur, first, g, dup);
         if !any {
             return 0;
         }
