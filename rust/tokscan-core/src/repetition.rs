@@ -92,8 +92,10 @@ struct LoopScratch {
 #[derive(Default)]
 struct CoverageScratch {
     hashes: Vec<u64>,
+    seen: Vec<u64>,
+    hot: Vec<u64>,
+    hot_pos: Vec<u32>,
     table: Vec<u32>,
-    prev: Vec<u32>,
     dup: Vec<bool>,
 }
 
@@ -102,12 +104,18 @@ thread_local! {
     static COVERAGE_SCRATCH: RefCell<CoverageScratch> = RefCell::new(CoverageScratch::default());
 }
 
-/// Hash of the 4 ids from `j` (missing ones count as 0): two independent multiplies.
+/// Hash of the 4 ids from `j` (ids past `k` count as 0): two independent multiplies.
 #[inline(always)]
 fn hash4<T: TokenId>(t: &[T], j: usize, k: usize) -> u64 {
-    let id = |o: usize| if o < k { u64::from(t[j + o].id()) } else { 0 };
-    let lo = (id(0) | id(1) << 32).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let hi = (id(2) | id(3) << 32).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    let (a, b, c, d) = if k == 4 {
+        let w: &[T; 4] = t[j..j + 4].try_into().expect("4 ids");
+        (w[0].id(), w[1].id(), w[2].id(), w[3].id())
+    } else {
+        let id = |o: usize| if o < k { t[j + o].id() } else { 0 };
+        (id(0), id(1), id(2), id(3))
+    };
+    let lo = (u64::from(a) | u64::from(b) << 32).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let hi = (u64::from(c) | u64::from(d) << 32).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
     (lo ^ hi.rotate_left(29)).wrapping_mul(0x1656_67B1_9E37_79F9)
 }
 
@@ -271,91 +279,92 @@ pub fn find_loop_naive<T: PartialEq + Copy>(t: &[T], policy: &RepetitionPolicy) 
 /// Tokens of `t` covered by an n-gram ([`COVERAGE_N`] tokens) that occurs at least twice in `t`, every
 /// occurrence counted, overlapping occurrences counted once. 0 when `t` has fewer than `COVERAGE_N + 1` tokens.
 ///
-/// Winnowing: every n-gram's *anchor* is the leftmost minimum of the 4-gram hashes inside it (at offsets
-/// `0..=n-4`). Equal n-grams have their anchors at the same offset, on equal 4-grams, so only anchors (about
-/// a quarter of the positions) go into the hash table; an anchor looks back through the earlier anchors with
-/// the same 4-gram hash until each n-gram anchored on it has an earlier copy (compared token by token, so the
-/// count is exact) or none is left. Each occurrence but the last is the most recent copy of the next one, so
-/// every occurrence gets marked.
+/// Two passes. First every n-gram's 64-bit hash sets one bit of an L1-sized bitset (16 bits per n-gram); a bit
+/// found already set is marked *hot*. Equal n-grams set the same bit, so every occurrence of a repeated n-gram
+/// has a hot bit; in clean text no bit, or a few percent of them (collisions), are hot. Then only the n-grams on
+/// hot bits go through an exact table (full hash, tokens compared), which marks every occurrence of each
+/// repeated one. The count is exact; hashing only decides where to look.
 pub fn ngram_coverage<T: TokenId + PartialEq>(t: &[T]) -> u32 {
     const N: usize = COVERAGE_N;
-    const K: usize = 4;
-    const W: usize = N - K + 1;
     let l = t.len();
     if l <= N {
         return 0;
     }
     let g = l - N + 1; // n-gram starts
-    let g4 = l - K + 1; // 4-gram starts
     COVERAGE_SCRATCH.with(|s| {
         let s = &mut *s.borrow_mut();
-        let h = &mut s.hashes;
+        // Cyclic-polynomial (buzhash) rolling hash: one multiply per token, then rotations and xors; fused
+        // with the bitset pass.
+        let mix = |x: &T| u64::from(x.id()).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5851_F42D_4C95_7F2D;
+        let bits = (g.next_power_of_two().trailing_zeros() + 4).max(10);
+        let words = 1usize << (bits - 6);
+        let CoverageScratch {
+            hashes: h,
+            seen,
+            hot,
+            hot_pos,
+            table,
+            dup,
+        } = s;
+        seen.clear();
+        seen.resize(words, 0);
+        hot.clear();
+        hot.resize(words, 0);
         h.clear();
-        h.extend((0..g4).map(|a| hash4(t, a, K)));
-        let bits = g4.next_power_of_two().trailing_zeros().max(4);
-        let shift = 64 - bits;
-        let head = &mut s.table;
-        head.clear();
-        head.resize(1 << bits, 0);
-        let prev = &mut s.prev;
-        if prev.len() < g4 {
-            prev.resize(g4, 0);
-        }
-        let dup = &mut s.dup;
-        dup.clear();
-        dup.resize(g, false);
-        let mut any = false;
-        // Windows [first, i) share the anchor `cur`.
-        let mut process = |a: usize, first: usize, last: usize, dup: &mut Vec<bool>| {
-            let ha = h[a];
-            let slot = (ha >> shift) as usize;
-            let mut open = last - first;
-            let mut b = head[slot];
-            while b != 0 && open > 0 {
-                let bp = (b - 1) as usize;
-                if h[bp] == ha && t[bp..bp + K] == t[a..a + K] {
-                    let d = a - bp;
-                    for i in first..last {
-                        if !dup[i] && i >= d && t[i..i + N] == t[i - d..i - d + N] {
-                            dup[i] = true;
-                            dup[i - d] = true;
-                            open -= 1;
-                            any = true;
-                        }
-                    }
-                }
-                b = prev[bp];
+        h.reserve(g);
+        let mut any = 0u64;
+        let mut x = t[..N].iter().fold(0u64, |h, v| h.rotate_left(1) ^ mix(v));
+        for i in 0..g {
+            if i > 0 {
+                x = x.rotate_left(1) ^ mix(&t[i - 1]).rotate_left(N as u32) ^ mix(&t[i + N - 1]);
             }
-            prev[a] = head[slot];
-            head[slot] = a as u32 + 1;
-        };
-        let argmin = |from: usize| {
-            (from + 1..from + W).fold(from, |m, x| if h[x] < h[m] { x } else { m })
-        };
-        let mut cur = argmin(0);
-        let mut first = 0;
-        for i in 1..g {
-            let next = if cur < i {
-                argmin(i)
-            } else if h[i + W - 1] < h[cur] {
-                i + W - 1
-            } else {
-                cur
-            };
-            if next != cur {
-                process(cur, first, i, dup);
-                cur = next;
-                first = i;
-            }
+            h.push(x);
+            let b = (x >> (64 - bits)) as usize;
+            let (w, m) = (b >> 6, 1u64 << (b & 63));
+            let again = seen[w] & m;
+            hot[w] |= again;
+            any |= again;
+            seen[w] |= m;
         }
-        process(cur, first, g, dup);
-        if !any {
+        if any == 0 {
             return 0;
+        }
+        hot_pos.clear();
+        hot_pos.extend(h.iter().enumerate().filter_map(|(i, &x)| {
+            let b = (x >> (64 - bits)) as usize;
+            (hot[b >> 6] & (1u64 << (b & 63)) != 0).then_some(i as u32)
+        }));
+        let tbits = (2 * hot_pos.len()).next_power_of_two().trailing_zeros().max(4);
+        let mask = (1usize << tbits) - 1;
+        table.clear();
+        table.resize(1 << tbits, 0);
+        dup.clear();
+        dup.resize(hot_pos.len(), false);
+        for (k, &i) in hot_pos.iter().enumerate() {
+            let i = i as usize;
+            let x = h[i];
+            let mut slot = (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - tbits)) as usize;
+            loop {
+                let e = table[slot];
+                if e == 0 {
+                    table[slot] = k as u32 + 1;
+                    break;
+                }
+                let kf = (e - 1) as usize;
+                let f = hot_pos[kf] as usize;
+                if h[f] == x && t[f..f + N] == t[i..i + N] {
+                    dup[kf] = true;
+                    dup[k] = true;
+                    break;
+                }
+                slot = (slot + 1) & mask;
+            }
         }
         let mut covered = 0usize;
         let mut reach = 0usize;
-        for (i, &d) in dup.iter().enumerate() {
+        for (&i, &d) in hot_pos.iter().zip(dup.iter()) {
             if d {
+                let i = i as usize;
                 covered += i + N - i.max(reach);
                 reach = i + N;
             }
