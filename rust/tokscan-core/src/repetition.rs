@@ -91,6 +91,7 @@ struct LoopScratch {
 
 #[derive(Default)]
 struct CoverageScratch {
+    mixed: Vec<u64>,
     hashes: Vec<u64>,
     seen: Vec<u64>,
     hot: Vec<u64>,
@@ -104,7 +105,7 @@ thread_local! {
     static COVERAGE_SCRATCH: RefCell<CoverageScratch> = RefCell::new(CoverageScratch::default());
 }
 
-/// Hash of the 4 ids from `j` (ids past `k` count as 0): two independent multiplies.
+/// Hash of the 4 ids from `j` (ids past `k` count as 0).
 #[inline(always)]
 fn hash4<T: TokenId>(t: &[T], j: usize, k: usize) -> u64 {
     let (a, b, c, d) = if k == 4 {
@@ -114,9 +115,10 @@ fn hash4<T: TokenId>(t: &[T], j: usize, k: usize) -> u64 {
         let id = |o: usize| if o < k { t[j + o].id() } else { 0 };
         (id(0), id(1), id(2), id(3))
     };
-    let lo = (u64::from(a) | u64::from(b) << 32).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let hi = (u64::from(c) | u64::from(d) << 32).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
-    (lo ^ hi.rotate_left(29)).wrapping_mul(0x1656_67B1_9E37_79F9)
+    let lo = u64::from(a) | u64::from(b) << 32;
+    let hi = u64::from(c) | u64::from(d) << 32;
+    // One multiply: the top bits (the slot) depend on every input bit.
+    (lo ^ hi.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 #[inline(always)]
@@ -177,12 +179,11 @@ pub fn find_loop<T: TokenId + PartialEq>(t: &[T], policy: &RepetitionPolicy) -> 
                 next_ins += w;
             }
             for j in x..jend {
+                // Entries below `lo` are older than `max_period` or from an earlier sample.
+                let lo = base + j.saturating_sub(maxp) as u32;
                 let mut cur = head[kgram_slot(t, j, k)];
-                while cur >= base {
+                while cur >= lo {
                     let q = (cur - base) as usize;
-                    if q + maxp < j {
-                        break;
-                    }
                     if q < j {
                         let d = j - q;
                         if base + j as u32 >= skip[d] && t[j] == t[q] {
@@ -299,6 +300,7 @@ pub fn ngram_coverage<T: TokenId + PartialEq>(t: &[T]) -> u32 {
         let bits = (g.next_power_of_two().trailing_zeros() + 4).max(10);
         let words = 1usize << (bits - 6);
         let CoverageScratch {
+            mixed,
             hashes: h,
             seen,
             hot,
@@ -310,23 +312,29 @@ pub fn ngram_coverage<T: TokenId + PartialEq>(t: &[T]) -> u32 {
         seen.resize(words, 0);
         hot.clear();
         hot.resize(words, 0);
+        let v = &mut *mixed;
+        v.clear();
+        v.extend(t.iter().map(mix));
         h.clear();
-        h.reserve(g);
-        let mut any = 0u64;
-        let mut x = t[..N].iter().fold(0u64, |h, v| h.rotate_left(1) ^ mix(v));
+        h.resize(g, 0);
+        let mut any = false;
+        let mut x = v[..N].iter().fold(0u64, |h, &m| h.rotate_left(1) ^ m);
+        let (outs, ins) = (&v[..g], &v[N - 1..]);
         for i in 0..g {
             if i > 0 {
-                x = x.rotate_left(1) ^ mix(&t[i - 1]).rotate_left(N as u32) ^ mix(&t[i + N - 1]);
+                x = x.rotate_left(1) ^ outs[i - 1].rotate_left(N as u32) ^ ins[i];
             }
-            h.push(x);
+            h[i] = x;
             let b = (x >> (64 - bits)) as usize;
             let (w, m) = (b >> 6, 1u64 << (b & 63));
-            let again = seen[w] & m;
-            hot[w] |= again;
-            any |= again;
-            seen[w] |= m;
+            let s = seen[w];
+            if s & m != 0 {
+                hot[w] |= m;
+                any = true;
+            }
+            seen[w] = s | m;
         }
-        if any == 0 {
+        if !any {
             return 0;
         }
         hot_pos.clear();
