@@ -4,7 +4,7 @@
 
 Writes (seeded) a Kimi-K2.5-shaped Parquet corpus in which every sample's response loops on a block of
 `min-period..max-period` random tokens: half of them until the length limit (a completion cut mid-repeat, no end
-of turn), half for 4-12 repeats and then end normally. Every planted loop has at least 4 repeats and 64 tokens.
+of turn), half for 4-12 repeats (more for short blocks, to reach 64 tokens) and then end normally. Every planted loop has at least 4 repeats and 64 tokens.
 Prints how many were flagged, and with the planted period, per period bucket.
 """
 
@@ -37,7 +37,8 @@ def build(n: int, lo: int, hi: int, seed: int = 0) -> tuple[list[synth.Sample], 
             body = (unit * (reps + 1))[: max(LENGTH_LIMIT - len(head), 4 * period, 64)]
             s.completion = [*head, *body]
         else:
-            reps = int(g.rng.integers(max(4, -(-64 // period)), 13))
+            least = max(4, -(-64 // period))  # 4 repeats and 64 tokens
+            reps = int(g.rng.integers(least, least + 9))
             s.completion = [*head, *(unit * reps), synth.IM_END]
         samples.append(s)
         periods.append(period)

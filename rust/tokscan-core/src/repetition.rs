@@ -296,7 +296,8 @@ pub fn ngram_coverage<T: TokenId + PartialEq>(t: &[T]) -> u32 {
         let s = &mut *s.borrow_mut();
         // Cyclic-polynomial (buzhash) rolling hash: one multiply per token, then rotations and xors; fused
         // with the bitset pass.
-        let mix = |x: &T| u64::from(x.id()).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5851_F42D_4C95_7F2D;
+        let mix =
+            |x: &T| u64::from(x.id()).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5851_F42D_4C95_7F2D;
         let bits = (g.next_power_of_two().trailing_zeros() + 4).max(10);
         let words = 1usize << (bits - 6);
         let CoverageScratch {
@@ -342,7 +343,10 @@ pub fn ngram_coverage<T: TokenId + PartialEq>(t: &[T]) -> u32 {
             let b = (x >> (64 - bits)) as usize;
             (hot[b >> 6] & (1u64 << (b & 63)) != 0).then_some(i as u32)
         }));
-        let tbits = (2 * hot_pos.len()).next_power_of_two().trailing_zeros().max(4);
+        let tbits = (2 * hot_pos.len())
+            .next_power_of_two()
+            .trailing_zeros()
+            .max(4);
         let mask = (1usize << tbits) - 1;
         table.clear();
         table.resize(1 << tbits, 0);

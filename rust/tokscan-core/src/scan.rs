@@ -239,7 +239,11 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
             flags: facts.flags,
             completion_hash: if ce > cs { hash_ids(&seq[cs..ce]) } else { 0 },
             completion_len: (ce.saturating_sub(cs)) as u32,
-            ngram_covered: if ce > cs { ngram_coverage(&seq[cs..ce]) } else { 0 },
+            ngram_covered: if ce > cs {
+                ngram_coverage(&seq[cs..ce])
+            } else {
+                0
+            },
             sample_id: b.sample_ids.and_then(|s| s[i].as_deref()).map(Box::from),
         });
         if facts.flags != 0 {

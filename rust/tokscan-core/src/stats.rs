@@ -209,7 +209,10 @@ mod tests {
 
     #[test]
     fn coverage_stats_bin_by_exact_fractions() {
-        let c = CoverageStats::of(10, [(0, 0), (0, 50), (1, 10), (3, 10), (10, 10), (7, 9)].into_iter());
+        let c = CoverageStats::of(
+            10,
+            [(0, 0), (0, 50), (1, 10), (3, 10), (10, 10), (7, 9)].into_iter(),
+        );
         assert_eq!(c.histogram.counts, [2, 1, 0, 1, 0, 0, 0, 1, 0, 1]);
         assert_eq!((c.min, c.max), (0.0, 1.0));
         assert_eq!(c.median, 0.2);
