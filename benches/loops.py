@@ -4,7 +4,8 @@
 
 Writes (seeded) a Kimi-K2.5-shaped Parquet corpus in which every sample's response loops on a block of
 `min-period..max-period` random tokens: half of them until the length limit (a completion cut mid-repeat, no end
-of turn), half for 4-12 repeats (more for short blocks, to reach 64 tokens) and then end normally. Every planted loop has at least 4 repeats and 64 tokens.
+of turn), half for 4-12 repeats (more for short blocks, to reach 64 tokens) and then end normally. Every planted
+loop has at least 4 repeats and 64 tokens.
 Prints how many were flagged, and with the planted period, per period bucket.
 """
 
