@@ -1,176 +1,405 @@
-//! Degenerate-loop detection: a pattern of at most `max_period` tokens repeated back to back over at least
-//! `min_span` tokens. For each period `p` a loop is a run of positions with `t[i] == t[i - p]`; the run is
-//! found by probing every `stride`-th position and verifying candidates exactly, so the cost is about
-//! `max_period / stride` comparisons per token and the answer is the same as an exhaustive search.
+//! Degenerate-loop detection and repeated n-gram coverage of a completion.
+//!
+//! **Loops.** A loop of period `p` is a maximal stretch `[s, e)` in which every token equals the one `p`
+//! before it (`t[i] == t[i - p]` for `s + p <= i < e`): a block of `p` tokens repeated back to back, the last
+//! repeat possibly partial. It is reported when `1 <= p <= max_period` and its span `e - s` is at least
+//! `max(min_span, min_repeats * p)`. The answer is the loop with the earliest start (ties: the shorter period),
+//! exactly what the plain O(n · max_period) search [`find_loop_naive`] returns.
+//!
+//! **How it is found in about O(n).** A qualifying loop of period `p` holds a run of
+//! `m = span - p >= m0` matches, where `m0 = min over p of max(min_span, min_repeats * p) - p` (48 for the
+//! default policy). The k-grams (k <= 4 tokens) starting every `w`-th position are inserted into a small
+//! chained hash table; at every `b`-th position a block of `w` consecutive queries looks its k-grams up and
+//! proposes the distance to every earlier inserted equal-hash k-gram (within `max_period`) as a period.
+//! Inside a loop region every k-gram equals the one `p` earlier, and of `w` consecutive positions one is `p`
+//! after an inserted position, so with `b = m0 + 2 - k - w` some block lies wholly inside the region and
+//! proposes `p` itself. Each proposed period is verified exactly (by expanding its run of matches) and
+//! never verified twice over the same run, so hashing only decides where to look, never the answer. The work
+//! is about `1/w + w/b` hash look-ups per token (0.34 for the default policy), independent of `max_period`.
+//!
+//! **Coverage.** [`ngram_coverage`]: how many tokens of the completion lie inside an n-gram
+//! ([`COVERAGE_N`] tokens) that occurs at least twice in it, every occurrence counted (the Gopher
+//! "fraction of characters in duplicated n-grams", over tokens).
+
+use std::cell::RefCell;
 
 use crate::profile::RepetitionPolicy;
+use crate::token::TokenId;
 
-/// Longest loop unit the search supports (profiles are validated against it).
-pub const MAX_PERIOD: usize = 64;
+/// Longest loop unit a profile may ask for (`[repetition] max_period`).
+pub const MAX_PERIOD: usize = 4096;
 
-/// Start of the earliest loop in `t` (ties go to the shorter period), or `None`.
-///
-/// One pass over probe positions serves every period: a loop of period `p` needs a run of at least
-/// `min_span - p >= min_span - max_period` matches, so probing every `stride`-th position, with `stride` a
-/// quarter of that, puts at least four consecutive probes inside any qualifying run. A candidate is verified
-/// by expanding its run exactly, so the answer equals the exhaustive search's.
-pub fn find_loop<T: PartialEq + Copy>(t: &[T], policy: &RepetitionPolicy) -> Option<usize> {
+/// n of the repeated n-gram coverage statistic: 10 tokens (about 7-8 words of English; Gopher's
+/// duplicate-n-gram rules use 5- to 10-word n-grams).
+pub const COVERAGE_N: usize = 10;
+
+/// Slots of the k-gram head table (16 KiB of `u32`: L1-resident; it holds at most
+/// `max_period / w + w` live entries).
+const HEAD_BITS: u32 = 12;
+
+/// A loop found in a completion (offsets relative to the slice searched).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Loop {
+    /// First token of the first repeat.
+    pub start: usize,
+    /// Length of the repeated block.
+    pub period: usize,
+    /// Tokens from `start` to the end of the last (possibly partial) repeat.
+    pub span: usize,
+}
+
+/// Minimum span of a loop of period `p` under `policy`.
+#[inline]
+pub fn need_span(policy: &RepetitionPolicy, p: usize) -> usize {
+    (policy.min_span as usize).max(policy.min_repeats as usize * p)
+}
+
+/// Longest period worth searching in `n` tokens.
+fn max_period_for(policy: &RepetitionPolicy, n: usize) -> usize {
+    let r = (policy.min_repeats as usize).max(1);
+    (policy.max_period as usize).min(MAX_PERIOD).min(n / r)
+}
+
+/// `min over 1 <= p <= maxp of need_span(p) - p`: the shortest run of matches any loop has. The function is
+/// `max(min_span - p, (min_repeats - 1) p)`, decreasing then increasing, so its minimum is next to the
+/// crossing point or at an end.
+fn min_run(policy: &RepetitionPolicy, maxp: usize) -> usize {
+    let r = (policy.min_repeats as usize).max(1);
+    let cross = policy.min_span as usize / r;
+    [1, maxp, cross, cross + 1]
+        .into_iter()
+        .filter(|&p| p >= 1 && p <= maxp)
+        .map(|p| need_span(policy, p) - p)
+        .min()
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// Per-thread buffers, reused from sample to sample.
+#[derive(Default)]
+struct LoopScratch {
+    /// k-gram hash slot -> latest inserted position (`base`-relative, 0 = empty).
+    head: Vec<u32>,
+    /// Ring indexed by inserted position / w: the previous position with the same slot.
+    prev: Vec<u32>,
+    /// Period -> first position (`base`-relative) where a proposal of it is worth verifying again.
+    skip: Vec<u32>,
+    /// Positions of the current sample are stored as `base + i`; anything below `base` is stale, so
+    /// nothing is cleared between samples.
+    base: u32,
+}
+
+#[derive(Default)]
+struct CoverageScratch {
+    mixed: Vec<u64>,
+    hashes: Vec<u64>,
+    seen: Vec<u64>,
+    hot: Vec<u64>,
+    hot_pos: Vec<u32>,
+    table: Vec<u32>,
+    dup: Vec<bool>,
+}
+
+thread_local! {
+    static LOOP_SCRATCH: RefCell<LoopScratch> = RefCell::new(LoopScratch::default());
+    static COVERAGE_SCRATCH: RefCell<CoverageScratch> = RefCell::new(CoverageScratch::default());
+}
+
+/// Hash of the 4 ids from `j` (ids past `k` count as 0).
+#[inline(always)]
+fn hash4<T: TokenId>(t: &[T], j: usize, k: usize) -> u64 {
+    let (a, b, c, d) = if k == 4 {
+        let w: &[T; 4] = t[j..j + 4].try_into().expect("4 ids");
+        (w[0].id(), w[1].id(), w[2].id(), w[3].id())
+    } else {
+        let id = |o: usize| if o < k { t[j + o].id() } else { 0 };
+        (id(0), id(1), id(2), id(3))
+    };
+    let lo = u64::from(a) | u64::from(b) << 32;
+    let hi = u64::from(c) | u64::from(d) << 32;
+    // One multiply: the top bits (the slot) depend on every input bit.
+    (lo ^ hi.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+#[inline(always)]
+fn kgram_slot<T: TokenId>(t: &[T], j: usize, k: usize) -> usize {
+    (hash4(t, j, k) >> (64 - HEAD_BITS)) as usize
+}
+
+/// The earliest loop in `t` (ties go to the shorter period), or `None`. Equals [`find_loop_naive`].
+pub fn find_loop<T: TokenId + PartialEq>(t: &[T], policy: &RepetitionPolicy) -> Option<Loop> {
     let n = t.len();
-    let min_span = policy.min_span as usize;
-    let maxp = (policy.max_period as usize).min(n / 2).min(MAX_PERIOD);
-    if n < min_span || maxp == 0 || min_span <= maxp {
+    let maxp = max_period_for(policy, n);
+    if maxp == 0 || n < policy.min_span as usize || n < 2 {
         return None;
     }
-    let stride = ((min_span - maxp) / 4).max(1);
-    let mut runs = [0usize; MAX_PERIOD + 1];
-    // Probes below `skip[p]` belong to a run of period p already verified too short.
-    let mut skip = [0usize; MAX_PERIOD + 1];
-    let mut done = [false; MAX_PERIOD + 1];
-    let mut best: Option<usize> = None;
-    // Whether some `runs[p]` may be non-zero; while none is, a probe that equals none of the `maxp` tokens
-    // before it (the usual case in text) is settled with one branch-free comparison of the whole window.
-    let mut live = false;
-    let mut i = 1;
-    while i < n {
-        if best.is_some_and(|b| i >= b + min_span + stride + maxp) {
-            break; // a run detected from here on starts after `best`
+    let m0 = min_run(policy, maxp);
+    let k = if m0 >= 24 { 4 } else { (m0 / 6).max(1) };
+    let w = ((m0 + 1 - k) / 4).clamp(1, 8);
+    let b = m0 + 2 - k - w;
+    if n < k {
+        return None;
+    }
+    LOOP_SCRATCH.with(|s| {
+        let s = &mut *s.borrow_mut();
+        let ring = (maxp / w + 2).next_power_of_two();
+        let ring_mask = ring - 1;
+        if s.head.is_empty() {
+            s.head = vec![0; 1 << HEAD_BITS];
         }
-        let cur = t[i];
-        if !live && i >= maxp && !t[i - maxp..i].iter().fold(false, |a, &x| a | (x == cur)) {
-            i += stride;
-            continue;
+        if s.prev.len() < ring {
+            s.prev.resize(ring, 0);
         }
-        live = false;
-        for p in 1..=maxp.min(i) {
-            if done[p] || i < skip[p] {
-                continue;
+        if s.skip.len() <= maxp {
+            s.skip.resize(maxp + 1, 0);
+        }
+        let span_needed = n as u64 + maxp as u64 + 2;
+        if s.base == 0 || u64::from(s.base) + 2 * span_needed >= u64::from(u32::MAX) {
+            s.head.fill(0);
+            s.skip.fill(0);
+            s.base = 1;
+        }
+        let base = s.base;
+        s.base += span_needed as u32;
+        let done = base + n as u32 + 1;
+        let (head, prev, skip) = (&mut s.head, &mut s.prev, &mut s.skip);
+
+        let mut best: Option<(usize, usize)> = None;
+        let mut next_ins = 0usize;
+        let mut x = 0usize;
+        while x + k <= n {
+            if best.is_some_and(|(bs, _)| x >= bs + maxp + b) {
+                break; // every loop starting at or before `best` has had its block
             }
-            if cur != t[i - p] {
-                runs[p] = 0;
-                continue;
+            let jend = (x + w).min(n - k + 1);
+            while next_ins < jend {
+                let slot = kgram_slot(t, next_ins, k);
+                prev[(next_ins / w) & ring_mask] = head[slot];
+                head[slot] = base + next_ins as u32;
+                next_ins += w;
             }
-            runs[p] += 1;
-            live = true;
-            let need = min_span - p;
-            if runs[p] >= need / stride {
-                let mut s = i;
-                while s > p && t[s - 1] == t[s - 1 - p] {
-                    s -= 1;
-                }
-                let mut e = i + 1;
-                while e < n && t[e] == t[e - p] {
-                    e += 1;
-                }
-                if e - s >= need {
-                    let start = s - p;
-                    if best.is_none_or(|b| start < b) {
-                        best = Some(start);
+            for j in x..jend {
+                // Entries below `lo` are older than `max_period` or from an earlier sample.
+                let lo = base + j.saturating_sub(maxp) as u32;
+                let mut cur = head[kgram_slot(t, j, k)];
+                while cur >= lo {
+                    let q = (cur - base) as usize;
+                    if q < j {
+                        let d = j - q;
+                        if base + j as u32 >= skip[d] && t[j] == t[q] {
+                            match verify(t, policy, d, j) {
+                                Ok(start) => {
+                                    if best.is_none_or(|bb| (start, d) < bb) {
+                                        best = Some((start, d));
+                                    }
+                                    skip[d] = done;
+                                }
+                                Err(end) => skip[d] = base + end as u32 + 1,
+                            }
+                        }
                     }
-                    done[p] = true;
-                } else {
-                    runs[p] = 0;
-                    skip[p] = e + 1;
+                    cur = prev[(q / w) & ring_mask];
                 }
             }
+            x += b;
         }
-        i += stride;
+        best.map(|(start, period)| Loop {
+            start,
+            period,
+            span: run_end(t, start + period, period) - start,
+        })
+    })
+}
+
+/// End of the run of `t[i] == t[i - p]` that goes on from `i`.
+fn run_end<T: PartialEq>(t: &[T], mut i: usize, p: usize) -> usize {
+    while i < t.len() && t[i] == t[i - p] {
+        i += 1;
+    }
+    i
+}
+
+/// Expands the run of period `d` through `j` (where `t[j] == t[j - d]`): `Ok(loop start)` when it is long
+/// enough, else `Err(end of the run)`.
+fn verify<T: PartialEq>(
+    t: &[T],
+    policy: &RepetitionPolicy,
+    d: usize,
+    j: usize,
+) -> Result<usize, usize> {
+    let mut s = j;
+    while s > d && t[s - 1] == t[s - 1 - d] {
+        s -= 1;
+    }
+    let start = s - d;
+    let need = need_span(policy, d);
+    let mut e = j + 1;
+    while e < t.len() && e - start < need && t[e] == t[e - d] {
+        e += 1;
+    }
+    if e - start >= need {
+        Ok(start)
+    } else {
+        Err(e)
+    }
+}
+
+/// The exhaustive definition, kept as the oracle for tests: for every period, its first run of matches that
+/// is long enough.
+pub fn find_loop_naive<T: PartialEq + Copy>(t: &[T], policy: &RepetitionPolicy) -> Option<Loop> {
+    let mut best: Option<Loop> = None;
+    for p in 1..=(policy.max_period as usize).min(MAX_PERIOD) {
+        let need = need_span(policy, p);
+        let mut i = p;
+        while i < t.len() {
+            if t[i] != t[i - p] {
+                i += 1;
+                continue;
+            }
+            let s = i;
+            while i < t.len() && t[i] == t[i - p] {
+                i += 1;
+            }
+            let span = i - s + p;
+            if span >= need {
+                let l = Loop {
+                    start: s - p,
+                    period: p,
+                    span,
+                };
+                if best.is_none_or(|b| (l.start, l.period) < (b.start, b.period)) {
+                    best = Some(l);
+                }
+                break;
+            }
+        }
     }
     best
 }
 
-/// The exhaustive definition, kept as the oracle for tests.
-pub fn find_loop_naive<T: PartialEq + Copy>(t: &[T], policy: &RepetitionPolicy) -> Option<usize> {
-    let min_span = policy.min_span as usize;
-    let mut best: Option<usize> = None;
-    for p in 1..=(policy.max_period as usize) {
-        if min_span <= p {
-            continue;
+/// Tokens of `t` covered by an n-gram ([`COVERAGE_N`] tokens) that occurs at least twice in `t`, every
+/// occurrence counted, overlapping occurrences counted once. 0 when `t` has fewer than `COVERAGE_N + 1` tokens.
+///
+/// Two passes. First every n-gram's 64-bit hash sets one bit of an L1-sized bitset (16 bits per n-gram); a bit
+/// found already set is marked *hot*. Equal n-grams set the same bit, so every occurrence of a repeated n-gram
+/// has a hot bit; in clean text no bit, or a few percent of them (collisions), are hot. Then only the n-grams on
+/// hot bits go through an exact table (full hash, tokens compared), which marks every occurrence of each
+/// repeated one. The count is exact; hashing only decides where to look.
+pub fn ngram_coverage<T: TokenId + PartialEq>(t: &[T]) -> u32 {
+    const N: usize = COVERAGE_N;
+    let l = t.len();
+    if l <= N {
+        return 0;
+    }
+    let g = l - N + 1; // n-gram starts
+    COVERAGE_SCRATCH.with(|s| {
+        let s = &mut *s.borrow_mut();
+        // Cyclic-polynomial (buzhash) rolling hash: one multiply per token, then rotations and xors; fused
+        // with the bitset pass.
+        let mix =
+            |x: &T| u64::from(x.id()).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5851_F42D_4C95_7F2D;
+        let bits = (g.next_power_of_two().trailing_zeros() + 4).max(10);
+        let words = 1usize << (bits - 6);
+        let CoverageScratch {
+            mixed,
+            hashes: h,
+            seen,
+            hot,
+            hot_pos,
+            table,
+            dup,
+        } = s;
+        seen.clear();
+        seen.resize(words, 0);
+        hot.clear();
+        hot.resize(words, 0);
+        let v = &mut *mixed;
+        v.clear();
+        v.extend(t.iter().map(mix));
+        h.clear();
+        h.resize(g, 0);
+        let mut any = false;
+        let mut x = v[..N].iter().fold(0u64, |h, &m| h.rotate_left(1) ^ m);
+        let (outs, ins) = (&v[..g], &v[N - 1..]);
+        for i in 0..g {
+            if i > 0 {
+                x = x.rotate_left(1) ^ outs[i - 1].rotate_left(N as u32) ^ ins[i];
+            }
+            h[i] = x;
+            let b = (x >> (64 - bits)) as usize;
+            let (w, m) = (b >> 6, 1u64 << (b & 63));
+            let s = seen[w];
+            if s & m != 0 {
+                hot[w] |= m;
+                any = true;
+            }
+            seen[w] = s | m;
         }
-        let need = min_span - p;
-        let mut run = 0usize;
-        for i in p..t.len() {
-            if t[i] == t[i - p] {
-                run += 1;
-                if run >= need {
-                    let start = i + 1 - run - p;
-                    if best.is_none_or(|b| start < b) {
-                        best = Some(start);
-                    }
+        if !any {
+            return 0;
+        }
+        hot_pos.clear();
+        hot_pos.extend(h.iter().enumerate().filter_map(|(i, &x)| {
+            let b = (x >> (64 - bits)) as usize;
+            (hot[b >> 6] & (1u64 << (b & 63)) != 0).then_some(i as u32)
+        }));
+        let tbits = (2 * hot_pos.len())
+            .next_power_of_two()
+            .trailing_zeros()
+            .max(4);
+        let mask = (1usize << tbits) - 1;
+        table.clear();
+        table.resize(1 << tbits, 0);
+        dup.clear();
+        dup.resize(hot_pos.len(), false);
+        for (k, &i) in hot_pos.iter().enumerate() {
+            let i = i as usize;
+            let x = h[i];
+            let mut slot = (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - tbits)) as usize;
+            loop {
+                let e = table[slot];
+                if e == 0 {
+                    table[slot] = k as u32 + 1;
                     break;
                 }
-            } else {
-                run = 0;
+                let kf = (e - 1) as usize;
+                let f = hot_pos[kf] as usize;
+                if h[f] == x && t[f..f + N] == t[i..i + N] {
+                    dup[kf] = true;
+                    dup[k] = true;
+                    break;
+                }
+                slot = (slot + 1) & mask;
             }
         }
+        let mut covered = 0usize;
+        let mut reach = 0usize;
+        for (&i, &d) in hot_pos.iter().zip(dup.iter()) {
+            if d {
+                let i = i as usize;
+                covered += i + N - i.max(reach);
+                reach = i + N;
+            }
+        }
+        covered as u32
+    })
+}
+
+/// The plain definition of [`ngram_coverage`], kept as the oracle for tests.
+pub fn ngram_coverage_naive<T: PartialEq>(t: &[T]) -> u32 {
+    const N: usize = COVERAGE_N;
+    if t.len() <= N {
+        return 0;
     }
-    best
+    let g = t.len() - N + 1;
+    let mut covered = vec![false; t.len()];
+    for i in 0..g {
+        if (0..g).any(|j| j != i && t[j..j + N] == t[i..i + N]) {
+            covered[i..i + N].iter_mut().for_each(|c| *c = true);
+        }
+    }
+    covered.iter().filter(|&&c| c).count() as u32
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    const POLICY: RepetitionPolicy = RepetitionPolicy {
-        max_period: 8,
-        min_span: 64,
-    };
-
-    #[test]
-    fn finds_a_loop_and_its_start() {
-        let mut t: Vec<u32> = (0..100).collect();
-        let at = t.len();
-        for _ in 0..22 {
-            t.extend_from_slice(&[7, 8, 9]);
-        }
-        t.extend(200..220);
-        assert_eq!(find_loop(&t, &POLICY), Some(at));
-        assert_eq!(find_loop_naive(&t, &POLICY), Some(at));
-    }
-
-    #[test]
-    fn short_repeats_are_not_loops() {
-        let mut t: Vec<u32> = (0..50).collect();
-        for _ in 0..10 {
-            t.extend_from_slice(&[1, 2, 3]);
-        }
-        t.extend(300..400);
-        assert_eq!(find_loop(&t, &POLICY), None);
-    }
-
-    proptest! {
-        #[test]
-        fn strided_search_equals_exhaustive(
-            prefix in proptest::collection::vec(0u32..6, 0..200),
-            unit in proptest::collection::vec(0u32..6, 1..9),
-            reps in 0usize..40,
-            suffix in proptest::collection::vec(0u32..6, 0..100),
-            min_span in 16u32..80,
-        ) {
-            let policy = RepetitionPolicy { max_period: 8, min_span };
-            let mut t = prefix;
-            for _ in 0..reps { t.extend_from_slice(&unit); }
-            t.extend(suffix);
-            prop_assert_eq!(find_loop(&t, &policy), find_loop_naive(&t, &policy));
-        }
-
-        /// Text-like ids (a window rarely repeats a token), so the whole-window fast path is taken between
-        /// the loops and near-loops.
-        #[test]
-        fn fast_path_over_text_equals_exhaustive(
-            parts in proptest::collection::vec(
-                (proptest::collection::vec(0u32..5000, 0..120), proptest::collection::vec(0u32..5000, 1..9), 0usize..12),
-                1..6,
-            ),
-            min_span in 16u32..80,
-        ) {
-            let policy = RepetitionPolicy { max_period: 8, min_span };
-            let mut t = Vec::new();
-            for (text, unit, reps) in parts {
-                t.extend(text);
-                for _ in 0..reps { t.extend_from_slice(&unit); }
-            }
-            prop_assert_eq!(find_loop(&t, &policy), find_loop_naive(&t, &policy));
-        }
-    }
-}
+mod tests;

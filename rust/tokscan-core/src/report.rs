@@ -10,7 +10,8 @@ use crate::anomaly::{codes_in, Code, Severity};
 use crate::check::NO_POS;
 use crate::policy::{Policy, Status};
 use crate::profile::Profile;
-use crate::stats::{percentile_f64, LengthStats};
+use crate::repetition::COVERAGE_N;
+use crate::stats::{percentile_f64, CoverageStats, LengthStats};
 use crate::summary::{SampleRecord, Summary};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -41,6 +42,9 @@ pub struct CategoryStats {
     pub tokens: u64,
     /// `prompt`, `thinking`, `response`, `total`.
     pub lengths: BTreeMap<String, LengthStats>,
+    /// Per-sample fraction of completion tokens inside a repeated n-gram (absent in older reports).
+    #[serde(default)]
+    pub ngram_coverage: CoverageStats,
     pub special_tokens: BTreeMap<String, u64>,
     pub anomalies: BTreeMap<String, u64>,
 }
@@ -93,7 +97,16 @@ pub struct Flagged {
     /// For `duplicate` / `sample_id_duplicate`: the first sample with the same completion / id.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub duplicate_of: Option<FirstSeen>,
+    /// For `repetition`: the loop's block length and total span in tokens.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub repetition: Option<LoopInfo>,
     pub boundaries: Vec<Boundary>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct LoopInfo {
+    pub period: u32,
+    pub span: u32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -209,6 +222,10 @@ fn category_stats(
     lengths.insert("thinking".to_string(), series(|r| r.lengths.thinking));
     lengths.insert("response".to_string(), series(|r| r.lengths.response));
     lengths.insert("total".to_string(), series(|r| r.lengths.total));
+    let ngram_coverage = CoverageStats::of(
+        COVERAGE_N as u32,
+        recs.iter().map(|r| (r.ngram_covered, r.completion_len)),
+    );
     let mut anomalies: BTreeMap<String, u64> = Code::ALL
         .iter()
         .map(|c| (c.as_str().to_string(), 0))
@@ -222,6 +239,7 @@ fn category_stats(
         samples: recs.len() as u64,
         tokens: recs.iter().map(|r| u64::from(r.lengths.total)).sum(),
         lengths,
+        ngram_coverage,
         special_tokens: profile
             .specials
             .iter()
@@ -331,6 +349,10 @@ pub fn build_report(
                     [d.completion.0, d.completion.1]
                 }),
                 duplicate_of: first_seen.get(&r.row).cloned(),
+                repetition: detail
+                    .and_then(|d| d.repetition)
+                    .filter(|_| r.flags & Code::Repetition.bit() != 0)
+                    .map(|(period, span)| LoopInfo { period, span }),
                 boundaries,
             }
         })
@@ -370,6 +392,7 @@ mod tests {
             flags: 0,
             completion_hash: hash,
             completion_len: if hash == 0 { 0 } else { 10 },
+            ngram_covered: 0,
             sample_id: id.map(Box::from),
         }
     }

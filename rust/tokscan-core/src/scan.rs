@@ -11,6 +11,7 @@ use crate::corpus::{Corpus, Unit};
 use crate::error::{Error, Result};
 use crate::policy::Policy;
 use crate::profile::Profile;
+use crate::repetition::ngram_coverage;
 use crate::report::{build_report, InputInfo, Report};
 use crate::source::{with_tokens, Batch, ColumnNames, FromTokens};
 use crate::summary::{FlagDetail, SampleRecord, Summary, MAX_BOUNDARIES};
@@ -238,6 +239,11 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
             flags: facts.flags,
             completion_hash: if ce > cs { hash_ids(&seq[cs..ce]) } else { 0 },
             completion_len: (ce.saturating_sub(cs)) as u32,
+            ngram_covered: if ce > cs {
+                ngram_coverage(&seq[cs..ce])
+            } else {
+                0
+            },
             sample_id: b.sample_ids.and_then(|s| s[i].as_deref()).map(Box::from),
         });
         if facts.flags != 0 {
@@ -253,6 +259,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                 positions: facts.positions,
                 completion: facts.completion,
                 boundaries,
+                repetition: facts.repetition.map(|l| (l.period as u32, l.span as u32)),
             });
         }
     }

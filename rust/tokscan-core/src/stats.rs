@@ -112,6 +112,88 @@ impl LengthStats {
     }
 }
 
+/// Bins of the coverage histogram: bin k holds fractions in `[k/10, (k+1)/10)`, the last one also 1.
+pub const FRACTION_BINS: usize = 10;
+
+/// A linear histogram of fractions in [0, 1].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FractionHistogram {
+    /// Lower edge of each bin (0.0, 0.1, ..., 0.9).
+    pub edges: Vec<f64>,
+    pub counts: Vec<u64>,
+}
+
+/// Distribution over samples of a per-sample fraction `part / whole` (0 when `whole` is 0): the repeated
+/// n-gram coverage of completions. Quantiles interpolate like [`LengthStats`]; everything is computed from the
+/// integer pairs, so it is the same for any grouping of the samples.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CoverageStats {
+    /// The n of the n-grams.
+    pub n: u32,
+    pub min: f64,
+    pub p1: f64,
+    pub p5: f64,
+    pub p25: f64,
+    pub median: f64,
+    pub p75: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub mean: f64,
+    pub histogram: FractionHistogram,
+}
+
+impl CoverageStats {
+    /// Statistics of `(part, whole)` pairs.
+    pub fn of(n: u32, pairs: impl Iterator<Item = (u32, u32)>) -> CoverageStats {
+        let mut counts = vec![0u64; FRACTION_BINS];
+        let mut v: Vec<f64> = pairs
+            .map(|(part, whole)| {
+                let bins = FRACTION_BINS as u64;
+                let bin = if whole == 0 {
+                    0
+                } else {
+                    (u64::from(part) * bins / u64::from(whole)).min(bins - 1)
+                };
+                counts[bin as usize] += 1;
+                if whole == 0 {
+                    0.0
+                } else {
+                    f64::from(part) / f64::from(whole)
+                }
+            })
+            .collect();
+        v.sort_by(f64::total_cmp);
+        let q: Vec<f64> = QUANTILES
+            .iter()
+            .map(|(_, q)| percentile_f64(&v, *q))
+            .collect();
+        CoverageStats {
+            n,
+            min: v.first().copied().unwrap_or(0.0),
+            p1: q[0],
+            p5: q[1],
+            p25: q[2],
+            median: q[3],
+            p75: q[4],
+            p95: q[5],
+            p99: q[6],
+            max: v.last().copied().unwrap_or(0.0),
+            mean: if v.is_empty() {
+                0.0
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            },
+            histogram: FractionHistogram {
+                edges: (0..FRACTION_BINS)
+                    .map(|k| k as f64 / FRACTION_BINS as f64)
+                    .collect(),
+                counts,
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,6 +205,19 @@ mod tests {
         assert_eq!(percentile(&v, 25.0), 2.0);
         assert!((percentile(&v, 99.0) - 9.76).abs() < 1e-9);
         assert_eq!(percentile(&[7], 5.0), 7.0);
+    }
+
+    #[test]
+    fn coverage_stats_bin_by_exact_fractions() {
+        let c = CoverageStats::of(
+            10,
+            [(0, 0), (0, 50), (1, 10), (3, 10), (10, 10), (7, 9)].into_iter(),
+        );
+        assert_eq!(c.histogram.counts, [2, 1, 0, 1, 0, 0, 0, 1, 0, 1]);
+        assert_eq!((c.min, c.max), (0.0, 1.0));
+        assert_eq!(c.median, 0.2);
+        assert!((c.mean - (0.1 + 0.3 + 1.0 + 7.0 / 9.0) / 6.0).abs() < 1e-12);
+        assert_eq!(c.histogram.edges[3], 0.3);
     }
 
     #[test]

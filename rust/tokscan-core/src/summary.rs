@@ -21,6 +21,8 @@ pub struct SampleRecord {
     /// xxh3 of the completion ids (0 for an empty completion).
     pub completion_hash: u64,
     pub completion_len: u32,
+    /// Completion tokens inside a repeated n-gram (`repetition::ngram_coverage`).
+    pub ngram_covered: u32,
     pub sample_id: Option<Box<str>>,
 }
 
@@ -32,6 +34,8 @@ pub struct FlagDetail {
     pub completion: (u32, u32),
     /// Boundary tokens (turn starts/ends, think start/end, tool-call tokens), capped per sample.
     pub boundaries: Vec<Event>,
+    /// `(period, span)` of the `repetition` loop, when flagged.
+    pub repetition: Option<(u32, u32)>,
 }
 
 /// Cap on boundary events kept per flagged sample.
@@ -145,6 +149,7 @@ mod tests {
             flags: row % 3,
             completion_hash: row * 31,
             completion_len: total,
+            ngram_covered: total / 3,
             sample_id: None,
         }
     }

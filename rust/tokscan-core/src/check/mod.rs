@@ -3,7 +3,7 @@
 
 use crate::anomaly::{Code, N_CODES};
 use crate::profile::{kind, Profile, Role};
-use crate::repetition::find_loop;
+use crate::repetition::{find_loop, Loop};
 use crate::token::{MaskSlice, TokenId};
 
 /// Tokens tested at once by the classify pass's fast path.
@@ -65,6 +65,8 @@ pub struct SampleFacts {
     pub completion: (u32, u32),
     /// Reasoning content `[start, end)` inside the completion; empty when there is none.
     pub thinking: (u32, u32),
+    /// The `repetition` loop (start as a sequence position), when flagged.
+    pub repetition: Option<Loop>,
 }
 
 impl SampleFacts {
@@ -104,6 +106,7 @@ pub fn check_sample<T: TokenId + PartialEq>(
         },
         completion: (0, 0),
         thinking: (0, 0),
+        repetition: None,
     };
 
     // 1. Classify: collect special-token events, count them, find the first out-of-vocabulary id.
@@ -355,8 +358,12 @@ pub fn check_sample<T: TokenId + PartialEq>(
         if closed_by_think_end && !truncated && facts.lengths.response == 0 {
             facts.flag(Code::EmptyResponse, Some(response_from - 1));
         }
-        if let Some(start) = find_loop(&tokens[cs..end], &profile.repetition) {
-            facts.flag(Code::Repetition, Some(cs + start));
+        if let Some(l) = find_loop(&tokens[cs..end], &profile.repetition) {
+            facts.flag(Code::Repetition, Some(cs + l.start));
+            facts.repetition = Some(Loop {
+                start: cs + l.start,
+                ..l
+            });
         }
     }
 

@@ -291,11 +291,8 @@ impl Profile {
         let ids =
             |v: &[TokenRef], f: &str| v.iter().map(|t| r.id(t, f)).collect::<Result<Vec<_>>>();
         let rep = spec.repetition;
-        if rep.max_period == 0 || rep.min_span < 2 * rep.max_period {
-            return Err(Error::profile(
-                name,
-                "repetition: need max_period >= 1 and min_span >= 2 * max_period",
-            ));
+        if let Some(why) = rep.invalid() {
+            return Err(Error::profile(name, why));
         }
         let mut prefills = spec
             .prefills

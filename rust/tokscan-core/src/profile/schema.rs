@@ -82,20 +82,27 @@ pub struct RoleSpec {
     pub other: Option<Role>,
 }
 
-/// Thresholds of the `repetition` check.
+/// Thresholds of the `repetition` check: a block of `1..=max_period` tokens repeated back to back is a loop
+/// when it spans at least `max(min_span, min_repeats * period)` tokens (see `repetition.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RepetitionPolicy {
-    /// Longest pattern (in tokens) that counts as a loop unit.
+    /// Longest block (in tokens) that counts as a loop unit; at most `repetition::MAX_PERIOD`.
     #[serde(default = "default_max_period")]
     pub max_period: u32,
+    /// Minimum number of back-to-back repeats (the last may be partial: span >= min_repeats * period).
+    #[serde(default = "default_min_repeats")]
+    pub min_repeats: u32,
     /// Minimum length in tokens of the looping stretch (all repeats together).
     #[serde(default = "default_min_span")]
     pub min_span: u32,
 }
 
 fn default_max_period() -> u32 {
-    8
+    1024
+}
+fn default_min_repeats() -> u32 {
+    4
 }
 fn default_min_span() -> u32 {
     64
@@ -105,8 +112,25 @@ impl Default for RepetitionPolicy {
     fn default() -> Self {
         Self {
             max_period: default_max_period(),
+            min_repeats: default_min_repeats(),
             min_span: default_min_span(),
         }
+    }
+}
+
+impl RepetitionPolicy {
+    /// Why the thresholds are unusable, if they are.
+    pub fn invalid(&self) -> Option<String> {
+        let max = crate::repetition::MAX_PERIOD;
+        (self.max_period == 0
+            || self.max_period as usize > max
+            || self.min_repeats < 2
+            || self.min_span < 2)
+            .then(|| {
+                format!(
+                    "repetition: need 1 <= max_period <= {max}, min_repeats >= 2 and min_span >= 2"
+                )
+            })
     }
 }
 
