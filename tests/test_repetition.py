@@ -88,7 +88,9 @@ def test_ngram_coverage_equals_numpy(corpus):
     samples, pq_dir, np_dir = corpus
     pairs = [oracle_coverage(np.array(s.completion, dtype=np.int64)) for s in samples]
     assert sum(1 for c, _ in pairs if c) >= 30  # the statistic is exercised, not all zeros
-    reports = [tokscan.scan(pq_dir, threads=t) for t in (1, 2)] + [tokscan.scan(np_dir, threads=2)]
+    reports = [tokscan.scan(pq_dir, threads=t, ngram_coverage=True) for t in (1, 2)]
+    reports.append(tokscan.scan(np_dir, threads=2, ngram_coverage=True))
+    assert "ngram_coverage" not in tokscan.scan(np_dir).data["overall"], "off by default"
     for r in reports[1:]:
         assert r.data["overall"]["ngram_coverage"] == reports[0].data["overall"]["ngram_coverage"]
         for name, cat in r.data["categories"].items():

@@ -28,7 +28,7 @@ def clean(report) -> tokscan.Report:
 def test_repr_is_one_short_line(report):
     text = repr(report)
     assert len(text) < 300 and "\n" not in text, text
-    assert "profile='deepseek'" in text and f"samples={report.n_samples:,}" in text
+    assert f"profile={report.data['profile']['name']!r}" in text and f"samples={report.n_samples:,}" in text
     assert f"flagged={len(report.flagged)}" in text and "tokens=" in text
     worst = next(iter(report.found()))
     assert f"{worst}={report.count(worst)}" in text

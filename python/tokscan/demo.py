@@ -160,7 +160,9 @@ def _deepseek_samples(seed: int) -> list[synth.Sample]:
         elif code == "repetition":
             completion = f"{reasoning}{UNTHINK}{answer}" + " I think so." * 40 + EOS
         elif code == "length_outlier":
-            completion = f"{reasoning}{UNTHINK}" + "\n\n".join([answer] * 60) + EOS
+            # Long, but not a loop: every paragraph differs (the repetition rule finds loops of any period).
+            steps = [f"Step {k}: {answer} ({rng.randint(100, 999)} × {k + 2} checked)" for k in range(60)]
+            completion = f"{reasoning}{UNTHINK}" + "\n\n".join(steps) + EOS
         p, c = enc(prompt), enc(completion)
         if code == "truncated":
             c = c[: len(c) // 2]

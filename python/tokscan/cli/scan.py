@@ -92,6 +92,7 @@ class ScanArgs:
     quiet: bool = False
     progress: bool = True
     hint: bool = True
+    ngram_coverage: bool = False
     argv: list[str] | None = None
 
 
@@ -136,6 +137,7 @@ def execute(a: ScanArgs) -> int:
         threads=a.threads if a.threads is not None else (cfg.threads or 0),
         policy=cfg.policy,
         fail_on=fail_level,
+        ngram_coverage=a.ngram_coverage,
         trust_remote_code=a.trust_remote_code,
     )
     seconds = time.perf_counter() - t0
@@ -250,6 +252,12 @@ def scan(
             min=0,
         ),
     ] = 0,
+    ngram_coverage: Annotated[
+        bool,
+        typer.Option(
+            "--ngram-coverage", help="Also measure each completion's repeated 10-gram coverage (~20 % slower)."
+        ),
+    ] = False,
     quiet: QuietOpt = False,
     progress: Annotated[bool, typer.Option(help="Progress bar on stderr (terminals only).")] = True,
 ) -> None:
@@ -282,6 +290,7 @@ def scan(
                 decode=decode,
                 quiet=quiet,
                 progress=progress,
+                ngram_coverage=ngram_coverage,
                 argv=["tokscan", *sys.argv[1:]],
             )
         )

@@ -42,9 +42,10 @@ pub struct CategoryStats {
     pub tokens: u64,
     /// `prompt`, `thinking`, `response`, `total`.
     pub lengths: BTreeMap<String, LengthStats>,
-    /// Per-sample fraction of completion tokens inside a repeated n-gram (absent in older reports).
-    #[serde(default)]
-    pub ngram_coverage: CoverageStats,
+    /// Per-sample fraction of completion tokens inside a repeated n-gram; present when the scan computed
+    /// it (`--ngram-coverage`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ngram_coverage: Option<CoverageStats>,
     pub special_tokens: BTreeMap<String, u64>,
     pub anomalies: BTreeMap<String, u64>,
 }
@@ -212,6 +213,7 @@ fn category_stats(
     recs: &[&SampleRecord],
     special_counts: &[u64],
     profile: &Profile,
+    coverage: bool,
 ) -> CategoryStats {
     let series = |f: fn(&SampleRecord) -> u32| -> LengthStats {
         let mut v: Vec<u32> = recs.iter().map(|r| f(r)).collect();
@@ -222,10 +224,12 @@ fn category_stats(
     lengths.insert("thinking".to_string(), series(|r| r.lengths.thinking));
     lengths.insert("response".to_string(), series(|r| r.lengths.response));
     lengths.insert("total".to_string(), series(|r| r.lengths.total));
-    let ngram_coverage = CoverageStats::of(
-        COVERAGE_N as u32,
-        recs.iter().map(|r| (r.ngram_covered, r.completion_len)),
-    );
+    let ngram_coverage = coverage.then(|| {
+        CoverageStats::of(
+            COVERAGE_N as u32,
+            recs.iter().map(|r| (r.ngram_covered, r.completion_len)),
+        )
+    });
     let mut anomalies: BTreeMap<String, u64> = Code::ALL
         .iter()
         .map(|c| (c.as_str().to_string(), 0))
@@ -256,6 +260,7 @@ pub fn build_report(
     profile: &Profile,
     inputs: Vec<InputInfo>,
     policy: &Policy,
+    coverage: bool,
 ) -> Report {
     summary.normalize();
     let first_seen = corpus_checks(&mut summary);
@@ -273,10 +278,13 @@ pub fn build_report(
         for (t, c) in total_counts.iter_mut().zip(counts) {
             *t += c;
         }
-        categories.insert(name.clone(), category_stats(&recs, counts, profile));
+        categories.insert(
+            name.clone(),
+            category_stats(&recs, counts, profile, coverage),
+        );
     }
     let all: Vec<&SampleRecord> = summary.records.iter().collect();
-    let overall = category_stats(&all, &total_counts, profile);
+    let overall = category_stats(&all, &total_counts, profile, coverage);
     let anomalies: BTreeMap<String, AnomalySummary> = Code::ALL
         .iter()
         .map(|c| {

@@ -24,6 +24,9 @@ pub struct ScanOptions {
     pub threads: usize,
     /// Severity overrides, ignores, tolerances and `fail_on`: the report's statuses and verdict.
     pub policy: Policy,
+    /// Compute each completion's repeated 10-gram coverage (`ngram_coverage` in the report). Off by
+    /// default: it costs ~20 % of a single-thread Parquet scan (benches/README.md).
+    pub ngram_coverage: bool,
 }
 
 /// Live counters a caller can poll from another thread, and the cancel switch.
@@ -67,7 +70,13 @@ pub fn scan(
             "no samples found in {list}: nothing to check"
         )));
     }
-    Ok(build_report(summary, profile, inputs, &opts.policy))
+    Ok(build_report(
+        summary,
+        profile,
+        inputs,
+        &opts.policy,
+        opts.ngram_coverage,
+    ))
 }
 
 /// Scans `paths` into a merged (not yet finalized) summary plus the input descriptions.
@@ -95,7 +104,7 @@ pub fn scan_summary(
         let parts: Vec<Result<Summary>> = units
             .par_iter()
             .map(|u| {
-                let r = scan_unit(&corpus, u, profile, progress);
+                let r = scan_unit(&corpus, u, profile, progress, opts.ngram_coverage);
                 if matches!(r, Err(ref e) if !matches!(e, Error::Interrupted)) {
                     progress.cancel();
                 }
@@ -144,6 +153,7 @@ struct UnitCtx<'a> {
     summary: Summary,
     scratch: Scratch,
     next_row: u64,
+    coverage: bool,
 }
 
 /// Test-only switch: with this variable set, every work unit panics, so tests can prove that a panic on a
@@ -155,6 +165,7 @@ fn scan_unit(
     unit: &Unit,
     profile: &Profile,
     progress: &Progress,
+    coverage: bool,
 ) -> Result<Summary> {
     if std::env::var_os(PANIC_SWITCH).is_some() {
         panic!("{PANIC_SWITCH} is set: deliberate panic in a scan worker");
@@ -166,6 +177,7 @@ fn scan_unit(
         summary: Summary::new(profile.specials.len()),
         scratch: Scratch::default(),
         next_row: unit.base_row,
+        coverage,
     };
     let mut on_batch = |b: &Batch<'_>| -> Result<()> {
         if progress.cancelled() {
@@ -239,7 +251,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
             flags: facts.flags,
             completion_hash: if ce > cs { hash_ids(&seq[cs..ce]) } else { 0 },
             completion_len: (ce.saturating_sub(cs)) as u32,
-            ngram_covered: if ce > cs {
+            ngram_covered: if ctx.coverage && ce > cs {
                 ngram_coverage(&seq[cs..ce])
             } else {
                 0

@@ -284,7 +284,7 @@ fn policy_sample_mask(
 #[pymethods]
 impl PyScan {
     #[new]
-    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error"))]
+    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error", ngram_coverage=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -295,6 +295,7 @@ impl PyScan {
         severities: Option<HashMap<String, String>>,
         policy: Option<&Bound<'_, PyDict>>,
         fail_on: &str,
+        ngram_coverage: bool,
     ) -> PyResult<Self> {
         let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
         let policy = parse_policy(policy, severities, fail_on).map_err(|e| to_py(py, e))?;
@@ -305,6 +306,7 @@ impl PyScan {
                 columns,
                 threads,
                 policy,
+                ngram_coverage,
             },
             progress: Arc::new(Progress::default()),
         })
