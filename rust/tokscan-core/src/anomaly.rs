@@ -76,7 +76,7 @@ codes! {
     StraySpecial = 9, "stray_special", Error, "a role-start / separator / BOS token inside the completion";
     PadInside = 10, "pad_inside", Error, "a PAD token anywhere but trailing padding";
     UnbalancedToolCall = 11, "unbalanced_tool_call", Error, "tool-call tokens out of order, unclosed, or outside a section";
-    Repetition = 12, "repetition", Warning, "a degenerate loop: a short token pattern repeated many times in a row";
+    Repetition = 12, "repetition", Warning, "a degenerate loop: a block of up to max_period tokens (a phrase, a sentence, a paragraph) repeated back to back";
     Duplicate = 13, "duplicate", Warning, "the completion is identical to an earlier sample's";
     SampleIdDuplicate = 14, "sample_id_duplicate", Error, "the same sample_id appears more than once";
     LossMaskMisaligned = 15, "loss_mask_misaligned", Error, "mask length differs from the ids, mask 1 outside assistant turns, or 0 inside the final completion";
