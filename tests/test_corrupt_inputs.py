@@ -192,7 +192,7 @@ def test_unreadable_file(tmp_path, good):
 def test_directory_with_unrelated_files(tmp_path, good):
     (tmp_path / "README.txt").write_text("hello")
     (tmp_path / "data.csv").write_text("a,b\n")
-    with pytest.raises(tokscan.InputError, match="no Parquet files"):
+    with pytest.raises(tokscan.InputError, match="no corpus found"):
         tokscan.scan(tmp_path)
     write_good_parquet(good, tmp_path / "x.parquet")
     assert tokscan.scan(tmp_path).n_samples == len(good)

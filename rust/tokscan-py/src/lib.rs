@@ -196,6 +196,7 @@ pub(crate) fn parse_columns(
             "prompt_ids" => &mut c.prompt_ids,
             "output_ids" => &mut c.output_ids,
             "loss_mask" => &mut c.loss_mask,
+            "labels" => &mut c.labels,
             "sample_id" => &mut c.sample_id,
             "category" => &mut c.category,
             other => return Err(Error::Usage(format!("unknown column role {other:?}"))),

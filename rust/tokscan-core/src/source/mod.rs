@@ -9,6 +9,7 @@
 //! in `tests/`). Nothing else in the core or in Python matches on the format.
 
 pub mod arrow;
+pub mod ipc;
 pub mod numpy;
 pub mod parquet;
 
@@ -27,6 +28,8 @@ pub struct ColumnNames {
     pub prompt_ids: Option<String>,
     pub output_ids: Option<String>,
     pub loss_mask: Option<String>,
+    /// Labels read as the loss mask (-100 = 0) when there is no loss mask.
+    pub labels: Option<String>,
     pub sample_id: Option<String>,
     pub category: Option<String>,
 }
@@ -40,6 +43,8 @@ pub const DEFAULT_CATEGORY: &str = "default";
 pub enum Format {
     Parquet,
     Numpy,
+    /// Arrow IPC, file (Feather v2) or stream format (Hugging Face `datasets`).
+    Arrow,
 }
 
 impl Format {
@@ -47,6 +52,7 @@ impl Format {
         match self {
             Format::Parquet => "parquet",
             Format::Numpy => "numpy",
+            Format::Arrow => "arrow",
         }
     }
 }
@@ -88,6 +94,7 @@ pub fn open(input: &Input, columns: &ColumnNames) -> Result<Box<dyn Source>> {
     Ok(match input.format {
         Format::Parquet => Box::new(parquet::ParquetShard::open(&input.path, columns)?),
         Format::Numpy => Box::new(numpy::NumpyShard::open(&input.path)?),
+        Format::Arrow => Box::new(ipc::IpcShard::open(&input.path, columns)?),
     })
 }
 
@@ -244,6 +251,70 @@ fn is_numpy_dir(dir: &Path) -> bool {
     dir.join("tokens.npy").is_file()
 }
 
+/// The first bytes of a file (enough to recognise every format by its content).
+fn head(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]).map_err(|e| Error::io(path, e))? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// The format of a file by its content, else by its extension; `None` when neither says.
+fn sniff_file(path: &Path) -> Result<Option<Format>> {
+    let head = head(path)?;
+    if head.starts_with(b"PAR1") {
+        return Ok(Some(Format::Parquet));
+    }
+    if ipc::sniff(&head).is_some() {
+        return Ok(Some(Format::Arrow));
+    }
+    Ok(by_extension(path))
+}
+
+fn by_extension(path: &Path) -> Option<Format> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+    match ext {
+        "parquet" | "pq" => Some(Format::Parquet),
+        "arrow" | "arrows" | "feather" | "ipc" => Some(Format::Arrow),
+        _ => None,
+    }
+}
+
+/// The data files a Hugging Face `save_to_disk` directory lists in its `state.json` (`_data_files`), when it
+/// has one; a directory of `datasets` cache files is read whole instead.
+fn hf_data_files(dir: &Path) -> Result<Option<Vec<PathBuf>>> {
+    let state = dir.join("state.json");
+    if !state.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&state).map_err(|e| Error::io(&state, e))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| Error::invalid(&state, format!("not a datasets state.json: {e}")))?;
+    let Some(files) = v.get("_data_files").and_then(|f| f.as_array()) else {
+        return Ok(None);
+    };
+    files
+        .iter()
+        .map(|f| {
+            f.get("filename")
+                .and_then(|n| n.as_str())
+                .filter(|n| !n.contains('/') && !n.contains('\\') && !n.starts_with('.'))
+                .map(|n| dir.join(n))
+                .ok_or_else(|| Error::invalid(&state, "a _data_files entry without a plain filename"))
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
+
 fn discover_path(
     root: &Path,
     path: &Path,
@@ -261,10 +332,11 @@ fn discover_path(
                 hive_category: hive_category(root, dir),
             });
         } else {
-            // A file named explicitly is read as Parquet whatever its extension; the reader says if it is not.
+            // A file named explicitly is recognised by its content, else its extension; anything else is read
+            // as Parquet and the reader says if it is not.
             out.push(Input {
                 path: path.to_path_buf(),
-                format: Format::Parquet,
+                format: sniff_file(path)?.unwrap_or(Format::Parquet),
                 hive_category: hive_category(root, path),
             });
         }
@@ -286,6 +358,16 @@ fn discover_path(
         return Ok(());
     }
     let before = out.len();
+    if let Some(files) = hf_data_files(path)? {
+        for f in files {
+            out.push(Input {
+                hive_category: hive_category(root, &f),
+                path: f,
+                format: Format::Arrow,
+            });
+        }
+        return Ok(());
+    }
     let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
         .map_err(|e| Error::io(path, e))?
         .map(|e| e.map(|e| e.path()).map_err(|e| Error::io(path, e)))
@@ -298,10 +380,10 @@ fn discover_path(
         }
         if entry.is_dir() {
             discover_path(root, &entry, out, seen)?;
-        } else if name.ends_with(".parquet") || name.ends_with(".pq") {
+        } else if let Some(format) = by_extension(&entry) {
             out.push(Input {
                 path: entry.clone(),
-                format: Format::Parquet,
+                format,
                 hive_category: hive_category(root, &entry),
             });
         }
@@ -309,7 +391,7 @@ fn discover_path(
     if out.len() == before && path == root {
         return Err(Error::invalid(
             path,
-            "no Parquet files (*.parquet) or NumPy corpora (tokens.npy) found",
+            "no corpus found (Parquet *.parquet, Arrow IPC *.arrow / *.feather, NumPy tokens.npy)",
         ));
     }
     Ok(())
