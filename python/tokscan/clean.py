@@ -1,6 +1,7 @@
 """Acting on a scan's findings: the exclusion list (`scan --exclude`) and a cleaned copy of the corpus
 (`tokscan clean`). The source is only ever read; the copy has the same layout (Parquet files with the same
-schema and codec, or NumPy corpus directories with the same dtypes) minus the selected samples, and a
+schema and codec, Arrow IPC files in the same format and codec, or NumPy corpus directories with the same
+dtypes) minus the selected samples, and a
 manifest of what was removed."""
 
 from __future__ import annotations
@@ -125,8 +126,12 @@ def clean(
         dst.parent.mkdir(parents=True, exist_ok=True)
         if fmt == "parquet":
             _clean_parquet(src, dst, keep)
-        else:
+        elif fmt == "numpy":
             _clean_numpy(src, dst, keep)
+        elif fmt == "arrow":
+            _clean_arrow(src, dst, keep)
+        else:
+            raise UsageError(f"{src}: tokscan clean cannot write the {fmt} format")
         files.append({"source": str(src), "output": str(dst), "samples": n, "kept": int(keep.sum())})
     manifest = {
         "tool": {"name": "tokscan", "version": _core.__version__},
@@ -152,6 +157,48 @@ def _clean_parquet(src: Path, dst: Path, keep: np.ndarray) -> None:
             k = keep[start : start + t.num_rows]
             start += t.num_rows
             w.write_table(t.filter(k) if not k.all() else t, row_group_size=max(t.num_rows, 1))
+
+
+def ipc_layout(path: Path) -> tuple[bool, str | None]:
+    """(stream format?, compression codec or None) of an Arrow IPC file, from its first record batch: a
+    compressed buffer starts with its 8-byte uncompressed length, then the LZ4 / ZSTD frame magic."""
+    import pyarrow as pa
+
+    with open(path, "rb") as f:
+        stream = f.read(6) != b"ARROW1"
+        f.seek(0 if stream else 8)
+        reader = pa.ipc.MessageReader.open_stream(f)
+        for msg in reader:
+            if msg.type == "record batch" and msg.body is not None and msg.body.size >= 12:
+                magic = msg.body.to_pybytes()[8:12]
+                if magic == b"\x04\x22\x4d\x18":
+                    return stream, "lz4"
+                if magic == b"\x28\xb5\x2f\xfd":
+                    return stream, "zstd"
+                return stream, None
+    return stream, None
+
+
+def _clean_arrow(src: Path, dst: Path, keep: np.ndarray) -> None:
+    """The same IPC format (file or stream), schema (with its metadata, e.g. `datasets` features), codec and
+    record-batch boundaries, minus the dropped rows. A `save_to_disk` directory's other files are copied."""
+    import pyarrow as pa
+
+    stream, codec = ipc_layout(src)
+    source = pa.memory_map(str(src))
+    reader = pa.ipc.open_stream(source) if stream else pa.ipc.open_file(source)
+    batches = reader if stream else (reader.get_batch(i) for i in range(reader.num_record_batches))
+    opts = pa.ipc.IpcWriteOptions(compression=codec)
+    with (pa.ipc.new_stream if stream else pa.ipc.new_file)(dst, reader.schema, options=opts) as w:
+        start = 0
+        for b in batches:
+            k = keep[start : start + b.num_rows]
+            start += b.num_rows
+            w.write_batch(b.filter(pa.array(k)) if not k.all() else b)
+    for name in ("dataset_info.json", "state.json"):
+        side = src.parent / name
+        if side.is_file() and not (dst.parent / name).exists():
+            shutil.copy2(side, dst.parent / name)
 
 
 def _clean_numpy(src: Path, dst: Path, keep: np.ndarray) -> None:

@@ -10,6 +10,7 @@
 
 pub mod arrow;
 pub mod ipc;
+pub mod megatron;
 pub mod numpy;
 pub mod parquet;
 
@@ -45,6 +46,8 @@ pub enum Format {
     Numpy,
     /// Arrow IPC, file (Feather v2) or stream format (Hugging Face `datasets`).
     Arrow,
+    /// Megatron-LM / NeMo indexed dataset (`.bin` + `.idx`).
+    Megatron,
 }
 
 impl Format {
@@ -53,6 +56,7 @@ impl Format {
             Format::Parquet => "parquet",
             Format::Numpy => "numpy",
             Format::Arrow => "arrow",
+            Format::Megatron => "megatron",
         }
     }
 }
@@ -95,6 +99,7 @@ pub fn open(input: &Input, columns: &ColumnNames) -> Result<Box<dyn Source>> {
         Format::Parquet => Box::new(parquet::ParquetShard::open(&input.path, columns)?),
         Format::Numpy => Box::new(numpy::NumpyShard::open(&input.path)?),
         Format::Arrow => Box::new(ipc::IpcShard::open(&input.path, columns)?),
+        Format::Megatron => Box::new(megatron::MegatronShard::open(&input.path)?),
     })
 }
 
@@ -212,6 +217,13 @@ pub fn discover(paths: &[String]) -> Result<Vec<Input>> {
         let path = Path::new(p);
         if path.exists() {
             discover_path(path, path, &mut found, &mut HashSet::new())?;
+        } else if is_megatron_idx(&megatron::idx_path(path)) {
+            // A Megatron data prefix (`data_text_document` for `data_text_document.{bin,idx}`).
+            found.push(Input {
+                path: megatron::bin_path(path),
+                format: Format::Megatron,
+                hive_category: hive_category(path, path),
+            });
         } else if p.contains(['*', '?', '[']) {
             let matches =
                 glob::glob(p).map_err(|e| Error::Usage(format!("{p}: bad glob pattern: {e}")))?;
@@ -267,9 +279,21 @@ fn head(path: &Path) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
+fn is_megatron_idx(idx: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 9];
+    std::fs::File::open(idx).is_ok_and(|mut f| f.read_exact(&mut magic).is_ok())
+        && &magic == megatron::IDX_MAGIC
+}
+
 /// The format of a file by its content, else by its extension; `None` when neither says.
 fn sniff_file(path: &Path) -> Result<Option<Format>> {
     let head = head(path)?;
+    if head.starts_with(megatron::IDX_MAGIC)
+        || (path.extension().is_some_and(|e| e == "bin") && is_megatron_idx(&megatron::idx_path(path)))
+    {
+        return Ok(Some(Format::Megatron));
+    }
     if head.starts_with(b"PAR1") {
         return Ok(Some(Format::Parquet));
     }
@@ -334,9 +358,14 @@ fn discover_path(
         } else {
             // A file named explicitly is recognised by its content, else its extension; anything else is read
             // as Parquet and the reader says if it is not.
+            let format = sniff_file(path)?.unwrap_or(Format::Parquet);
             out.push(Input {
-                path: path.to_path_buf(),
-                format: sniff_file(path)?.unwrap_or(Format::Parquet),
+                path: if format == Format::Megatron {
+                    megatron::bin_path(path)
+                } else {
+                    path.to_path_buf()
+                },
+                format,
                 hive_category: hive_category(root, path),
             });
         }
@@ -380,6 +409,12 @@ fn discover_path(
         }
         if entry.is_dir() {
             discover_path(root, &entry, out, seen)?;
+        } else if name.ends_with(".idx") && is_megatron_idx(&entry) {
+            out.push(Input {
+                path: megatron::bin_path(&entry),
+                format: Format::Megatron,
+                hive_category: hive_category(root, &entry),
+            });
         } else if let Some(format) = by_extension(&entry) {
             out.push(Input {
                 path: entry.clone(),
@@ -391,7 +426,7 @@ fn discover_path(
     if out.len() == before && path == root {
         return Err(Error::invalid(
             path,
-            "no corpus found (Parquet *.parquet, Arrow IPC *.arrow / *.feather, NumPy tokens.npy)",
+            "no corpus found (Parquet *.parquet, Arrow IPC *.arrow / *.feather, Megatron *.bin + *.idx, NumPy tokens.npy)",
         ));
     }
     Ok(())

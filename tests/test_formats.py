@@ -1,0 +1,168 @@
+"""Corpora where they live: each format written by the library that really writes it (Hugging Face `datasets`,
+pyarrow's IPC writers), scanned, shown, cleaned and compared with the Parquet layout of the same samples."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+import tokscan
+from tokscan import synth
+from tokscan.clean import ipc_layout
+
+from conftest import run_cli
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[synth.Sample]:
+    return synth.build_corpus(n_clean=160, seed=11, anomalies_per_code=1)
+
+
+@pytest.fixture(scope="module")
+def reference(corpus, tmp_path_factory) -> tokscan.Report:
+    """The Parquet layout (`input_ids` + `loss_mask`) of the same samples."""
+    return tokscan.scan(synth.write_parquet_full(corpus, tmp_path_factory.mktemp("ref") / "pq"))
+
+
+def flagged(report: tokscan.Report) -> dict[int, tuple[str, ...]]:
+    return {f["row"]: tuple(f["codes"]) for f in report.flagged}
+
+
+def hf_columns(samples: list[synth.Sample], nested: bool = False) -> dict[str, list]:
+    wrap = (lambda v: [v]) if nested else (lambda v: v)
+    return {
+        "sample_id": [s.sample_id for s in samples],
+        "category": [s.category for s in samples],
+        "input_ids": [wrap(s.ids) for s in samples],
+        "labels": [wrap(synth.labels(s)) for s in samples],
+    }
+
+
+# --- Hugging Face datasets ------------------------------------------------------------------------------
+
+
+def test_save_to_disk_directory_finds_what_parquet_finds(corpus, reference, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    d = tmp_path / "hf"
+    datasets.Dataset.from_dict(hf_columns(corpus)).save_to_disk(str(d), max_shard_size="200KB")
+    assert len(list(d.glob("data-*.arrow"))) > 1 and (d / "state.json").is_file()
+    r = tokscan.scan(d)
+    assert {i["format"] for i in r.data["inputs"]} == {"arrow"}
+    assert all(i["layout"] == "input_ids+labels" for i in r.data["inputs"])
+    assert r.n_samples == len(corpus)
+    assert flagged(r) == flagged(reference)
+    assert "loss_mask_misaligned" in {c for codes in flagged(r).values() for c in codes}
+
+
+def test_datasets_map_cache_file_with_batch_of_one_rows(corpus, reference, tmp_path):
+    """A trainer's map function returning `[[...]]` per row; the `cache-*.arrow` file it leaves is scanned
+    (by content, whatever its name) and reads the inner list as the sequence."""
+    datasets = pytest.importorskip("datasets")
+    src = datasets.Dataset.from_dict(
+        {"sample_id": [s.sample_id for s in corpus], "category": [s.category for s in corpus]}
+    )
+    cache = tmp_path / "cache-0123456789abcdef.arrow"
+
+    # Keyed by index: the sample_id_duplicate rows share an id.
+    def tokenize_at(row, idx):
+        s = corpus[idx]
+        assert row["sample_id"] == s.sample_id
+        return {"input_ids": [s.ids], "labels": [synth.labels(s)]}
+
+    ds = src.map(tokenize_at, with_indices=True, cache_file_name=str(cache), writer_batch_size=50)
+    assert cache.is_file() and len(ds) == len(corpus)
+    renamed = tmp_path / "cache-file-without-extension"
+    renamed.write_bytes(cache.read_bytes())
+    for path in (cache, renamed):
+        r = tokscan.scan(path)
+        assert r.data["inputs"][0]["format"] == "arrow"
+        assert flagged(r) == flagged(reference)
+
+
+def test_several_sequences_in_one_row_is_an_input_error(tmp_path):
+    import pyarrow.ipc as ipc
+
+    p = tmp_path / "two.arrow"
+    t = pa.table({"input_ids": pa.array([[[1, 2], [3]]], type=pa.list_(pa.list_(pa.int64())))})
+    with ipc.new_stream(p, t.schema) as w:
+        w.write_table(t)
+    with pytest.raises(tokscan.InputError, match="only a batch of one"):
+        tokscan.scan(p)
+
+
+# --- pyarrow IPC writers --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["file", "stream"])
+@pytest.mark.parametrize("codec", [None, "lz4", "zstd"])
+def test_pyarrow_ipc_formats_and_codecs(corpus, reference, tmp_path, stream, codec):
+    import pyarrow.ipc as ipc
+
+    t = pa.table(
+        {
+            "sample_id": [s.sample_id for s in corpus],
+            "category": [s.category for s in corpus],
+            "input_ids": pa.array([s.ids for s in corpus], type=pa.list_(pa.uint32())),
+            "loss_mask": pa.array([s.mask() for s in corpus], type=pa.list_(pa.bool_())),
+        }
+    )
+    p = tmp_path / ("x.arrows" if stream else "x.feather")
+    opts = ipc.IpcWriteOptions(compression=codec)
+    with (ipc.new_stream if stream else ipc.new_file)(p, t.schema, options=opts) as w:
+        for b in t.to_batches(max_chunksize=37):
+            w.write_batch(b)
+    assert ipc_layout(p) == (stream, codec)
+    r = tokscan.scan(p, threads=2)
+    assert flagged(r) == flagged(reference)
+    assert r.n_tokens == reference.n_tokens
+
+
+# --- show, clean, --exclude -----------------------------------------------------------------------------
+
+
+def test_show_clean_and_rescan_round_trip(layouts, samples, tmp_path):
+    for layout in ("arrow_file", "arrow_stream"):
+        src = layouts[layout]
+        sid = samples[17].sample_id
+        proc = run_cli("show", str(src), "--sample-id", sid, "--json", "-")
+        assert proc.returncode == 0, proc.stderr
+        shown = json.loads(proc.stdout)
+        assert shown["row"] == 17 and shown["lengths"]["total"] == len(samples[17].ids)
+        assert [t for seg in shown["segments"] for t in seg["ids"]] == samples[17].ids
+        report_path = tmp_path / f"{layout}.json"
+        assert run_cli("scan", str(src), "--json", str(report_path), "-q").returncode == 1
+        out = tmp_path / f"{layout}-clean"
+        proc = run_cli("clean", str(src), "--report", str(report_path), "--out", str(out))
+        assert proc.returncode == 0, proc.stderr
+        for f in sorted(src.glob("*.arrow")):
+            assert ipc_layout(out / f.name) == ipc_layout(f)
+            with pa.memory_map(str(f)) as a, pa.memory_map(str(out / f.name)) as b:
+                reader = pa.ipc.open_file if ipc_layout(f)[0] is False else pa.ipc.open_stream
+                assert reader(a).schema == reader(b).schema
+        again = tokscan.scan(out)
+        assert again.exit_code("error") == 0
+        report = tokscan.Report.load(report_path)
+        dropped = {f["row"] for f in report.flagged if f["severity"] == "error"}
+        kept = [s for row, s in enumerate(samples) if row not in dropped]
+        assert again.n_samples == len(kept)
+        assert again.n_tokens == sum(len(s.ids) for s in kept)
+
+
+def test_show_reads_the_sample_from_an_arrow_stream(layouts, samples):
+    row = 5
+    proc = run_cli("show", str(layouts["arrow_stream"]), "--row", str(row), "--json", "-")
+    assert proc.returncode in (0, 1), proc.stderr
+    shown = json.loads(proc.stdout)
+    assert shown["sample_id"] == samples[row].sample_id
+    core = tokscan._core.Corpus([str(layouts["arrow_stream"])], {})
+    got = core.sample(row)
+    assert list(got["ids"]) == samples[row].ids
+    assert list(got["mask"]) == samples[row].mask()
+
+
+def test_a_directory_of_arrow_and_unrelated_files(tmp_path, corpus):
+    synth.write_arrow_file(corpus, tmp_path / "a")
+    (tmp_path / "a" / "notes.txt").write_text("hi")
+    assert tokscan.scan(tmp_path / "a").n_samples == len(corpus)
