@@ -4,8 +4,11 @@ pyarrow's IPC writers), scanned, shown, cleaned and compared with the Parquet la
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.parquet
 import pytest
 
 import tokscan
@@ -166,3 +169,97 @@ def test_a_directory_of_arrow_and_unrelated_files(tmp_path, corpus):
     synth.write_arrow_file(corpus, tmp_path / "a")
     (tmp_path / "a" / "notes.txt").write_text("hi")
     assert tokscan.scan(tmp_path / "a").n_samples == len(corpus)
+
+
+# --- Megatron-LM indexed datasets -----------------------------------------------------------------------
+
+
+def megatron_write(samples: list[synth.Sample], prefix: Path, dtype, split: bool = False) -> Path:
+    """Written with megatron-core's own `IndexedDatasetBuilder`; with `split`, each document is two sequences
+    (prompt and completion, as `add_document` with two lengths)."""
+    torch = pytest.importorskip("torch")
+    indexed = pytest.importorskip("megatron.core.datasets.indexed_dataset")
+    b = indexed.IndexedDatasetBuilder(str(prefix) + ".bin", dtype=dtype)
+    for s in samples:
+        if split:
+            b.add_document(torch.tensor(s.ids), [len(s.prompt), len(s.completion)])
+        else:
+            b.add_item(torch.tensor(s.ids))
+            b.end_document()
+    b.finalize(str(prefix) + ".idx")
+    return prefix
+
+
+@pytest.fixture(scope="module")
+def plain_reference(corpus, tmp_path_factory) -> tokscan.Report:
+    """The same samples as Parquet with only `input_ids` (Megatron keeps no ids, categories or masks)."""
+    p = tmp_path_factory.mktemp("plain") / "ids.parquet"
+    pa.parquet.write_table(pa.table({"input_ids": [s.ids for s in corpus]}), p)
+    return tokscan.scan(p)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "split"), [(np.int32, False), (np.int64, True), (np.float32, False)], ids=["int32", "int64-split", "f32"]
+)
+def test_megatron_builder_output_finds_what_parquet_finds(corpus, plain_reference, tmp_path, dtype, split):
+    prefix = megatron_write(corpus, tmp_path / "data_text_document", dtype, split)
+    for given in (prefix, Path(str(prefix) + ".bin"), Path(str(prefix) + ".idx"), tmp_path):
+        r = tokscan.scan(given)
+        assert r.data["inputs"][0]["format"] == "megatron"
+        assert r.data["inputs"][0]["path"] == str(prefix) + ".bin"
+        assert r.n_samples == len(corpus) and r.n_tokens == plain_reference.n_tokens
+        assert flagged(r) == flagged(plain_reference)
+
+
+def test_megatron_every_dtype_code_reads_back(tmp_path):
+    indexed = pytest.importorskip("megatron.core.datasets.indexed_dataset")
+    docs = [[1, 2, 3], [], [4, 5, 100, 7]]
+    for code, dtype in indexed.DType.__members__.items():
+        prefix = tmp_path / code
+        megatron_write([synth.Sample("x", "c", d, [], 0, 0) for d in docs], prefix, getattr(np, code))
+        core = tokscan._core.Corpus([str(prefix)], {})
+        assert [list(core.sample(i)["ids"]) for i in range(len(docs))] == docs, dtype
+
+
+def test_megatron_clean_writes_a_valid_pair_megatron_reads(corpus, plain_reference, tmp_path):
+    indexed = pytest.importorskip("megatron.core.datasets.indexed_dataset")
+    src = tmp_path / "src"
+    src.mkdir()
+    prefix = megatron_write(corpus, src / "corpus", np.int32, split=True)
+    report_path = tmp_path / "r.json"
+    assert run_cli("scan", str(src), "--json", str(report_path), "-q").returncode == 1
+    out = tmp_path / "clean"
+    proc = run_cli("clean", str(src), "--report", str(report_path), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    dropped = {f["row"] for f in tokscan.Report.load(report_path).flagged if f["severity"] == "error"}
+    kept = [s for i, s in enumerate(corpus) if i not in dropped]
+    ds = indexed.IndexedDataset(str(out / "corpus"))
+    assert len(ds) == 2 * len(kept)  # two sequences per document, as written
+    assert list(ds.document_indices) == list(range(0, 2 * len(kept) + 1, 2))
+    for k, s in enumerate(kept):
+        assert np.concatenate([ds[2 * k], ds[2 * k + 1]]).tolist() == s.ids
+    assert tokscan.scan(out).exit_code("error") == 0
+    assert Path(str(prefix) + ".bin").stat().st_size > (out / "corpus.bin").stat().st_size
+
+
+@pytest.mark.parametrize(
+    ("damage", "needle"),
+    [
+        (lambda idx, bin_: idx.write_bytes(b"XXIDIDX\x00\x00" + idx.read_bytes()[9:]), "bad magic"),
+        (lambda idx, bin_: idx.write_bytes(idx.read_bytes()[:-5]), "truncated"),
+        (lambda idx, bin_: bin_.write_bytes(bin_.read_bytes()[:-4]), "the .bin holds"),
+        (lambda idx, bin_: idx.write_bytes(idx.read_bytes()[:17] + b"\x09" + idx.read_bytes()[18:]), "dtype code"),
+        (lambda idx, bin_: idx.write_bytes(idx.read_bytes()[:9] + b"\x02" + idx.read_bytes()[10:]), "version"),
+    ],
+    ids=["magic", "truncated-idx", "short-bin", "dtype", "version"],
+)
+def test_megatron_corrupt_pairs_are_input_errors(corpus, tmp_path, damage, needle):
+    prefix = megatron_write(corpus[:20], tmp_path / "d", np.int32)
+    idx, bin_ = Path(str(prefix) + ".idx"), Path(str(prefix) + ".bin")
+    damage(idx, bin_)
+    with pytest.raises(tokscan.InputError, match=needle):
+        tokscan.scan(bin_)
+    proc = run_cli("scan", str(bin_))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "d.idx" in lines[0] or "d.bin" in lines[0]

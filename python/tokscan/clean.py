@@ -130,6 +130,8 @@ def clean(
             _clean_numpy(src, dst, keep)
         elif fmt == "arrow":
             _clean_arrow(src, dst, keep)
+        elif fmt == "megatron":
+            _clean_megatron(src, dst, keep)
         else:
             raise UsageError(f"{src}: tokscan clean cannot write the {fmt} format")
         files.append({"source": str(src), "output": str(dst), "samples": n, "kept": int(keep.sum())})
@@ -199,6 +201,78 @@ def _clean_arrow(src: Path, dst: Path, keep: np.ndarray) -> None:
         side = src.parent / name
         if side.is_file() and not (dst.parent / name).exists():
             shutil.copy2(side, dst.parent / name)
+
+
+MEGATRON_MAGIC = b"MMIDIDX\x00\x00"
+#: megatron-core's `DType` codes.
+MEGATRON_DTYPES = {
+    1: np.uint8,
+    2: np.int8,
+    3: np.int16,
+    4: np.int32,
+    5: np.int64,
+    6: np.float64,
+    7: np.float32,
+    8: np.uint16,
+}
+
+
+def read_megatron_index(idx: Path) -> tuple[type, np.ndarray, np.ndarray, np.ndarray | None]:
+    """(dtype, sequence lengths, document indices, sequence modes or None) of a Megatron `.idx`."""
+    raw = np.memmap(idx, mode="r", dtype=np.uint8)
+    head = bytes(raw[:34])
+    if head[:9] != MEGATRON_MAGIC:
+        raise UsageError(f"{idx}: not a Megatron .idx")
+    code = head[17]
+    s, d = (int.from_bytes(head[18:26], "little"), int.from_bytes(head[26:34], "little"))
+    lengths = np.frombuffer(raw, dtype=np.int32, count=s, offset=34)
+    docs = np.frombuffer(raw, dtype=np.int64, count=d, offset=34 + 12 * s)
+    rest = len(raw) - (34 + 12 * s + 8 * d)
+    modes = np.frombuffer(raw, dtype=np.int8, count=s, offset=34 + 12 * s + 8 * d) if rest == s and s else None
+    return MEGATRON_DTYPES[code], lengths, docs, modes
+
+
+def write_megatron_index(
+    idx: Path, dtype: type, lengths: np.ndarray, docs: np.ndarray, modes: np.ndarray | None = None
+) -> None:
+    """Writes an `.idx` exactly as megatron-core's `_IndexWriter` does: magic, version 1, dtype code, counts,
+    int32 sequence lengths, int64 byte pointers, int64 document indices (and the int8 modes when multimodal)."""
+    code = next(c for c, t in MEGATRON_DTYPES.items() if np.dtype(t) == np.dtype(dtype))
+    lengths = np.asarray(lengths, dtype=np.int32)
+    pointers = np.zeros(len(lengths), dtype=np.int64)
+    if len(lengths):
+        np.cumsum(lengths[:-1].astype(np.int64) * np.dtype(dtype).itemsize, out=pointers[1:])
+    with open(idx, "wb") as f:
+        f.write(MEGATRON_MAGIC)
+        f.write((1).to_bytes(8, "little"))
+        f.write(bytes([code]))
+        f.write(len(lengths).to_bytes(8, "little"))
+        f.write(len(docs).to_bytes(8, "little"))
+        f.write(lengths.tobytes())
+        f.write(pointers.tobytes())
+        f.write(np.asarray(docs, dtype=np.int64).tobytes())
+        if modes is not None:
+            f.write(np.asarray(modes, dtype=np.int8).tobytes())
+
+
+def _clean_megatron(src: Path, dst: Path, keep: np.ndarray) -> None:
+    """A valid `.bin` + `.idx` pair holding the kept documents, each with its own sequences and dtype."""
+    dtype, lengths, docs, modes = read_megatron_index(src.with_suffix(".idx"))
+    starts = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    tokens = np.memmap(src, mode="r", dtype=dtype) if starts[-1] else np.zeros(0, dtype=dtype)
+    new_lengths, new_docs, new_modes = [], [0], []
+    with open(dst, "wb") as out:
+        for d in np.flatnonzero(keep):
+            a, b = int(docs[d]), int(docs[d + 1])
+            out.write(np.ascontiguousarray(tokens[starts[a] : starts[b]]).tobytes())
+            new_lengths.append(lengths[a:b])
+            if modes is not None:
+                new_modes.append(modes[a:b])
+            new_docs.append(new_docs[-1] + (b - a))
+    cat = np.concatenate(new_lengths) if new_lengths else np.zeros(0, np.int32)
+    kept_modes = (np.concatenate(new_modes) if new_modes else np.zeros(0, np.int8)) if modes is not None else None
+    write_megatron_index(dst.with_suffix(".idx"), dtype, cat, np.array(new_docs, dtype=np.int64), kept_modes)
 
 
 def _clean_numpy(src: Path, dst: Path, keep: np.ndarray) -> None:
