@@ -256,6 +256,7 @@ impl MegatronShard {
             sample_ids: None,
             categories: None,
             null_rows: None,
+            findings: None,
         })
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod arrow;
 pub mod ipc;
+pub mod jsonl;
 pub mod megatron;
 pub mod numpy;
 pub mod parquet;
@@ -48,6 +49,8 @@ pub enum Format {
     Arrow,
     /// Megatron-LM / NeMo indexed dataset (`.bin` + `.idx`).
     Megatron,
+    /// One JSON object per line (plain, `.gz`, `.zst`).
+    Jsonl,
 }
 
 impl Format {
@@ -57,6 +60,7 @@ impl Format {
             Format::Numpy => "numpy",
             Format::Arrow => "arrow",
             Format::Megatron => "megatron",
+            Format::Jsonl => "jsonl",
         }
     }
 }
@@ -100,6 +104,7 @@ pub fn open(input: &Input, columns: &ColumnNames) -> Result<Box<dyn Source>> {
         Format::Numpy => Box::new(numpy::NumpyShard::open(&input.path)?),
         Format::Arrow => Box::new(ipc::IpcShard::open(&input.path, columns)?),
         Format::Megatron => Box::new(megatron::MegatronShard::open(&input.path)?),
+        Format::Jsonl => Box::new(jsonl::JsonlShard::open(&input.path, columns)?),
     })
 }
 
@@ -199,6 +204,29 @@ pub struct Batch<'a> {
     pub categories: Option<&'a [Option<String>]>,
     /// Rows whose token list is null (scanned as empty sequences).
     pub null_rows: Option<&'a [bool]>,
+    /// Per-row findings of the source itself (a malformed JSONL line, generator metadata).
+    pub findings: Option<&'a [Finding]>,
+}
+
+/// What the generator said about how a completion ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Finish {
+    #[default]
+    Unknown,
+    /// It stopped on its own (`stop`, an EOS or a stop string).
+    Stop,
+    /// It hit the length limit.
+    Length,
+}
+
+/// Findings a source makes about one row before the checker sees it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Finding {
+    /// The row is a line that could not be read as a sample: its 1-based line number.
+    pub malformed_line: Option<u32>,
+    pub finish: Finish,
+    /// Token counts in the generator's metadata disagree with the ids.
+    pub count_mismatch: bool,
 }
 
 impl Batch<'_> {
@@ -304,6 +332,9 @@ fn sniff_file(path: &Path) -> Result<Option<Format>> {
 }
 
 fn by_extension(path: &Path) -> Option<Format> {
+    if jsonl::is_jsonl_name(path) {
+        return Some(Format::Jsonl);
+    }
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
     match ext {
@@ -426,7 +457,7 @@ fn discover_path(
     if out.len() == before && path == root {
         return Err(Error::invalid(
             path,
-            "no corpus found (Parquet *.parquet, Arrow IPC *.arrow / *.feather, Megatron *.bin + *.idx, NumPy tokens.npy)",
+            "no corpus found (Parquet *.parquet, Arrow IPC *.arrow / *.feather, Megatron *.bin + *.idx, JSONL *.jsonl[.gz|.zst], NumPy tokens.npy)",
         ));
     }
     Ok(())

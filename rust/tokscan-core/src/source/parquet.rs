@@ -433,6 +433,7 @@ pub fn record_batch(
         sample_ids: sample_ids.as_deref(),
         categories: categories.as_deref(),
         null_rows: null_rows.as_deref(),
+        findings: None,
     };
     f(&batch)
 }
