@@ -263,3 +263,91 @@ def test_megatron_corrupt_pairs_are_input_errors(corpus, tmp_path, damage, needl
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "d.idx" in lines[0] or "d.bin" in lines[0]
+
+
+# --- JSONL ----------------------------------------------------------------------------------------------
+
+
+def test_jsonl_generator_metadata_is_cross_checked(corpus, tmp_path):
+    """SGLang and vLLM lines whose finish reason or token counts disagree with the ids are flagged."""
+    recs = [synth.jsonl_record(s) for s in corpus[:30]]
+    clean_row = next(i for i, s in enumerate(corpus[:30]) if not s.expected)
+    cut_row = next(i for i, s in enumerate(corpus) if "truncated" in s.expected)
+    recs[clean_row]["meta_info"]["finish_reason"] = {"type": "length"}  # ended properly, says length
+    cut = synth.jsonl_record(corpus[cut_row])
+    cut["meta_info"]["finish_reason"] = {"type": "stop"}  # cut, says stop
+    recs.append(cut)
+    recs[3]["meta_info"]["completion_tokens"] += 1
+    vllm = synth.jsonl_record(corpus[cut_row], "vllm")
+    vllm["outputs"][0]["finish_reason"] = "stop"
+    recs.append(vllm)
+    p = tmp_path / "gen.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    r = tokscan.scan(p)
+    assert r.flagged_rows("finish_reason_mismatch") == [clean_row, 30, 31]
+    assert r.flagged_rows("token_count_mismatch") == [3]
+    assert r.anomalies["finish_reason_mismatch"]["severity"] == "error"
+
+
+def test_malformed_lines_are_findings_with_line_numbers(corpus, tmp_path):
+    lines = [json.dumps(synth.jsonl_record(s)) for s in corpus[:10]]
+    lines[2] = "[1, 2, 3]"  # not an object
+    lines[5] = lines[5].replace('"output_ids": [', '"output_ids": ["x", ', 1)  # a non-integer token
+    lines[7] = lines[7][:40]  # cut mid-line
+    p = tmp_path / "gen.jsonl"
+    p.write_text("\n".join(lines[:4]) + "\n\n" + "\n".join(lines[4:]) + "\n")
+    r = tokscan.scan(p)
+    assert r.n_samples == 10
+    bad = [f for f in r.flagged if "malformed_line" in f["codes"]]
+    assert [f["row"] for f in bad] == [2, 5, 7]
+    assert [f["positions"]["malformed_line"] for f in bad] == [3, 7, 9]  # 1-based, the blank line counted
+    assert all(f["codes"] == ["malformed_line"] for f in bad)
+    assert all(f["source"] == str(p) for f in bad)
+
+
+def test_a_file_that_is_not_jsonl_is_an_input_error(tmp_path):
+    p = tmp_path / "notes.jsonl"
+    p.write_text("hello world\nthis is text\n")
+    with pytest.raises(tokscan.InputError, match="not JSONL"):
+        tokscan.scan(p)
+    proc = run_cli("scan", str(p))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and str(p) in lines[0], proc.stderr
+    z = tmp_path / "broken.jsonl.zst"
+    z.write_bytes(b"\x28\xb5\x2f\xfd" + b"garbage" * 10)
+    proc = run_cli("scan", str(z))
+    assert proc.returncode == 2 and "zstd" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("layout", ["jsonl", "jsonl_vllm_zst"])
+def test_jsonl_clean_filters_lines_byte_identically(layouts, samples, tmp_path, layout):
+    src = layouts[layout]
+    report_path = tmp_path / "r.json"
+    assert run_cli("scan", str(src), "--json", str(report_path), "-q").returncode == 1
+    out = tmp_path / "clean"
+    proc = run_cli("clean", str(src), "--report", str(report_path), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    dropped = {f["row"] for f in tokscan.Report.load(report_path).flagged if f["severity"] == "error"}
+
+    def lines_of(d):
+        out = []
+        for f in sorted(d.glob("*.jsonl*")):
+            codec = "zstd" if f.name.endswith(".zst") else None
+            data = pa.CompressedInputStream(str(f), codec).read() if codec else f.read_bytes()
+            out += data.splitlines(keepends=True)
+        return out
+
+    before, after = lines_of(src), lines_of(out)
+    assert after == [line for i, line in enumerate(before) if i not in dropped]
+    assert tokscan.scan(out).exit_code("error") == 0
+
+
+def test_megatron_with_the_plain_profile(corpus, tmp_path):
+    """Pre-training documents: no chat rules; loops and duplicates are still found."""
+    prefix = megatron_write(corpus, tmp_path / "pretrain", np.int32)
+    r = tokscan.scan(prefix, profile="plain")
+    codes = {c for f in r.flagged for c in f["codes"]}
+    assert "repetition" in codes and "duplicate" in codes
+    assert codes <= {"repetition", "duplicate", "length_outlier"}
+    loops = {i for i, s in enumerate(corpus) if "repetition" in s.expected}
+    assert loops <= set(r.flagged_rows("repetition"))

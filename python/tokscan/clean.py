@@ -132,6 +132,8 @@ def clean(
             _clean_arrow(src, dst, keep)
         elif fmt == "megatron":
             _clean_megatron(src, dst, keep)
+        elif fmt == "jsonl":
+            _clean_jsonl(src, dst, keep)
         else:
             raise UsageError(f"{src}: tokscan clean cannot write the {fmt} format")
         files.append({"source": str(src), "output": str(dst), "samples": n, "kept": int(keep.sum())})
@@ -273,6 +275,41 @@ def _clean_megatron(src: Path, dst: Path, keep: np.ndarray) -> None:
     cat = np.concatenate(new_lengths) if new_lengths else np.zeros(0, np.int32)
     kept_modes = (np.concatenate(new_modes) if new_modes else np.zeros(0, np.int8)) if modes is not None else None
     write_megatron_index(dst.with_suffix(".idx"), dtype, cat, np.array(new_docs, dtype=np.int64), kept_modes)
+
+
+def _jsonl_codec(path: Path) -> str | None:
+    name = path.name
+    return "gzip" if name.endswith(".gz") else "zstd" if name.endswith((".zst", ".zstd")) else None
+
+
+def _clean_jsonl(src: Path, dst: Path, keep: np.ndarray) -> None:
+    """The same lines, byte for byte, without the dropped samples' lines (a sample is a non-blank line, as the
+    scan counts them); a compressed file is written with the same codec."""
+    import pyarrow as pa
+
+    codec = _jsonl_codec(src)
+    if codec is None:
+        data = src.read_bytes()
+    else:
+        with pa.CompressedInputStream(str(src), codec) as f:
+            data = f.read()
+    lines = data.split(b"\n")
+    out, row = [], 0
+    for i, line in enumerate(lines):
+        last = i == len(lines) - 1
+        if line.rstrip(b"\r").strip():
+            drop = not keep[row]
+            row += 1
+            if drop:
+                continue
+        if not (last and line == b""):
+            out.append(line + (b"" if last else b"\n"))
+    text = b"".join(out)
+    if codec is None:
+        dst.write_bytes(text)
+    else:
+        with pa.CompressedOutputStream(str(dst), codec) as f:
+            f.write(text)
 
 
 def _clean_numpy(src: Path, dst: Path, keep: np.ndarray) -> None:

@@ -337,6 +337,50 @@ def write_arrow_stream(samples: list[Sample], out: Path, n_shards: int = 3, rows
     )
 
 
+def jsonl_record(s: Sample, style: str = "sglang") -> dict:
+    """One generator output line: SGLang (`prompt_ids`, `output_ids`, `meta_info`) or vLLM (`prompt_token_ids`,
+    `outputs[0].token_ids`, `finish_reason`). The finish reason says `length` exactly when the sample was cut."""
+    finish = "length" if "truncated" in s.expected else "stop"
+    if style == "vllm":
+        return {
+            "request_id": s.sample_id,
+            "id": s.sample_id,
+            "category": s.category,
+            "prompt_token_ids": s.prompt,
+            "outputs": [{"index": 0, "token_ids": s.completion, "finish_reason": finish}],
+        }
+    return {
+        "id": s.sample_id,
+        "category": s.category,
+        "prompt_ids": s.prompt,
+        "output_ids": s.completion,
+        "meta_info": {
+            "finish_reason": {"type": finish} if finish == "length" else {"type": "stop", "matched": IM_END},
+            "prompt_tokens": len(s.prompt),
+            "completion_tokens": len(s.completion),
+        },
+    }
+
+
+def write_jsonl(
+    samples: list[Sample], out: Path, n_shards: int = 2, style: str = "sglang", compression: str | None = None
+) -> Path:
+    """Generator outputs as JSONL shards (`.jsonl`, `.jsonl.gz` or `.jsonl.zst`)."""
+    import json
+
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = {None: "", "gzip": ".gz", "zstd": ".zst"}[compression]
+    for k, (a, b) in enumerate(_shards(len(samples), n_shards)):
+        text = "".join(json.dumps(jsonl_record(s, style)) + "\n" for s in samples[a:b]).encode()
+        path = out / f"gen-{k:03d}.jsonl{suffix}"
+        if compression is None:
+            path.write_bytes(text)
+        else:
+            with pa.CompressedOutputStream(str(path), compression) as f:
+                f.write(text)
+    return out
+
+
 #: Layout name -> (writer, has a loss mask).
 LAYOUTS = {
     "parquet_full": (write_parquet_full, True),
@@ -345,4 +389,6 @@ LAYOUTS = {
     "numpy_mask": (lambda s, o: write_numpy(s, o, with_mask=True, dtype="uint32"), True),
     "arrow_file": (write_arrow_file, True),
     "arrow_stream": (write_arrow_stream, True),
+    "jsonl": (write_jsonl, False),
+    "jsonl_vllm_zst": (lambda s, o: write_jsonl(s, o, n_shards=3, style="vllm", compression="zstd"), False),
 }

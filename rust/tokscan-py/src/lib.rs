@@ -406,10 +406,7 @@ fn discover_inputs(
     Ok(found
         .into_iter()
         .map(|i| {
-            let fmt = match i.format {
-                tokscan_core::source::Format::Parquet => "parquet",
-                tokscan_core::source::Format::Numpy => "numpy",
-            };
+            let fmt = i.format.name();
             (
                 i.path.display().to_string(),
                 fmt.to_string(),
