@@ -108,7 +108,7 @@ def test_pyarrow_ipc_formats_and_codecs(corpus, reference, tmp_path, stream, cod
             "sample_id": [s.sample_id for s in corpus],
             "category": [s.category for s in corpus],
             "input_ids": pa.array([s.ids for s in corpus], type=pa.list_(pa.uint32())),
-            "loss_mask": pa.array([s.mask() for s in corpus], type=pa.list_(pa.bool_())),
+            "loss_mask": pa.array([[bool(m) for m in s.mask()] for s in corpus], type=pa.list_(pa.bool_())),
         }
     )
     p = tmp_path / ("x.arrows" if stream else "x.feather")
@@ -344,10 +344,41 @@ def test_jsonl_clean_filters_lines_byte_identically(layouts, samples, tmp_path, 
 
 def test_megatron_with_the_plain_profile(corpus, tmp_path):
     """Pre-training documents: no chat rules; loops and duplicates are still found."""
-    prefix = megatron_write(corpus, tmp_path / "pretrain", np.int32)
+    docs = [*corpus, corpus[3]]  # a whole document repeated
+    prefix = megatron_write(docs, tmp_path / "pretrain", np.int32)
     r = tokscan.scan(prefix, profile="plain")
     codes = {c for f in r.flagged for c in f["codes"]}
-    assert "repetition" in codes and "duplicate" in codes
+    assert r.flagged_rows("duplicate") == [len(corpus)]
     assert codes <= {"repetition", "duplicate", "length_outlier"}
     loops = {i for i, s in enumerate(corpus) if "repetition" in s.expected}
     assert loops <= set(r.flagged_rows("repetition"))
+
+
+# --- convert --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["arrow_stream", "arrow_file", "jsonl", "jsonl_vllm_zst"])
+@pytest.mark.parametrize("to", ["parquet", "numpy"])
+def test_convert_keeps_what_the_scan_sees(layouts, tmp_path, layout, to):
+    src = layouts[layout]
+    before = tokscan.scan(src)
+    out = tmp_path / f"{layout}-{to}"
+    proc = run_cli("convert", str(src), "--to", to, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    after = tokscan.scan(out)
+    assert after.data["inputs"][0]["format"] == to
+    assert (after.n_samples, after.n_tokens) == (before.n_samples, before.n_tokens)
+    assert flagged(after) == flagged(before)
+    assert [f["sample_id"] for f in after.flagged] == [f["sample_id"] for f in before.flagged]
+    assert after.categories.keys() == before.categories.keys()
+
+
+def test_convert_megatron_and_refusals(corpus, tmp_path):
+    prefix = megatron_write(corpus[:50], tmp_path / "m", np.int32)
+    out = tmp_path / "np"
+    assert run_cli("convert", str(prefix), "--to", "numpy", "--out", str(out)).returncode == 0
+    assert np.load(out / "tokens.npy").tolist() == [t for s in corpus[:50] for t in s.ids]
+    proc = run_cli("convert", str(prefix), "--to", "numpy", "--out", str(out))
+    assert proc.returncode == 2 and "not an empty directory" in proc.stderr
+    proc = run_cli("convert", str(prefix), "--to", "csv", "--out", str(tmp_path / "csv"))
+    assert proc.returncode == 2 and "parquet or numpy" in proc.stderr

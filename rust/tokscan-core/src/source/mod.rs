@@ -318,7 +318,7 @@ fn is_megatron_idx(idx: &Path) -> bool {
 fn sniff_file(path: &Path) -> Result<Option<Format>> {
     let head = head(path)?;
     if head.starts_with(megatron::IDX_MAGIC)
-        || (path.extension().is_some_and(|e| e == "bin") && is_megatron_idx(&megatron::idx_path(path)))
+        || (path.extension().is_some_and(|e| e == "bin") && megatron::idx_path(path).is_file())
     {
         return Ok(Some(Format::Megatron));
     }
