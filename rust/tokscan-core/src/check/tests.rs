@@ -475,8 +475,10 @@ fn plain_documents_have_no_chat_rules() {
     let chat = joined(&prompt(), &completion(10, 10));
     assert_eq!(check(&plain, &chat).0, Vec::<&str>::new());
     // With an EOS: documents must end with it, and nothing may follow it.
-    let text_spec = include_str!("../../profiles/plain.toml")
-        .replace("vocab_size = 4294967295", "vocab_size = 50257\neos = 50256\npad = 50255");
+    let text_spec = include_str!("../../profiles/plain.toml").replace(
+        "vocab_size = 4294967295",
+        "vocab_size = 50257\neos = 50256\npad = 50255",
+    );
     let spec = Profile::parse_spec(&text_spec, "test").unwrap();
     let gpt2 = Profile::from_spec(&spec, None).unwrap();
     let doc: Vec<u32> = doc.iter().map(|t| t % 50000).collect();

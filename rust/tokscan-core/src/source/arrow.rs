@@ -199,7 +199,10 @@ pub fn mask_list_unnested<'a>(
     })
 }
 
-fn mask_values<'a>(values: &'a ArrayRef, bools: &'a mut Vec<u8>) -> Result<MaskSlice<'a>, ListProblem> {
+fn mask_values<'a>(
+    values: &'a ArrayRef,
+    bools: &'a mut Vec<u8>,
+) -> Result<MaskSlice<'a>, ListProblem> {
     Ok(match values.data_type() {
         DataType::Boolean => {
             *bools = values.as_boolean().values().iter().map(u8::from).collect();

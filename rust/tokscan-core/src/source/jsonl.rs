@@ -18,7 +18,10 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use serde_json::value::RawValue;
 
-use super::{Batch, ColumnNames, Finding, Finish, Format, Offsets, Ragged, RaggedMask, Source, Tokens, UnitSpan};
+use super::{
+    Batch, ColumnNames, Finding, Finish, Format, Offsets, Ragged, RaggedMask, Source, Tokens,
+    UnitSpan,
+};
 use crate::error::{Error, Result};
 use crate::token::MaskSlice;
 
@@ -166,7 +169,12 @@ fn parse_line(text: &str, f: &Fields<'_>) -> std::result::Result<Line, String> {
                 .or_else(|| label(r))
         })
         .or_else(|| obj.get("finish_reason").and_then(|r| label(r)))
-        .or_else(|| outputs.as_ref().and_then(|o| o.get("finish_reason")).and_then(|r| label(r)));
+        .or_else(|| {
+            outputs
+                .as_ref()
+                .and_then(|o| o.get("finish_reason"))
+                .and_then(|r| label(r))
+        });
     line.finding.finish = match reason.as_deref() {
         Some("length") => Finish::Length,
         Some("stop") | Some("eos") | Some("stop_str") => Finish::Stop,
@@ -177,7 +185,11 @@ fn parse_line(text: &str, f: &Fields<'_>) -> std::result::Result<Line, String> {
             m.get(k)
                 .and_then(|v| serde_json::from_str::<u64>(v.get()).ok())
         };
-        let (has_prompt, pl, ol) = (prompt.is_some(), line.prompt.len() as u64, line.ids.len() as u64);
+        let (has_prompt, pl, ol) = (
+            prompt.is_some(),
+            line.prompt.len() as u64,
+            line.ids.len() as u64,
+        );
         let mut bad = false;
         if let Some(p) = count("prompt_tokens") {
             bad |= has_prompt && p != pl;
@@ -266,11 +278,14 @@ impl JsonlShard {
                 .unwrap_or_else(|| "no lines".into());
             return Err(Error::invalid(
                 path,
-                format!("not JSONL with token ids: no line is a sample (line {}: {why})", lines.first().map_or(1, |l| l.0)),
+                format!(
+                    "not JSONL with token ids: no line is a sample (line {}: {why})",
+                    lines.first().map_or(1, |l| l.0)
+                ),
             ));
         }
-        let split = parsed.iter().flatten().any(|l| !l.prompt.is_empty())
-            || names.prompt_ids.is_some();
+        let split =
+            parsed.iter().flatten().any(|l| !l.prompt.is_empty()) || names.prompt_ids.is_some();
         let has_mask = parsed.iter().flatten().any(|l| l.mask.is_some());
         let has_ids = parsed.iter().flatten().any(|l| l.sample_id.is_some());
         let has_cat = parsed.iter().flatten().any(|l| l.category.is_some());
@@ -324,7 +339,11 @@ impl JsonlShard {
             }
             s.findings.push(line.finding);
         }
-        let mut layout = if split { "prompt_ids+output_ids".to_string() } else { "input_ids".to_string() };
+        let mut layout = if split {
+            "prompt_ids+output_ids".to_string()
+        } else {
+            "input_ids".to_string()
+        };
         if has_mask {
             layout.push_str("+loss_mask");
         }
@@ -460,7 +479,10 @@ mod tests {
 
     #[test]
     fn not_jsonl_is_an_input_error() {
-        let e = shard("hello\nworld\n", "x.jsonl").err().unwrap().to_string();
+        let e = shard("hello\nworld\n", "x.jsonl")
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("not JSONL") && e.contains("line 1"), "{e}");
         assert!(shard("", "x.jsonl").is_err());
     }

@@ -107,8 +107,8 @@ pub fn parse_index(b: &[u8], bin_len: u64) -> std::result::Result<Index, String>
     if version != 1 {
         return Err(format!("unsupported .idx version {version} (expected 1)"));
     }
-    let dtype =
-        MDtype::from_code(b[17]).ok_or_else(|| format!("unknown dtype code {} (expected 1..8)", b[17]))?;
+    let dtype = MDtype::from_code(b[17])
+        .ok_or_else(|| format!("unknown dtype code {} (expected 1..8)", b[17]))?;
     let (s, d) = (le_u64(b, 18), le_u64(b, 26));
     let need = s
         .checked_mul(12)
@@ -190,7 +190,9 @@ pub struct MegatronShard {
 impl MegatronShard {
     pub fn open(path: &Path) -> Result<Self> {
         let (bin, idx) = (bin_path(path), idx_path(path));
-        let bin_len = std::fs::metadata(&bin).map_err(|e| Error::io(&bin, e))?.len();
+        let bin_len = std::fs::metadata(&bin)
+            .map_err(|e| Error::io(&bin, e))?
+            .len();
         let idx_bytes = std::fs::read(&idx).map_err(|e| Error::io(&idx, e))?;
         let index = parse_index(&idx_bytes, bin_len).map_err(|m| Error::invalid(&idx, m))?;
         let map = if bin_len == 0 {
@@ -239,11 +241,26 @@ impl MegatronShard {
             d => {
                 let (lo, hi) = (offs[0] as usize, offs[offs.len() - 1] as usize);
                 widened = match d {
-                    MDtype::U8 => self.slice::<u8>()[lo..hi].iter().map(|&v| i64::from(v)).collect(),
-                    MDtype::I8 => self.slice::<i8>()[lo..hi].iter().map(|&v| i64::from(v)).collect(),
-                    MDtype::I16 => self.slice::<i16>()[lo..hi].iter().map(|&v| i64::from(v)).collect(),
-                    MDtype::F32 => self.slice::<f32>()[lo..hi].iter().map(|&v| whole(f64::from(v))).collect(),
-                    _ => self.slice::<f64>()[lo..hi].iter().map(|&v| whole(v)).collect(),
+                    MDtype::U8 => self.slice::<u8>()[lo..hi]
+                        .iter()
+                        .map(|&v| i64::from(v))
+                        .collect(),
+                    MDtype::I8 => self.slice::<i8>()[lo..hi]
+                        .iter()
+                        .map(|&v| i64::from(v))
+                        .collect(),
+                    MDtype::I16 => self.slice::<i16>()[lo..hi]
+                        .iter()
+                        .map(|&v| i64::from(v))
+                        .collect(),
+                    MDtype::F32 => self.slice::<f32>()[lo..hi]
+                        .iter()
+                        .map(|&v| whole(f64::from(v)))
+                        .collect(),
+                    _ => self.slice::<f64>()[lo..hi]
+                        .iter()
+                        .map(|&v| whole(v))
+                        .collect(),
                 };
                 rebased = offs.iter().map(|&o| o - lo as i64).collect();
                 (Tokens::I64(&widened), Offsets::I64(&rebased))
@@ -372,8 +389,12 @@ mod tests {
     #[test]
     fn index_and_data_disagreeing_are_errors() {
         let good = idx(4, &[3, 2], &[0, 1, 2]);
-        assert!(parse_index(&good, 19).unwrap_err().contains("the .bin holds"));
-        assert!(parse_index(&good[..good.len() - 3], 20).unwrap_err().contains("truncated"));
+        assert!(parse_index(&good, 19)
+            .unwrap_err()
+            .contains("the .bin holds"));
+        assert!(parse_index(&good[..good.len() - 3], 20)
+            .unwrap_err()
+            .contains("truncated"));
         let mut bad = good.clone();
         bad[0] = b'X';
         assert!(parse_index(&bad, 20).unwrap_err().contains("magic"));
@@ -383,8 +404,12 @@ mod tests {
         let mut bad = good.clone();
         bad[9] = 2;
         assert!(parse_index(&bad, 20).unwrap_err().contains("version"));
-        assert!(parse_index(&idx(4, &[3, 2], &[0, 2, 1]), 20).unwrap_err().contains("decrease"));
-        assert!(parse_index(&idx(4, &[3, 2], &[0, 1]), 20).unwrap_err().contains("last document"));
+        assert!(parse_index(&idx(4, &[3, 2], &[0, 2, 1]), 20)
+            .unwrap_err()
+            .contains("decrease"));
+        assert!(parse_index(&idx(4, &[3, 2], &[0, 1]), 20)
+            .unwrap_err()
+            .contains("last document"));
     }
 
     #[test]

@@ -364,7 +364,9 @@ fn hf_data_files(dir: &Path) -> Result<Option<Vec<PathBuf>>> {
                 .and_then(|n| n.as_str())
                 .filter(|n| !n.contains('/') && !n.contains('\\') && !n.starts_with('.'))
                 .map(|n| dir.join(n))
-                .ok_or_else(|| Error::invalid(&state, "a _data_files entry without a plain filename"))
+                .ok_or_else(|| {
+                    Error::invalid(&state, "a _data_files entry without a plain filename")
+                })
         })
         .collect::<Result<Vec<_>>>()
         .map(Some)
