@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
+use crate::anomaly::Code;
 use crate::check::{check_sample, Scratch};
 use crate::corpus::{Corpus, Unit};
 use crate::error::{Error, Result};
