@@ -38,10 +38,16 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
     rng = np.random.default_rng(0)
-    base = synth.build_corpus(n_clean=200, seed=1, anomalies_per_code=0)
+    g = synth.Generator(seed=1, scale=8)  # ~2,300 tokens per sample, like the main benchmark's corpus
+    base = [g.clean(f"s{i}", synth.CATEGORIES[i % 8]) for i in range(300)]
     per = int(np.mean([len(s.ids) for s in base]))
     n = int(a.tokens // per)
-    samples = [base[i] for i in rng.integers(0, len(base), size=n)]
+    samples = []
+    for i, k in enumerate(rng.integers(0, len(base), size=n)):
+        b = base[k]
+        # A unique first reasoning token per sample, so the corpus is not one big set of duplicates.
+        completion = [1000 + i % 150_000, *b.completion[1:]]
+        samples.append(synth.Sample(f"s{i:07d}", b.category, b.prompt, completion, b.thinking, b.response))
     lengths = np.array([len(s.ids) for s in samples], dtype=np.int64)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
