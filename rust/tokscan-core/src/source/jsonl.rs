@@ -62,6 +62,8 @@ struct Line {
 }
 
 struct Fields<'n> {
+    /// Every key whose value is a token array.
+    tokens: Vec<&'n str>,
     input_ids: Option<&'n str>,
     prompt: Vec<&'n str>,
     output: Vec<&'n str>,
@@ -71,7 +73,8 @@ struct Fields<'n> {
 }
 
 fn fields(names: &ColumnNames) -> Fields<'_> {
-    Fields {
+    let mut f = Fields {
+        tokens: Vec::new(),
         input_ids: Some(names.input_ids.as_deref().unwrap_or("input_ids")),
         prompt: names
             .prompt_ids
@@ -87,7 +90,14 @@ fn fields(names: &ColumnNames) -> Fields<'_> {
             .as_deref()
             .map_or_else(|| vec!["sample_id", "id"], |n| vec![n]),
         category: names.category.as_deref().unwrap_or("category"),
-    }
+    };
+    f.tokens = f
+        .input_ids
+        .into_iter()
+        .chain(f.prompt.iter().copied())
+        .chain(f.output.iter().copied())
+        .collect();
+    f
 }
 
 type Obj<'a> = HashMap<String, &'a RawValue>;
@@ -105,40 +115,86 @@ fn ints(v: &RawValue, what: &str) -> std::result::Result<Vec<i64>, String> {
         .map_err(|e| format!("{what} is not a list of integer token ids ({e})"))
 }
 
+/// One pass over a line: the token arrays (the keys in `tokens`) are parsed straight into `Vec<i64>`, every
+/// other field is kept as a borrowed `RawValue` (decoded only when wanted), so the big arrays are read once.
+struct LineVisitor<'f> {
+    tokens: &'f [&'f str],
+}
+
+type Parsed<'a> = (Obj<'a>, HashMap<String, Vec<i64>>);
+
+impl<'de> serde::de::Visitor<'de> for LineVisitor<'_> {
+    type Value = Parsed<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Parsed<'de>, A::Error> {
+        use serde::de::Error as _;
+        let (mut raw, mut ints) = (Obj::new(), HashMap::new());
+        while let Some(k) = map.next_key::<String>()? {
+            if self.tokens.contains(&k.as_str()) {
+                let v = map.next_value::<Vec<i64>>().map_err(|e| {
+                    A::Error::custom(format!("{k} is not a list of integer token ids ({e})"))
+                })?;
+                ints.insert(k, v);
+            } else {
+                let v = map.next_value::<&'de RawValue>()?;
+                raw.insert(k, v);
+            }
+        }
+        Ok((raw, ints))
+    }
+}
+
 /// Parses one line; `Err` is the problem of a malformed line.
 fn parse_line(text: &str, f: &Fields<'_>) -> std::result::Result<Line, String> {
-    let obj: Obj<'_> = serde_json::from_str(text).map_err(|e| {
-        if text.trim_start().starts_with('{') {
-            format!("invalid JSON ({e})")
-        } else {
-            "not a JSON object".to_string()
-        }
-    })?;
+    use serde::Deserializer as _;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let (obj, mut tokens) = de
+        .deserialize_map(LineVisitor { tokens: &f.tokens })
+        .and_then(|v| de.end().map(|()| v))
+        .map_err(|e| {
+            if !text.trim_start().starts_with('{') {
+                "not a JSON object".to_string()
+            } else if e.to_string().contains("integer token ids") {
+                e.to_string()
+            } else {
+                format!("invalid JSON ({e})")
+            }
+        })?;
     let mut line = Line::default();
-    fn first<'k, 'v>(obj: &Obj<'v>, keys: &[&'k str]) -> Option<(&'k str, &'v RawValue)> {
-        keys.iter().find_map(|k| obj.get(*k).map(|v| (*k, *v)))
+    fn first<'k>(t: &HashMap<String, Vec<i64>>, keys: &[&'k str]) -> Option<&'k str> {
+        keys.iter().copied().find(|k| t.contains_key(*k))
     }
     // vLLM: outputs[0].token_ids / finish_reason.
     let outputs: Option<Obj<'_>> = obj
         .get("outputs")
         .and_then(|o| serde_json::from_str::<Vec<Obj<'_>>>(o.get()).ok())
         .and_then(|v| v.into_iter().next());
-    let prompt = first(&obj, &f.prompt);
-    let output = first(&obj, &f.output).or_else(|| {
-        outputs
-            .as_ref()
-            .and_then(|o| o.get("token_ids").map(|v| ("outputs[0].token_ids", *v)))
-    });
-    let input = f.input_ids.and_then(|k| obj.get(k).map(|v| (k, *v)));
+    let prompt = first(&tokens, &f.prompt);
+    let output = match first(&tokens, &f.output) {
+        Some(k) => Some(tokens.remove(k).expect("present")),
+        None => match outputs.as_ref().and_then(|o| o.get("token_ids")) {
+            Some(v) => Some(ints(v, "outputs[0].token_ids")?),
+            None => None,
+        },
+    };
+    let input = f.input_ids.filter(|k| tokens.contains_key(*k));
     match (input, prompt, output) {
-        (_, Some((pk, p)), Some((ok, o))) => {
-            line.prompt = ints(p, pk)?;
-            line.ids = ints(o, ok)?;
+        (_, Some(pk), Some(o)) => {
+            line.prompt = tokens.remove(pk).expect("present");
+            line.ids = o;
         }
-        (Some((k, v)), _, _) => line.ids = ints(v, k)?,
-        (None, None, Some((ok, o))) => line.ids = ints(o, ok)?,
+        (Some(k), _, _) => line.ids = tokens.remove(k).expect("present"),
+        (None, None, Some(o)) => line.ids = o,
         _ => return Err("no token ids (input_ids, or prompt_ids + output_ids)".into()),
     }
+    let prompt = prompt.map(|_| ());
     if let Some(m) = obj.get(f.mask) {
         let m = serde_json::from_str::<Vec<serde_json::Value>>(m.get())
             .map_err(|_| format!("{} is not a list", f.mask))?;
@@ -153,7 +209,7 @@ fn parse_line(text: &str, f: &Fields<'_>) -> std::result::Result<Line, String> {
             .ok_or_else(|| format!("{} holds a value that is not a number or bool", f.mask))?;
         line.mask = Some(bits);
     }
-    line.sample_id = first(&obj, &f.id).and_then(|(_, v)| label(v));
+    line.sample_id = f.id.iter().find_map(|k| obj.get(*k)).and_then(|v| label(v));
     line.category = obj.get(f.category).and_then(|v| label(v));
     // Generator metadata.
     let meta: Option<Obj<'_>> = obj
