@@ -71,14 +71,19 @@ def test_unknown_column(layouts):
 
 
 @pytest.mark.parametrize(
-    "column",
-    [pa.array(["a b", "c"]), pa.array([[1.0, 2.0], [3.0]]), pa.array([[[1]], [[2]]])],
+    ("column", "needle"),
+    [
+        (pa.array(["a b", "c"]), "expected"),
+        (pa.array([[1.0, 2.0], [3.0]]), "expected"),
+        # A list of lists reads when each row holds one list (a batch of one, `[[...]]`); several are an error.
+        (pa.array([[[1], [2]], [[3]]]), "batch of one"),
+    ],
     ids=["string", "float-list", "nested-list"],
 )
-def test_wrong_column_type(tmp_path, column):
+def test_wrong_column_type(tmp_path, column, needle):
     path = tmp_path / "bad.parquet"
     pq.write_table(pa.table({"input_ids": column}), path)
-    assert_one_line_error(run_cli("scan", str(path)), str(path), "input_ids", "expected")
+    assert_one_line_error(run_cli("scan", str(path)), str(path), "input_ids", needle)
 
 
 def test_not_parquet(tmp_path):

@@ -192,7 +192,7 @@ def test_unreadable_file(tmp_path, good):
 def test_directory_with_unrelated_files(tmp_path, good):
     (tmp_path / "README.txt").write_text("hello")
     (tmp_path / "data.csv").write_text("a,b\n")
-    with pytest.raises(tokscan.InputError, match="no Parquet files"):
+    with pytest.raises(tokscan.InputError, match="no corpus found"):
         tokscan.scan(tmp_path)
     write_good_parquet(good, tmp_path / "x.parquet")
     assert tokscan.scan(tmp_path).n_samples == len(good)
@@ -261,3 +261,48 @@ def test_the_error_reported_is_the_first_bad_input_in_path_order(tmp_path, good)
     for threads in (1, 2, 8, 8, 8):
         with pytest.raises(tokscan.InputError, match=r"b\.parquet"):
             tokscan.scan(tmp_path, threads=threads)
+
+
+# --- Arrow IPC ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["file", "stream"])
+def ipc_path(request, tmp_path, good) -> Path:
+    import pyarrow.ipc as ipc
+
+    t = pa.table({"input_ids": pa.array([s.ids for s in good], type=pa.list_(pa.int32()))})
+    p = tmp_path / "x.arrow"
+    with (ipc.new_file if request.param == "file" else ipc.new_stream)(p, t.schema) as w:
+        for b in t.to_batches(max_chunksize=7):
+            w.write_batch(b)
+    return p
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.9, 0.999])
+def test_arrow_truncated(ipc_path, keep):
+    data = ipc_path.read_bytes()
+    ipc_path.write_bytes(data[: int(len(data) * keep)])
+    assert_input_error(ipc_path, tokscan.InputError, "Arrow IPC")
+
+
+def test_arrow_bad_magic_and_empty(ipc_path):
+    data = bytearray(ipc_path.read_bytes())
+    data[:6] = b"ARROWX" if data[:6] == b"ARROW1" else b"\x00\x00\x00\x00\x10\x00"
+    ipc_path.write_bytes(bytes(data))
+    assert_input_error(ipc_path, tokscan.InputError, "Arrow IPC")
+    ipc_path.write_bytes(b"")
+    assert_input_error(ipc_path, tokscan.InputError, "empty file")
+
+
+def test_arrow_corrupt_bytes_never_panic(ipc_path):
+    data = ipc_path.read_bytes()
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        d = bytearray(data)
+        for at in rng.integers(0, len(d), size=4):
+            d[at] ^= 0xA5
+        ipc_path.write_bytes(bytes(d))
+        try:
+            tokscan.scan(ipc_path)
+        except (tokscan.InputError, tokscan.ColumnError, tokscan.UsageError):
+            pass

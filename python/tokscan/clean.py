@@ -1,6 +1,7 @@
 """Acting on a scan's findings: the exclusion list (`scan --exclude`) and a cleaned copy of the corpus
 (`tokscan clean`). The source is only ever read; the copy has the same layout (Parquet files with the same
-schema and codec, or NumPy corpus directories with the same dtypes) minus the selected samples, and a
+schema and codec, Arrow IPC files in the same format and codec, or NumPy corpus directories with the same
+dtypes) minus the selected samples, and a
 manifest of what was removed."""
 
 from __future__ import annotations
@@ -125,8 +126,16 @@ def clean(
         dst.parent.mkdir(parents=True, exist_ok=True)
         if fmt == "parquet":
             _clean_parquet(src, dst, keep)
-        else:
+        elif fmt == "numpy":
             _clean_numpy(src, dst, keep)
+        elif fmt == "arrow":
+            _clean_arrow(src, dst, keep)
+        elif fmt == "megatron":
+            _clean_megatron(src, dst, keep)
+        elif fmt == "jsonl":
+            _clean_jsonl(src, dst, keep)
+        else:
+            raise UsageError(f"{src}: tokscan clean cannot write the {fmt} format")
         files.append({"source": str(src), "output": str(dst), "samples": n, "kept": int(keep.sum())})
     manifest = {
         "tool": {"name": "tokscan", "version": _core.__version__},
@@ -152,6 +161,155 @@ def _clean_parquet(src: Path, dst: Path, keep: np.ndarray) -> None:
             k = keep[start : start + t.num_rows]
             start += t.num_rows
             w.write_table(t.filter(k) if not k.all() else t, row_group_size=max(t.num_rows, 1))
+
+
+def ipc_layout(path: Path) -> tuple[bool, str | None]:
+    """(stream format?, compression codec or None) of an Arrow IPC file, from its first record batch: a
+    compressed buffer starts with its 8-byte uncompressed length, then the LZ4 / ZSTD frame magic."""
+    import pyarrow as pa
+
+    with open(path, "rb") as f:
+        stream = f.read(6) != b"ARROW1"
+        f.seek(0 if stream else 8)
+        reader = pa.ipc.MessageReader.open_stream(f)
+        for msg in reader:
+            if msg.type == "record batch" and msg.body is not None and msg.body.size >= 12:
+                magic = msg.body.to_pybytes()[8:12]
+                if magic == b"\x04\x22\x4d\x18":
+                    return stream, "lz4"
+                if magic == b"\x28\xb5\x2f\xfd":
+                    return stream, "zstd"
+                return stream, None
+    return stream, None
+
+
+def _clean_arrow(src: Path, dst: Path, keep: np.ndarray) -> None:
+    """The same IPC format (file or stream), schema (with its metadata, e.g. `datasets` features), codec and
+    record-batch boundaries, minus the dropped rows. A `save_to_disk` directory's other files are copied."""
+    import pyarrow as pa
+
+    stream, codec = ipc_layout(src)
+    source = pa.memory_map(str(src))
+    reader = pa.ipc.open_stream(source) if stream else pa.ipc.open_file(source)
+    batches = reader if stream else (reader.get_batch(i) for i in range(reader.num_record_batches))
+    opts = pa.ipc.IpcWriteOptions(compression=codec)
+    with (pa.ipc.new_stream if stream else pa.ipc.new_file)(dst, reader.schema, options=opts) as w:
+        start = 0
+        for b in batches:
+            k = keep[start : start + b.num_rows]
+            start += b.num_rows
+            w.write_batch(b.filter(pa.array(k)) if not k.all() else b)
+    for name in ("dataset_info.json", "state.json"):
+        side = src.parent / name
+        if side.is_file() and not (dst.parent / name).exists():
+            shutil.copy2(side, dst.parent / name)
+
+
+MEGATRON_MAGIC = b"MMIDIDX\x00\x00"
+#: megatron-core's `DType` codes.
+MEGATRON_DTYPES = {
+    1: np.uint8,
+    2: np.int8,
+    3: np.int16,
+    4: np.int32,
+    5: np.int64,
+    6: np.float64,
+    7: np.float32,
+    8: np.uint16,
+}
+
+
+def read_megatron_index(idx: Path) -> tuple[type, np.ndarray, np.ndarray, np.ndarray | None]:
+    """(dtype, sequence lengths, document indices, sequence modes or None) of a Megatron `.idx`."""
+    raw = np.memmap(idx, mode="r", dtype=np.uint8)
+    head = bytes(raw[:34])
+    if head[:9] != MEGATRON_MAGIC:
+        raise UsageError(f"{idx}: not a Megatron .idx")
+    code = head[17]
+    s, d = (int.from_bytes(head[18:26], "little"), int.from_bytes(head[26:34], "little"))
+    lengths = np.frombuffer(raw, dtype=np.int32, count=s, offset=34)
+    docs = np.frombuffer(raw, dtype=np.int64, count=d, offset=34 + 12 * s)
+    rest = len(raw) - (34 + 12 * s + 8 * d)
+    modes = np.frombuffer(raw, dtype=np.int8, count=s, offset=34 + 12 * s + 8 * d) if rest == s and s else None
+    return MEGATRON_DTYPES[code], lengths, docs, modes
+
+
+def write_megatron_index(
+    idx: Path, dtype: type, lengths: np.ndarray, docs: np.ndarray, modes: np.ndarray | None = None
+) -> None:
+    """Writes an `.idx` exactly as megatron-core's `_IndexWriter` does: magic, version 1, dtype code, counts,
+    int32 sequence lengths, int64 byte pointers, int64 document indices (and the int8 modes when multimodal)."""
+    code = next(c for c, t in MEGATRON_DTYPES.items() if np.dtype(t) == np.dtype(dtype))
+    lengths = np.asarray(lengths, dtype=np.int32)
+    pointers = np.zeros(len(lengths), dtype=np.int64)
+    if len(lengths):
+        np.cumsum(lengths[:-1].astype(np.int64) * np.dtype(dtype).itemsize, out=pointers[1:])
+    with open(idx, "wb") as f:
+        f.write(MEGATRON_MAGIC)
+        f.write((1).to_bytes(8, "little"))
+        f.write(bytes([code]))
+        f.write(len(lengths).to_bytes(8, "little"))
+        f.write(len(docs).to_bytes(8, "little"))
+        f.write(lengths.tobytes())
+        f.write(pointers.tobytes())
+        f.write(np.asarray(docs, dtype=np.int64).tobytes())
+        if modes is not None:
+            f.write(np.asarray(modes, dtype=np.int8).tobytes())
+
+
+def _clean_megatron(src: Path, dst: Path, keep: np.ndarray) -> None:
+    """A valid `.bin` + `.idx` pair holding the kept documents, each with its own sequences and dtype."""
+    dtype, lengths, docs, modes = read_megatron_index(src.with_suffix(".idx"))
+    starts = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    tokens = np.memmap(src, mode="r", dtype=dtype) if starts[-1] else np.zeros(0, dtype=dtype)
+    new_lengths, new_docs, new_modes = [], [0], []
+    with open(dst, "wb") as out:
+        for d in np.flatnonzero(keep):
+            a, b = int(docs[d]), int(docs[d + 1])
+            out.write(np.ascontiguousarray(tokens[starts[a] : starts[b]]).tobytes())
+            new_lengths.append(lengths[a:b])
+            if modes is not None:
+                new_modes.append(modes[a:b])
+            new_docs.append(new_docs[-1] + (b - a))
+    cat = np.concatenate(new_lengths) if new_lengths else np.zeros(0, np.int32)
+    kept_modes = (np.concatenate(new_modes) if new_modes else np.zeros(0, np.int8)) if modes is not None else None
+    write_megatron_index(dst.with_suffix(".idx"), dtype, cat, np.array(new_docs, dtype=np.int64), kept_modes)
+
+
+def _jsonl_codec(path: Path) -> str | None:
+    name = path.name
+    return "gzip" if name.endswith(".gz") else "zstd" if name.endswith((".zst", ".zstd")) else None
+
+
+def _clean_jsonl(src: Path, dst: Path, keep: np.ndarray) -> None:
+    """The same lines, byte for byte, without the dropped samples' lines (a sample is a non-blank line, as the
+    scan counts them); a compressed file is written with the same codec."""
+    import pyarrow as pa
+
+    codec = _jsonl_codec(src)
+    if codec is None:
+        data = src.read_bytes()
+    else:
+        with pa.CompressedInputStream(str(src), codec) as f:
+            data = f.read()
+    lines = data.split(b"\n")
+    out, row = [], 0
+    for i, line in enumerate(lines):
+        last = i == len(lines) - 1
+        if line.rstrip(b"\r").strip():
+            drop = not keep[row]
+            row += 1
+            if drop:
+                continue
+        if not (last and line == b""):
+            out.append(line + (b"" if last else b"\n"))
+    text = b"".join(out)
+    if codec is None:
+        dst.write_bytes(text)
+    else:
+        with pa.CompressedOutputStream(str(dst), codec) as f:
+            f.write(text)
 
 
 def _clean_numpy(src: Path, dst: Path, keep: np.ndarray) -> None:

@@ -43,7 +43,7 @@ def _codes() -> tuple[str, ...]:
     return tuple(name for name, *_ in _core.codes())
 
 
-COLUMN_ROLES = ("input_ids", "prompt_ids", "output_ids", "loss_mask", "sample_id", "category")
+COLUMN_ROLES = ("input_ids", "prompt_ids", "output_ids", "loss_mask", "labels", "sample_id", "category")
 TOP_KEYS = {"profile", "tokenizer", "paths", "threads", "fail_on", "columns", "policy", "drift"}
 
 

@@ -67,8 +67,10 @@ def profile_hint(
     current = report.data["profile"]["name"]
     samples = _probe(paths, columns, limit)
     best, best_share = None, 0.2
-    for name in _core.builtin_profiles():
-        if name == current or not samples:
+    # `plain` parses anything (it has no structure): it is the suggestion only when no chat profile fits.
+    names = [n for n in _core.builtin_profiles() if n != "plain"] + ["plain"]
+    for name in names:
+        if name == current or not samples or (name == "plain" and best is not None):
             continue
         v = _core.Validator(_core.Profile.load(name))
         flags, _ = v.check_each([s.astype(np.int64) for s in samples])

@@ -82,6 +82,9 @@ codes! {
     LossMaskMisaligned = 15, "loss_mask_misaligned", Error, "mask length differs from the ids, mask 1 outside assistant turns, or 0 inside the final completion";
     LengthOutlier = 16, "length_outlier", Info, "total length far outside its category's distribution (log-scale Tukey far-out fence)";
     SpelledSpecial = 17, "spelled_special", Error, "a special token's string encoded as ordinary pieces (e.g. </think> written as text); needs a tokenizer";
+    MalformedLine = 18, "malformed_line", Error, "a JSONL line that is not a JSON object with integer token ids (position: the line number)";
+    FinishReasonMismatch = 19, "finish_reason_mismatch", Error, "the generator's finish_reason disagrees with the ids: length on a completion that ended, stop on one that did not";
+    TokenCountMismatch = 20, "token_count_mismatch", Error, "the generator's prompt_tokens / completion_tokens disagree with the stored ids";
 }
 
 /// Number of codes; per-sample arrays are sized by it.

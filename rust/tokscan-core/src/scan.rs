@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
+use crate::anomaly::Code;
 use crate::check::{check_sample, Scratch};
 use crate::corpus::{Corpus, Unit};
 use crate::error::{Error, Result};
@@ -13,7 +14,7 @@ use crate::policy::Policy;
 use crate::profile::Profile;
 use crate::repetition::ngram_coverage;
 use crate::report::{build_report, InputInfo, Report};
-use crate::source::{with_tokens, Batch, ColumnNames, FromTokens};
+use crate::source::{with_tokens, Batch, ColumnNames, Finding, Finish, FromTokens};
 use crate::summary::{FlagDetail, SampleRecord, Summary, MAX_BOUNDARIES};
 use crate::token::{hash_ids, TokenId};
 
@@ -195,6 +196,30 @@ fn scan_unit(
     Ok(ctx.summary)
 }
 
+/// Adds what the source found about a row: a malformed line is only that (its empty sequence says nothing
+/// else); a finish reason is checked against whether the completion ended.
+fn apply_finding(facts: &mut crate::check::SampleFacts, found: Finding) {
+    if let Some(line) = found.malformed_line {
+        facts.flags = Code::MalformedLine.bit();
+        facts.positions = [crate::check::NO_POS; crate::anomaly::N_CODES];
+        facts.positions[Code::MalformedLine.index()] = line;
+        return;
+    }
+    let truncated = facts.flags & Code::Truncated.bit() != 0;
+    let empty = facts.flags & Code::EmptyCompletion.bit() != 0;
+    let mismatch = match found.finish {
+        Finish::Length => !truncated && !empty,
+        Finish::Stop => truncated,
+        Finish::Unknown => false,
+    };
+    if mismatch {
+        facts.flags |= Code::FinishReasonMismatch.bit();
+    }
+    if found.count_mismatch {
+        facts.flags |= Code::TokenCountMismatch.bit();
+    }
+}
+
 /// Checks every row of a batch; returns the number of tokens seen.
 fn check_batch(ctx: &mut UnitCtx<'_>, b: &Batch<'_>) -> u64 {
     with_tokens!(b.ids.values, v => check_rows(ctx, b, v))
@@ -238,7 +263,10 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
             .unwrap_or(ctx.default_category);
         let category = ctx.summary.category_index(cat_name);
         let counts = &mut ctx.summary.special_counts[category as usize];
-        let facts = check_sample(ctx.profile, seq, prompt_len, mask, &mut ctx.scratch, counts);
+        let mut facts = check_sample(ctx.profile, seq, prompt_len, mask, &mut ctx.scratch, counts);
+        if let Some(found) = b.findings.map(|f| f[i]) {
+            apply_finding(&mut facts, found);
+        }
         let (cs, ce) = (facts.completion.0 as usize, facts.completion.1 as usize);
         let row = ctx.next_row;
         ctx.next_row += 1;

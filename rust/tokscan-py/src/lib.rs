@@ -196,6 +196,7 @@ pub(crate) fn parse_columns(
             "prompt_ids" => &mut c.prompt_ids,
             "output_ids" => &mut c.output_ids,
             "loss_mask" => &mut c.loss_mask,
+            "labels" => &mut c.labels,
             "sample_id" => &mut c.sample_id,
             "category" => &mut c.category,
             other => return Err(Error::Usage(format!("unknown column role {other:?}"))),
@@ -405,10 +406,7 @@ fn discover_inputs(
     Ok(found
         .into_iter()
         .map(|i| {
-            let fmt = match i.format {
-                tokscan_core::source::Format::Parquet => "parquet",
-                tokscan_core::source::Format::Numpy => "numpy",
-            };
+            let fmt = i.format.name();
             (
                 i.path.display().to_string(),
                 fmt.to_string(),

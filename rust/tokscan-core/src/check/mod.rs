@@ -226,6 +226,7 @@ pub fn check_sample<T: TokenId + PartialEq>(
         .copied();
     let cs = match (prompt_len, last_assistant) {
         (Some(pl), _) => pl.min(n_eff),
+        (None, _) if profile.rules.plain => 0,
         (None, Some(t)) => {
             let a = t.content_start;
             a + profile.prefill_len(&tokens[a.min(n_eff)..n_eff])
@@ -250,10 +251,10 @@ pub fn check_sample<T: TokenId + PartialEq>(
             );
             first_role > bos_len
         });
-    if profile.rules.system_required && !has_system {
+    if profile.rules.system_required && !has_system && !profile.rules.plain {
         facts.flag(Code::MissingSystem, None);
     }
-    if !in_prompt(Role::User) {
+    if !in_prompt(Role::User) && !profile.rules.plain {
         facts.flag(Code::MissingUser, None);
     }
 
@@ -271,7 +272,15 @@ pub fn check_sample<T: TokenId + PartialEq>(
                     && kind_of(e) & kind::TERMINATOR != 0
             })
             .map(|e| e.pos as usize);
+        let has_terminator = || {
+            profile
+                .specials
+                .iter()
+                .any(|s| s.kind & kind::TERMINATOR != 0)
+        };
         match eot {
+            // Plain text with no end marker in the profile: nothing says where a document should end.
+            None if profile.rules.plain && !has_terminator() => {}
             None => {
                 truncated = true;
                 facts.flag(Code::Truncated, Some(n_eff - 1));

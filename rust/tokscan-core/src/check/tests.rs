@@ -454,3 +454,43 @@ fn spelled_special_tokens_are_found_at_their_position() {
     let f = check_sample(&p, &clean, None, None, &mut Scratch::default(), &mut counts);
     assert_eq!(codes(&f), Vec::<&str>::new());
 }
+
+/// The `plain` profile: a document is one completion; only vocabulary, padding, repetition (and, with an EOS
+/// in the profile, the end of the document) are checked.
+#[test]
+fn plain_documents_have_no_chat_rules() {
+    let plain = Profile::load("plain", None).unwrap();
+    let check = |p: &Profile, t: &[u32]| {
+        let mut counts = vec![0u64; p.specials.len()];
+        let f = check_sample(p, t, None, None, &mut Scratch::default(), &mut counts);
+        (codes(&f), f.completion, f.lengths.response)
+    };
+    let doc = text(300, 9);
+    assert_eq!(check(&plain, &doc), (vec![], (0, 300), 300));
+    assert_eq!(check(&plain, &[]).0, vec!["empty_completion"]);
+    let mut looped = text(40, 1);
+    looped.extend([5, 6, 7].repeat(40));
+    assert_eq!(check(&plain, &looped).0, vec!["repetition"]);
+    // Chat tokens mean nothing to it.
+    let chat = joined(&prompt(), &completion(10, 10));
+    assert_eq!(check(&plain, &chat).0, Vec::<&str>::new());
+    // With an EOS: documents must end with it, and nothing may follow it.
+    let text_spec = include_str!("../../profiles/plain.toml").replace(
+        "vocab_size = 4294967295",
+        "vocab_size = 50257\neos = 50256\npad = 50255",
+    );
+    let spec = Profile::parse_spec(&text_spec, "test").unwrap();
+    let gpt2 = Profile::from_spec(&spec, None).unwrap();
+    let doc: Vec<u32> = doc.iter().map(|t| t % 50000).collect();
+    let mut ended = doc.clone();
+    ended.push(50256);
+    assert_eq!(check(&gpt2, &ended).0, Vec::<&str>::new());
+    assert_eq!(check(&gpt2, &doc).0, vec!["truncated"]);
+    let mut trailing = ended.clone();
+    trailing.push(17);
+    assert_eq!(check(&gpt2, &trailing).0, vec!["trailing_tokens"]);
+    let mut oov = ended.clone();
+    oov[3] = 60000;
+    oov[4] = 50255;
+    assert_eq!(check(&gpt2, &oov).0, vec!["out_of_vocab", "pad_inside"]);
+}

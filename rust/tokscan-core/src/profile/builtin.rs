@@ -1,7 +1,7 @@
 //! The built-in profiles (`profiles/*.toml`, compiled in) and the other names they answer to.
 
 /// Names of the built-in profiles.
-pub const BUILTIN_PROFILES: &[&str] = &["kimi-k2", "deepseek", "qwen3"];
+pub const BUILTIN_PROFILES: &[&str] = &["kimi-k2", "deepseek", "qwen3", "plain"];
 
 /// Other names accepted for a built-in profile: (alias, profile). `tokscan profiles` lists them.
 pub const PROFILE_ALIASES: &[(&str, &str)] = &[
@@ -19,6 +19,7 @@ pub(crate) fn builtin_toml(name: &str) -> Option<&'static str> {
         "kimi-k2" => Some(include_str!("../../profiles/kimi-k2.toml")),
         "deepseek" => Some(include_str!("../../profiles/deepseek.toml")),
         "qwen3" => Some(include_str!("../../profiles/qwen3.toml")),
+        "plain" => Some(include_str!("../../profiles/plain.toml")),
         _ => None,
     }
 }

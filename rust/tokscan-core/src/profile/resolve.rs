@@ -142,13 +142,13 @@ impl Profile {
             vocab,
         };
         let name = spec.name.as_str();
-        if spec.end_of_turn.is_empty() {
+        if spec.end_of_turn.is_empty() && !spec.rules.plain {
             return Err(Error::profile(
                 name,
                 "end_of_turn: at least one token is required",
             ));
         }
-        if spec.roles.is_empty() {
+        if spec.roles.is_empty() && !spec.rules.plain {
             return Err(Error::profile(
                 name,
                 "roles: at least one role token is required",

@@ -50,6 +50,11 @@ pub struct RulesSpec {
     /// Reasoning may end at a tool-call section begin with no think-end before it.
     #[serde(default)]
     pub think_may_end_at_tool_call: bool,
+    /// No chat structure (pre-training text: Megatron, nanoGPT): every sequence is one completion, no role,
+    /// think or tool rules; `truncated` / `trailing_tokens` apply only when the profile names an EOS or
+    /// end-of-turn token. Roles and end-of-turn tokens may then be left empty.
+    #[serde(default)]
+    pub plain: bool,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -9,6 +9,9 @@
 //! in `tests/`). Nothing else in the core or in Python matches on the format.
 
 pub mod arrow;
+pub mod ipc;
+pub mod jsonl;
+pub mod megatron;
 pub mod numpy;
 pub mod parquet;
 
@@ -27,6 +30,8 @@ pub struct ColumnNames {
     pub prompt_ids: Option<String>,
     pub output_ids: Option<String>,
     pub loss_mask: Option<String>,
+    /// Labels read as the loss mask (-100 = 0) when there is no loss mask.
+    pub labels: Option<String>,
     pub sample_id: Option<String>,
     pub category: Option<String>,
 }
@@ -40,6 +45,12 @@ pub const DEFAULT_CATEGORY: &str = "default";
 pub enum Format {
     Parquet,
     Numpy,
+    /// Arrow IPC, file (Feather v2) or stream format (Hugging Face `datasets`).
+    Arrow,
+    /// Megatron-LM / NeMo indexed dataset (`.bin` + `.idx`).
+    Megatron,
+    /// One JSON object per line (plain, `.gz`, `.zst`).
+    Jsonl,
 }
 
 impl Format {
@@ -47,6 +58,9 @@ impl Format {
         match self {
             Format::Parquet => "parquet",
             Format::Numpy => "numpy",
+            Format::Arrow => "arrow",
+            Format::Megatron => "megatron",
+            Format::Jsonl => "jsonl",
         }
     }
 }
@@ -88,6 +102,9 @@ pub fn open(input: &Input, columns: &ColumnNames) -> Result<Box<dyn Source>> {
     Ok(match input.format {
         Format::Parquet => Box::new(parquet::ParquetShard::open(&input.path, columns)?),
         Format::Numpy => Box::new(numpy::NumpyShard::open(&input.path)?),
+        Format::Arrow => Box::new(ipc::IpcShard::open(&input.path, columns)?),
+        Format::Megatron => Box::new(megatron::MegatronShard::open(&input.path)?),
+        Format::Jsonl => Box::new(jsonl::JsonlShard::open(&input.path, columns)?),
     })
 }
 
@@ -187,6 +204,29 @@ pub struct Batch<'a> {
     pub categories: Option<&'a [Option<String>]>,
     /// Rows whose token list is null (scanned as empty sequences).
     pub null_rows: Option<&'a [bool]>,
+    /// Per-row findings of the source itself (a malformed JSONL line, generator metadata).
+    pub findings: Option<&'a [Finding]>,
+}
+
+/// What the generator said about how a completion ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Finish {
+    #[default]
+    Unknown,
+    /// It stopped on its own (`stop`, an EOS or a stop string).
+    Stop,
+    /// It hit the length limit.
+    Length,
+}
+
+/// Findings a source makes about one row before the checker sees it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Finding {
+    /// The row is a line that could not be read as a sample: its 1-based line number.
+    pub malformed_line: Option<u32>,
+    pub finish: Finish,
+    /// Token counts in the generator's metadata disagree with the ids.
+    pub count_mismatch: bool,
 }
 
 impl Batch<'_> {
@@ -205,6 +245,13 @@ pub fn discover(paths: &[String]) -> Result<Vec<Input>> {
         let path = Path::new(p);
         if path.exists() {
             discover_path(path, path, &mut found, &mut HashSet::new())?;
+        } else if is_megatron_idx(&megatron::idx_path(path)) {
+            // A Megatron data prefix (`data_text_document` for `data_text_document.{bin,idx}`).
+            found.push(Input {
+                path: megatron::bin_path(path),
+                format: Format::Megatron,
+                hive_category: hive_category(path, path),
+            });
         } else if p.contains(['*', '?', '[']) {
             let matches =
                 glob::glob(p).map_err(|e| Error::Usage(format!("{p}: bad glob pattern: {e}")))?;
@@ -244,6 +291,87 @@ fn is_numpy_dir(dir: &Path) -> bool {
     dir.join("tokens.npy").is_file()
 }
 
+/// The first bytes of a file (enough to recognise every format by its content).
+fn head(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]).map_err(|e| Error::io(path, e))? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    buf.truncate(n);
+    Ok(buf)
+}
+
+fn is_megatron_idx(idx: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 9];
+    std::fs::File::open(idx).is_ok_and(|mut f| f.read_exact(&mut magic).is_ok())
+        && &magic == megatron::IDX_MAGIC
+}
+
+/// The format of a file by its content, else by its extension; `None` when neither says.
+fn sniff_file(path: &Path) -> Result<Option<Format>> {
+    let head = head(path)?;
+    if head.starts_with(megatron::IDX_MAGIC)
+        || (path.extension().is_some_and(|e| e == "bin") && megatron::idx_path(path).is_file())
+    {
+        return Ok(Some(Format::Megatron));
+    }
+    if head.starts_with(b"PAR1") {
+        return Ok(Some(Format::Parquet));
+    }
+    if ipc::sniff(&head).is_some() {
+        return Ok(Some(Format::Arrow));
+    }
+    Ok(by_extension(path))
+}
+
+fn by_extension(path: &Path) -> Option<Format> {
+    if jsonl::is_jsonl_name(path) {
+        return Some(Format::Jsonl);
+    }
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+    match ext {
+        "parquet" | "pq" => Some(Format::Parquet),
+        "arrow" | "arrows" | "feather" | "ipc" => Some(Format::Arrow),
+        _ => None,
+    }
+}
+
+/// The data files a Hugging Face `save_to_disk` directory lists in its `state.json` (`_data_files`), when it
+/// has one; a directory of `datasets` cache files is read whole instead.
+fn hf_data_files(dir: &Path) -> Result<Option<Vec<PathBuf>>> {
+    let state = dir.join("state.json");
+    if !state.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&state).map_err(|e| Error::io(&state, e))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| Error::invalid(&state, format!("not a datasets state.json: {e}")))?;
+    let Some(files) = v.get("_data_files").and_then(|f| f.as_array()) else {
+        return Ok(None);
+    };
+    files
+        .iter()
+        .map(|f| {
+            f.get("filename")
+                .and_then(|n| n.as_str())
+                .filter(|n| !n.contains('/') && !n.contains('\\') && !n.starts_with('.'))
+                .map(|n| dir.join(n))
+                .ok_or_else(|| {
+                    Error::invalid(&state, "a _data_files entry without a plain filename")
+                })
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
+
 fn discover_path(
     root: &Path,
     path: &Path,
@@ -261,10 +389,16 @@ fn discover_path(
                 hive_category: hive_category(root, dir),
             });
         } else {
-            // A file named explicitly is read as Parquet whatever its extension; the reader says if it is not.
+            // A file named explicitly is recognised by its content, else its extension; anything else is read
+            // as Parquet and the reader says if it is not.
+            let format = sniff_file(path)?.unwrap_or(Format::Parquet);
             out.push(Input {
-                path: path.to_path_buf(),
-                format: Format::Parquet,
+                path: if format == Format::Megatron {
+                    megatron::bin_path(path)
+                } else {
+                    path.to_path_buf()
+                },
+                format,
                 hive_category: hive_category(root, path),
             });
         }
@@ -286,6 +420,16 @@ fn discover_path(
         return Ok(());
     }
     let before = out.len();
+    if let Some(files) = hf_data_files(path)? {
+        for f in files {
+            out.push(Input {
+                hive_category: hive_category(root, &f),
+                path: f,
+                format: Format::Arrow,
+            });
+        }
+        return Ok(());
+    }
     let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
         .map_err(|e| Error::io(path, e))?
         .map(|e| e.map(|e| e.path()).map_err(|e| Error::io(path, e)))
@@ -298,10 +442,16 @@ fn discover_path(
         }
         if entry.is_dir() {
             discover_path(root, &entry, out, seen)?;
-        } else if name.ends_with(".parquet") || name.ends_with(".pq") {
+        } else if name.ends_with(".idx") && is_megatron_idx(&entry) {
+            out.push(Input {
+                path: megatron::bin_path(&entry),
+                format: Format::Megatron,
+                hive_category: hive_category(root, &entry),
+            });
+        } else if let Some(format) = by_extension(&entry) {
             out.push(Input {
                 path: entry.clone(),
-                format: Format::Parquet,
+                format,
                 hive_category: hive_category(root, &entry),
             });
         }
@@ -309,7 +459,7 @@ fn discover_path(
     if out.len() == before && path == root {
         return Err(Error::invalid(
             path,
-            "no Parquet files (*.parquet) or NumPy corpora (tokens.npy) found",
+            "no corpus found (Parquet *.parquet, Arrow IPC *.arrow / *.feather, Megatron *.bin + *.idx, JSONL *.jsonl[.gz|.zst], NumPy tokens.npy)",
         ));
     }
     Ok(())

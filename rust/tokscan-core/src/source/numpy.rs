@@ -373,6 +373,7 @@ impl NumpyShard {
             sample_ids: self.sample_ids.as_ref().map(|v| &v[start..end]),
             categories: self.categories.as_ref().map(|v| &v[start..end]),
             null_rows: None,
+            findings: None,
         })
     }
 }

@@ -14,7 +14,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 
 use super::arrow::ListProblem;
-use super::{Batch, ColumnNames, Format, Ragged, RaggedMask, Source, UnitSpan};
+use super::{Batch, ColumnNames, Format, Ragged, Source, UnitSpan};
 use crate::error::{Error, Result};
 
 /// Tokens decoded at a time inside a row group (rows per batch = this / the row group's mean row length).
@@ -32,6 +32,8 @@ pub struct Layout {
     pub ids: String,
     pub prompt: Option<String>,
     pub loss_mask: Option<String>,
+    /// A `labels` column (-100 = mask 0) read as the loss mask when there is no `loss_mask`.
+    pub labels: Option<String>,
     pub sample_id: Option<String>,
     pub category: Option<String>,
 }
@@ -43,7 +45,23 @@ impl Layout {
             None => vec![self.ids.clone()],
         };
         parts.extend(self.loss_mask.iter().cloned());
+        parts.extend(self.labels.iter().cloned());
         parts.join("+")
+    }
+
+    /// The columns to decode, in this order: ids, prompt, mask, labels, sample id, category.
+    pub fn columns(&self) -> Vec<&String> {
+        [
+            Some(&self.ids),
+            self.prompt.as_ref(),
+            self.loss_mask.as_ref(),
+            self.labels.as_ref(),
+            self.sample_id.as_ref(),
+            self.category.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 }
 
@@ -67,8 +85,10 @@ fn parquet_err(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::invalid(path, format!("not a readable Parquet file: {msg}"))
 }
 
+/// A list of ids, or a list of lists (read when each row holds one inner list: a batch of one).
 fn is_token_list(dt: &DataType) -> bool {
     match dt {
+        DataType::List(f) | DataType::LargeList(f) if is_token_list(f.data_type()) => true,
         DataType::List(f) | DataType::LargeList(f) => matches!(
             f.data_type(),
             DataType::Int32
@@ -83,6 +103,7 @@ fn is_token_list(dt: &DataType) -> bool {
 
 fn is_mask_list(dt: &DataType) -> bool {
     match dt {
+        DataType::List(f) | DataType::LargeList(f) if is_mask_list(f.data_type()) => true,
         DataType::List(f) | DataType::LargeList(f) => matches!(
             f.data_type(),
             DataType::Boolean
@@ -93,6 +114,24 @@ fn is_mask_list(dt: &DataType) -> bool {
                 | DataType::Int32
                 | DataType::UInt32
                 | DataType::Int64
+                | DataType::UInt64
+                | DataType::Float32
+        ),
+        _ => false,
+    }
+}
+
+fn is_labels_list(dt: &DataType) -> bool {
+    match dt {
+        DataType::List(f) | DataType::LargeList(f) if is_labels_list(f.data_type()) => true,
+        DataType::List(f) | DataType::LargeList(f) => matches!(
+            f.data_type(),
+            DataType::Int8
+                | DataType::Int16
+                | DataType::Int32
+                | DataType::Int64
+                | DataType::UInt16
+                | DataType::UInt32
                 | DataType::UInt64
         ),
         _ => false,
@@ -171,10 +210,12 @@ pub fn detect_layout(path: &Path, schema: &Schema, names: &ColumnNames) -> Resul
     check(&Some(ids.clone()), is_token_list, token_types)?;
     check(&prompt, is_token_list, token_types)?;
     if let (Some(p), Some(a), Some(b)) = (&prompt, typ(&ids), prompt.as_deref().and_then(typ)) {
-        let inner = |d: &DataType| match d {
-            DataType::List(f) | DataType::LargeList(f) => f.data_type().clone(),
-            _ => d.clone(),
-        };
+        fn inner(d: &DataType) -> DataType {
+            match d {
+                DataType::List(f) | DataType::LargeList(f) => inner(f.data_type()),
+                _ => d.clone(),
+            }
+        }
         if inner(&a) != inner(&b) {
             return Err(Error::column(
                 path,
@@ -184,6 +225,12 @@ pub fn detect_layout(path: &Path, schema: &Schema, names: &ColumnNames) -> Resul
     }
     let loss_mask = find(&names.loss_mask, "loss_mask", "loss_mask")?;
     check(&loss_mask, is_mask_list, "a list of bool or integers")?;
+    let labels = if loss_mask.is_none() {
+        find(&names.labels, "labels", "labels")?
+    } else {
+        None
+    };
+    check(&labels, is_labels_list, "a list of integers")?;
     let sample_id = find(&names.sample_id, "sample_id", "sample_id")?;
     check(&sample_id, is_scalar_label, "an integer or string")?;
     let category = find(&names.category, "category", "category")?;
@@ -192,6 +239,7 @@ pub fn detect_layout(path: &Path, schema: &Schema, names: &ColumnNames) -> Resul
         ids,
         prompt,
         loss_mask,
+        labels,
         sample_id,
         category,
     })
@@ -208,16 +256,7 @@ impl ParquetShard {
             .map_err(|e| parquet_err(path, e))?;
         let schema = meta.schema().clone();
         let layout = detect_layout(path, &schema, names)?;
-        let wanted: Vec<&String> = [
-            Some(&layout.ids),
-            layout.prompt.as_ref(),
-            layout.loss_mask.as_ref(),
-        ]
-        .into_iter()
-        .flatten()
-        .chain(layout.sample_id.as_ref())
-        .chain(layout.category.as_ref())
-        .collect();
+        let wanted = layout.columns();
         let indices: Vec<usize> = wanted
             .iter()
             .map(|n| schema.index_of(n).expect("detected column"))
@@ -329,50 +368,74 @@ impl ParquetShard {
         rb: &RecordBatch,
         f: &mut impl FnMut(&Batch<'_>) -> Result<()>,
     ) -> Result<()> {
-        let path = &self.path;
-        let col = |n: &str| rb.column_by_name(n).expect("projected column").clone();
-        let ids_col = col(&self.layout.ids);
-        let ids = ragged(path, &self.layout.ids, &ids_col)?;
-        let prompt_col = self.layout.prompt.as_deref().map(col);
-        let prompt = match (&self.layout.prompt, &prompt_col) {
-            (Some(n), Some(c)) => Some(ragged(path, n, c)?),
-            _ => None,
-        };
-        let mask_col = self.layout.loss_mask.as_deref().map(col);
-        let mut bool_storage = Vec::new();
-        let mask = match (&self.layout.loss_mask, &mask_col) {
-            (Some(n), Some(c)) => Some(ragged_mask(path, n, c, &mut bool_storage)?),
-            _ => None,
-        };
-        let sample_ids = self
-            .layout
-            .sample_id
-            .as_deref()
-            .map(|n| strings(path, n, &col(n)))
-            .transpose()?;
-        let categories = self
-            .layout
-            .category
-            .as_deref()
-            .map(|n| strings(path, n, &col(n)))
-            .transpose()?;
-        let null_rows = (ids_col.null_count() > 0
-            || prompt_col.as_ref().is_some_and(|c| c.null_count() > 0))
-        .then(|| {
-            (0..rb.num_rows())
-                .map(|i| ids_col.is_null(i) || prompt_col.as_ref().is_some_and(|c| c.is_null(i)))
-                .collect::<Vec<bool>>()
-        });
-        let batch = Batch {
-            ids,
-            prompt,
-            mask,
-            sample_ids: sample_ids.as_deref(),
-            categories: categories.as_deref(),
-            null_rows: null_rows.as_deref(),
-        };
-        f(&batch)
+        record_batch(&self.path, &self.layout, rb, f)
     }
+}
+
+/// Hands a decoded Arrow record batch (holding the layout's columns) to `f` as a [`Batch`]: the ids borrowed,
+/// a `list<list<..>>` of one inner list per row read as that list, `labels` turned into a mask. Shared by
+/// every Arrow-based source (Parquet, Arrow IPC), so column roles and types follow the same rules.
+pub fn record_batch(
+    path: &Path,
+    layout: &Layout,
+    rb: &RecordBatch,
+    f: &mut dyn FnMut(&Batch<'_>) -> Result<()>,
+) -> Result<()> {
+    let col = |n: &str| rb.column_by_name(n).expect("projected column").clone();
+    let ids_col = col(&layout.ids);
+    let mut ids_offsets = Vec::new();
+    let ids = ragged(path, &layout.ids, &ids_col, &mut ids_offsets)?;
+    let prompt_col = layout.prompt.as_deref().map(col);
+    let mut prompt_offsets = Vec::new();
+    let prompt = match (&layout.prompt, &prompt_col) {
+        (Some(n), Some(c)) => Some(ragged(path, n, c, &mut prompt_offsets)?),
+        _ => None,
+    };
+    let mask_col = layout
+        .loss_mask
+        .as_deref()
+        .or(layout.labels.as_deref())
+        .map(col);
+    let mut bool_storage = Vec::new();
+    let mut mask_offsets = Vec::new();
+    let mask = match (&layout.loss_mask, &layout.labels, &mask_col) {
+        (Some(n), _, Some(c)) => Some(
+            super::arrow::mask_list_unnested(c.as_ref(), &mut mask_offsets, &mut bool_storage)
+                .map_err(|p| list_error(path, n, p))?,
+        ),
+        (None, Some(n), Some(c)) => Some(
+            super::arrow::labels_list(c.as_ref(), &mut mask_offsets, &mut bool_storage)
+                .map_err(|p| list_error(path, n, p))?,
+        ),
+        _ => None,
+    };
+    let sample_ids = layout
+        .sample_id
+        .as_deref()
+        .map(|n| strings(path, n, &col(n)))
+        .transpose()?;
+    let categories = layout
+        .category
+        .as_deref()
+        .map(|n| strings(path, n, &col(n)))
+        .transpose()?;
+    let null_rows = (ids_col.null_count() > 0
+        || prompt_col.as_ref().is_some_and(|c| c.null_count() > 0))
+    .then(|| {
+        (0..rb.num_rows())
+            .map(|i| ids_col.is_null(i) || prompt_col.as_ref().is_some_and(|c| c.is_null(i)))
+            .collect::<Vec<bool>>()
+    });
+    let batch = Batch {
+        ids,
+        prompt,
+        mask,
+        sample_ids: sample_ids.as_deref(),
+        categories: categories.as_deref(),
+        null_rows: null_rows.as_deref(),
+        findings: None,
+    };
+    f(&batch)
 }
 
 impl Source for ParquetShard {
@@ -459,24 +522,22 @@ fn batch_rows(meta: &ArrowReaderMetadata, layout: &Layout, rows: &[u64]) -> Vec<
         .collect()
 }
 
-fn ragged<'a>(path: &Path, name: &str, col: &'a ArrayRef) -> Result<Ragged<'a>> {
-    super::arrow::token_list(col.as_ref()).map_err(|p| list_error(path, name, p))
-}
-
-fn ragged_mask<'a>(
+fn ragged<'a>(
     path: &Path,
     name: &str,
     col: &'a ArrayRef,
-    bools: &'a mut Vec<u8>,
-) -> Result<RaggedMask<'a>> {
-    super::arrow::mask_list(col.as_ref(), bools).map_err(|p| list_error(path, name, p))
+    storage: &'a mut Vec<i64>,
+) -> Result<Ragged<'a>> {
+    super::arrow::token_list_unnested(col.as_ref(), storage).map_err(|p| list_error(path, name, p))
 }
 
 /// Null elements are a broken file; a wrong type is the wrong column.
 fn list_error(path: &Path, name: &str, p: ListProblem) -> Error {
     let message = format!("column {name:?} {p}");
     match p {
-        ListProblem::NullElements(_) => Error::invalid(path, message),
+        ListProblem::NullElements(_) | ListProblem::SeveralSequences(_) => {
+            Error::invalid(path, message)
+        }
         _ => Error::column(path, message),
     }
 }

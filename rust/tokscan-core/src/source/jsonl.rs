@@ -1,0 +1,553 @@
+//! JSONL: one sample per line (plain, `.gz` or `.zst`), token ids in JSON arrays. Fields, by default:
+//! `input_ids`, or a prompt (`prompt_ids`, vLLM `prompt_token_ids`) plus a completion (`output_ids` (SGLang),
+//! `token_ids` or `outputs[0].token_ids` (vLLM)); optional `loss_mask`, `sample_id` / `id`, `category`. The
+//! column overrides name other fields.
+//!
+//! The file is read once at open (a plain file is memory-mapped, a compressed one decompressed into memory),
+//! split at line boundaries and parsed in parallel (serde_json, borrowing the line: only the wanted fields
+//! are decoded). A line that is not an object with integer token ids is a sample flagged `malformed_line`
+//! (position: its line number), not the end of the scan; a file where no line is such an object is an input
+//! error. Generator metadata, when present, is cross-checked: SGLang `meta_info.finish_reason.type`,
+//! `meta_info.prompt_tokens`, `meta_info.completion_tokens`; vLLM `finish_reason` / `outputs[0].finish_reason`.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde_json::value::RawValue;
+
+use super::{
+    Batch, ColumnNames, Finding, Finish, Format, Offsets, Ragged, RaggedMask, Source, Tokens,
+    UnitSpan,
+};
+use crate::error::{Error, Result};
+use crate::token::MaskSlice;
+
+const UNIT_TOKENS: i64 = 1 << 22;
+
+/// How the file is compressed, from its name.
+fn codec(path: &Path) -> &'static str {
+    let n = path.to_string_lossy();
+    if n.ends_with(".gz") {
+        "gz"
+    } else if n.ends_with(".zst") || n.ends_with(".zstd") {
+        "zst"
+    } else {
+        ""
+    }
+}
+
+/// Is this a JSONL file name (`.jsonl`, `.ndjson`, optionally `.gz` / `.zst`)?
+pub fn is_jsonl_name(path: &Path) -> bool {
+    let n = path.to_string_lossy();
+    let n = n
+        .strip_suffix(".gz")
+        .or_else(|| n.strip_suffix(".zst"))
+        .or_else(|| n.strip_suffix(".zstd"))
+        .unwrap_or(&n);
+    n.ends_with(".jsonl") || n.ends_with(".ndjson")
+}
+
+/// One parsed line.
+#[derive(Debug, Default)]
+struct Line {
+    prompt: Vec<i64>,
+    ids: Vec<i64>,
+    mask: Option<Vec<u8>>,
+    sample_id: Option<String>,
+    category: Option<String>,
+    finding: Finding,
+}
+
+struct Fields<'n> {
+    /// Every key whose value is a token array.
+    tokens: Vec<&'n str>,
+    input_ids: Option<&'n str>,
+    prompt: Vec<&'n str>,
+    output: Vec<&'n str>,
+    mask: &'n str,
+    id: Vec<&'n str>,
+    category: &'n str,
+}
+
+fn fields(names: &ColumnNames) -> Fields<'_> {
+    let mut f = Fields {
+        tokens: Vec::new(),
+        input_ids: Some(names.input_ids.as_deref().unwrap_or("input_ids")),
+        prompt: names
+            .prompt_ids
+            .as_deref()
+            .map_or_else(|| vec!["prompt_ids", "prompt_token_ids"], |n| vec![n]),
+        output: names
+            .output_ids
+            .as_deref()
+            .map_or_else(|| vec!["output_ids", "token_ids"], |n| vec![n]),
+        mask: names.loss_mask.as_deref().unwrap_or("loss_mask"),
+        id: names
+            .sample_id
+            .as_deref()
+            .map_or_else(|| vec!["sample_id", "id"], |n| vec![n]),
+        category: names.category.as_deref().unwrap_or("category"),
+    };
+    f.tokens = f
+        .input_ids
+        .into_iter()
+        .chain(f.prompt.iter().copied())
+        .chain(f.output.iter().copied())
+        .collect();
+    f
+}
+
+type Obj<'a> = HashMap<String, &'a RawValue>;
+
+fn label(v: &RawValue) -> Option<String> {
+    match serde_json::from_str::<serde_json::Value>(v.get()).ok()? {
+        serde_json::Value::String(s) => Some(s),
+        serde_json::Value::Null => None,
+        other => Some(other.to_string()),
+    }
+}
+
+fn ints(v: &RawValue, what: &str) -> std::result::Result<Vec<i64>, String> {
+    serde_json::from_str::<Vec<i64>>(v.get())
+        .map_err(|e| format!("{what} is not a list of integer token ids ({e})"))
+}
+
+/// One pass over a line: the token arrays (the keys in `tokens`) are parsed straight into `Vec<i64>`, every
+/// other field is kept as a borrowed `RawValue` (decoded only when wanted), so the big arrays are read once.
+struct LineVisitor<'f> {
+    tokens: &'f [&'f str],
+}
+
+type Parsed<'a> = (Obj<'a>, HashMap<String, Vec<i64>>);
+
+impl<'de> serde::de::Visitor<'de> for LineVisitor<'_> {
+    type Value = Parsed<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Parsed<'de>, A::Error> {
+        use serde::de::Error as _;
+        let (mut raw, mut ints) = (Obj::new(), HashMap::new());
+        while let Some(k) = map.next_key::<String>()? {
+            if self.tokens.contains(&k.as_str()) {
+                let v = map.next_value::<Vec<i64>>().map_err(|e| {
+                    A::Error::custom(format!("{k} is not a list of integer token ids ({e})"))
+                })?;
+                ints.insert(k, v);
+            } else {
+                let v = map.next_value::<&'de RawValue>()?;
+                raw.insert(k, v);
+            }
+        }
+        Ok((raw, ints))
+    }
+}
+
+/// Parses one line; `Err` is the problem of a malformed line.
+fn parse_line(text: &str, f: &Fields<'_>) -> std::result::Result<Line, String> {
+    use serde::Deserializer as _;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let (obj, mut tokens) = de
+        .deserialize_map(LineVisitor { tokens: &f.tokens })
+        .and_then(|v| de.end().map(|()| v))
+        .map_err(|e| {
+            if !text.trim_start().starts_with('{') {
+                "not a JSON object".to_string()
+            } else if e.to_string().contains("integer token ids") {
+                e.to_string()
+            } else {
+                format!("invalid JSON ({e})")
+            }
+        })?;
+    let mut line = Line::default();
+    fn first<'k>(t: &HashMap<String, Vec<i64>>, keys: &[&'k str]) -> Option<&'k str> {
+        keys.iter().copied().find(|k| t.contains_key(*k))
+    }
+    // vLLM: outputs[0].token_ids / finish_reason.
+    let outputs: Option<Obj<'_>> = obj
+        .get("outputs")
+        .and_then(|o| serde_json::from_str::<Vec<Obj<'_>>>(o.get()).ok())
+        .and_then(|v| v.into_iter().next());
+    let prompt = first(&tokens, &f.prompt);
+    let output = match first(&tokens, &f.output) {
+        Some(k) => Some(tokens.remove(k).expect("present")),
+        None => match outputs.as_ref().and_then(|o| o.get("token_ids")) {
+            Some(v) => Some(ints(v, "outputs[0].token_ids")?),
+            None => None,
+        },
+    };
+    let input = f.input_ids.filter(|k| tokens.contains_key(*k));
+    match (input, prompt, output) {
+        (_, Some(pk), Some(o)) => {
+            line.prompt = tokens.remove(pk).expect("present");
+            line.ids = o;
+        }
+        (Some(k), _, _) => line.ids = tokens.remove(k).expect("present"),
+        (None, None, Some(o)) => line.ids = o,
+        _ => return Err("no token ids (input_ids, or prompt_ids + output_ids)".into()),
+    }
+    let prompt = prompt.map(|_| ());
+    if let Some(m) = obj.get(f.mask) {
+        let m = serde_json::from_str::<Vec<serde_json::Value>>(m.get())
+            .map_err(|_| format!("{} is not a list", f.mask))?;
+        let bits = m
+            .iter()
+            .map(|v| match v {
+                serde_json::Value::Bool(b) => Some(u8::from(*b)),
+                serde_json::Value::Number(n) => n.as_f64().map(|x| u8::from(x != 0.0)),
+                _ => None,
+            })
+            .collect::<Option<Vec<u8>>>()
+            .ok_or_else(|| format!("{} holds a value that is not a number or bool", f.mask))?;
+        line.mask = Some(bits);
+    }
+    line.sample_id = f.id.iter().find_map(|k| obj.get(*k)).and_then(|v| label(v));
+    line.category = obj.get(f.category).and_then(|v| label(v));
+    // Generator metadata.
+    let meta: Option<Obj<'_>> = obj
+        .get("meta_info")
+        .and_then(|m| serde_json::from_str(m.get()).ok());
+    let reason = meta
+        .as_ref()
+        .and_then(|m| m.get("finish_reason"))
+        .and_then(|r| {
+            serde_json::from_str::<Obj<'_>>(r.get())
+                .ok()
+                .and_then(|o| o.get("type").and_then(|t| label(t)))
+                .or_else(|| label(r))
+        })
+        .or_else(|| obj.get("finish_reason").and_then(|r| label(r)))
+        .or_else(|| {
+            outputs
+                .as_ref()
+                .and_then(|o| o.get("finish_reason"))
+                .and_then(|r| label(r))
+        });
+    line.finding.finish = match reason.as_deref() {
+        Some("length") => Finish::Length,
+        Some("stop") | Some("eos") | Some("stop_str") => Finish::Stop,
+        _ => Finish::Unknown,
+    };
+    if let Some(m) = &meta {
+        let count = |k: &str| {
+            m.get(k)
+                .and_then(|v| serde_json::from_str::<u64>(v.get()).ok())
+        };
+        let (has_prompt, pl, ol) = (
+            prompt.is_some(),
+            line.prompt.len() as u64,
+            line.ids.len() as u64,
+        );
+        let mut bad = false;
+        if let Some(p) = count("prompt_tokens") {
+            bad |= has_prompt && p != pl;
+        }
+        if let Some(c) = count("completion_tokens") {
+            bad |= (has_prompt || input.is_none()) && c != ol;
+        }
+        line.finding.count_mismatch = bad;
+    }
+    Ok(line)
+}
+
+/// An opened JSONL file: every line parsed.
+pub struct JsonlShard {
+    pub path: PathBuf,
+    split: bool,
+    prompt_tokens: Vec<i64>,
+    prompt_offsets: Vec<i64>,
+    tokens: Vec<i64>,
+    offsets: Vec<i64>,
+    mask: Option<(Vec<u8>, Vec<i64>)>,
+    sample_ids: Option<Vec<Option<String>>>,
+    categories: Option<Vec<Option<String>>>,
+    findings: Vec<Finding>,
+    units: Vec<UnitSpan>,
+    layout: String,
+}
+
+impl JsonlShard {
+    pub fn open(path: &Path, names: &ColumnNames) -> Result<Self> {
+        let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let map;
+        let owned: Vec<u8>;
+        let bytes: &[u8] = match codec(path) {
+            "gz" => {
+                let mut v = Vec::new();
+                flate2::read::MultiGzDecoder::new(file)
+                    .read_to_end(&mut v)
+                    .map_err(|e| Error::invalid(path, format!("not a readable gzip file: {e}")))?;
+                owned = v;
+                &owned
+            }
+            "zst" => {
+                let mut v = Vec::new();
+                zstd::stream::read::Decoder::new(file)
+                    .and_then(|mut d| d.read_to_end(&mut v))
+                    .map_err(|e| Error::invalid(path, format!("not a readable zstd file: {e}")))?;
+                owned = v;
+                &owned
+            }
+            _ => {
+                let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+                if len == 0 {
+                    owned = Vec::new();
+                    &owned
+                } else {
+                    // SAFETY: opened read-only and only read; inputs must not be modified while tokscan reads them.
+                    map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+                    let _ = file.read(&mut []);
+                    &map
+                }
+            }
+        };
+        // Line boundaries (1-based line numbers kept), blank lines skipped.
+        let mut lines: Vec<(u32, &[u8])> = Vec::new();
+        for (i, l) in bytes.split(|&b| b == b'\n').enumerate() {
+            let l = l.strip_suffix(b"\r").unwrap_or(l);
+            if !l.iter().all(u8::is_ascii_whitespace) {
+                lines.push(((i + 1).min(u32::MAX as usize) as u32, l));
+            }
+        }
+        let f = fields(names);
+        let parsed: Vec<std::result::Result<Line, String>> = lines
+            .par_iter()
+            .with_min_len(256)
+            .map(|(_, l)| {
+                std::str::from_utf8(l)
+                    .map_err(|_| "not UTF-8 text".to_string())
+                    .and_then(|t| parse_line(t, &f))
+            })
+            .collect();
+        if !parsed.iter().any(|p| p.is_ok()) {
+            let why = parsed
+                .first()
+                .map(|p| p.as_ref().err().cloned().unwrap_or_default())
+                .unwrap_or_else(|| "no lines".into());
+            return Err(Error::invalid(
+                path,
+                format!(
+                    "not JSONL with token ids: no line is a sample (line {}: {why})",
+                    lines.first().map_or(1, |l| l.0)
+                ),
+            ));
+        }
+        let split =
+            parsed.iter().flatten().any(|l| !l.prompt.is_empty()) || names.prompt_ids.is_some();
+        let has_mask = parsed.iter().flatten().any(|l| l.mask.is_some());
+        let has_ids = parsed.iter().flatten().any(|l| l.sample_id.is_some());
+        let has_cat = parsed.iter().flatten().any(|l| l.category.is_some());
+        let n = parsed.len();
+        let mut s = JsonlShard {
+            path: path.to_path_buf(),
+            split,
+            prompt_tokens: Vec::new(),
+            prompt_offsets: vec![0],
+            tokens: Vec::new(),
+            offsets: vec![0],
+            mask: has_mask.then(|| (Vec::new(), vec![0])),
+            sample_ids: has_ids.then(|| Vec::with_capacity(n)),
+            categories: has_cat.then(|| Vec::with_capacity(n)),
+            findings: Vec::with_capacity(n),
+            units: Vec::new(),
+            layout: String::new(),
+        };
+        for ((no, _), p) in lines.iter().zip(parsed) {
+            let line = p.unwrap_or_else(|_| Line {
+                finding: Finding {
+                    malformed_line: Some(*no),
+                    ..Finding::default()
+                },
+                ..Line::default()
+            });
+            if split {
+                s.prompt_tokens.extend(&line.prompt);
+                s.prompt_offsets.push(s.prompt_tokens.len() as i64);
+                s.tokens.extend(&line.ids);
+            } else {
+                s.tokens.extend(&line.prompt);
+                s.tokens.extend(&line.ids);
+            }
+            s.offsets.push(s.tokens.len() as i64);
+            if let Some((m, mo)) = &mut s.mask {
+                // A line without a mask is trained on whole (a mask of the sequence's length, all ones).
+                let len = line.prompt.len() + line.ids.len();
+                match &line.mask {
+                    Some(v) => m.extend(v),
+                    None if line.finding.malformed_line.is_some() => {}
+                    None => m.extend(std::iter::repeat_n(1u8, len)),
+                }
+                mo.push(m.len() as i64);
+            }
+            if let Some(v) = &mut s.sample_ids {
+                v.push(line.sample_id);
+            }
+            if let Some(v) = &mut s.categories {
+                v.push(line.category);
+            }
+            s.findings.push(line.finding);
+        }
+        let mut layout = if split {
+            "prompt_ids+output_ids".to_string()
+        } else {
+            "input_ids".to_string()
+        };
+        if has_mask {
+            layout.push_str("+loss_mask");
+        }
+        s.layout = layout;
+        s.units = plan_units(&s.offsets);
+        Ok(s)
+    }
+}
+
+fn plan_units(offs: &[i64]) -> Vec<UnitSpan> {
+    let rows = offs.len() - 1;
+    let mut units = Vec::new();
+    let mut start = 0;
+    while start < rows {
+        let mut end = start + 1;
+        while end < rows && offs[end] - offs[start] < UNIT_TOKENS {
+            end += 1;
+        }
+        units.push(UnitSpan {
+            first_row: start as u64,
+            rows: (end - start) as u64,
+        });
+        start = end;
+    }
+    units
+}
+
+impl Source for JsonlShard {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn format(&self) -> Format {
+        Format::Jsonl
+    }
+
+    fn layout(&self) -> String {
+        self.layout.clone()
+    }
+
+    fn rows(&self) -> u64 {
+        self.findings.len() as u64
+    }
+
+    fn tokens_hint(&self) -> Option<u64> {
+        Some((self.tokens.len() + self.prompt_tokens.len()) as u64)
+    }
+
+    fn units(&self) -> Vec<UnitSpan> {
+        self.units.clone()
+    }
+
+    fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {
+        let u = self.units[unit];
+        self.read_rows(u.first_row, u.first_row + u.rows, f)
+    }
+
+    fn read_rows(
+        &self,
+        start: u64,
+        end: u64,
+        f: &mut dyn FnMut(&Batch<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let (a, b) = (start as usize, end as usize);
+        f(&Batch {
+            ids: Ragged {
+                values: Tokens::I64(&self.tokens),
+                offsets: Offsets::I64(&self.offsets[a..=b]),
+            },
+            prompt: self.split.then(|| Ragged {
+                values: Tokens::I64(&self.prompt_tokens),
+                offsets: Offsets::I64(&self.prompt_offsets[a..=b]),
+            }),
+            mask: self.mask.as_ref().map(|(m, mo)| RaggedMask {
+                values: MaskSlice::U8(m),
+                offsets: Offsets::I64(&mo[a..=b]),
+            }),
+            sample_ids: self.sample_ids.as_ref().map(|v| &v[a..b]),
+            categories: self.categories.as_ref().map(|v| &v[a..b]),
+            null_rows: None,
+            findings: Some(&self.findings[a..b]),
+        })
+    }
+
+    fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
+        Ok(self.sample_ids.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard(text: &str, name: &str) -> Result<JsonlShard> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        JsonlShard::open(&p, &ColumnNames::default())
+    }
+
+    #[test]
+    fn sglang_vllm_and_plain_lines() {
+        let s = shard(
+            concat!(
+                r#"{"id": "a", "prompt_ids": [1, 2], "output_ids": [3, 4, 5], "meta_info": {"finish_reason": {"type": "length"}, "prompt_tokens": 2, "completion_tokens": 3}}"#,
+                "\n\n",
+                r#"{"id": "b", "prompt_token_ids": [1], "outputs": [{"token_ids": [7, 8], "finish_reason": "stop"}]}"#,
+                "\n",
+                r#"[1, 2, 3]"#,
+                "\n",
+                r#"{"id": "d", "prompt_ids": [1], "output_ids": [2, "x"]}"#,
+                "\n",
+                r#"{"id": "e", "prompt_ids": [1], "output_ids": [2], "meta_info": {"completion_tokens": 5}}"#,
+            ),
+            "x.jsonl",
+        )
+        .unwrap();
+        assert_eq!(s.rows(), 5);
+        assert_eq!(s.layout, "prompt_ids+output_ids");
+        assert_eq!(s.prompt_offsets, vec![0, 2, 3, 3, 3, 4]);
+        assert_eq!(s.tokens, vec![3, 4, 5, 7, 8, 2]);
+        let f = &s.findings;
+        assert_eq!((f[0].finish, f[0].count_mismatch), (Finish::Length, false));
+        assert_eq!(f[1].finish, Finish::Stop);
+        assert_eq!(f[2].malformed_line, Some(4));
+        assert_eq!(f[3].malformed_line, Some(5));
+        assert!(f[4].count_mismatch);
+        assert_eq!(
+            s.sample_ids.as_ref().unwrap()[..2],
+            [Some("a".to_string()), Some("b".to_string())]
+        );
+    }
+
+    #[test]
+    fn not_jsonl_is_an_input_error() {
+        let e = shard("hello\nworld\n", "x.jsonl")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("not JSONL") && e.contains("line 1"), "{e}");
+        assert!(shard("", "x.jsonl").is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_line_is_parsed_or_malformed(text in "\\PC{0,200}") {
+            let f = ColumnNames::default();
+            let _ = parse_line(&text, &fields(&f));
+        }
+    }
+}
