@@ -229,6 +229,8 @@ pub fn segments<T: TokenId>(profile: &Profile, tokens: &[T], scratch: &Scratch) 
 }
 
 #[cfg(test)]
+mod parse_tests;
+#[cfg(test)]
 mod template_tests;
 #[cfg(test)]
 mod tests;

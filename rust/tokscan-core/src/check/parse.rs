@@ -291,7 +291,7 @@ fn parse_completion<T: TokenId>(profile: &Profile, tokens: &[T], events: &[Event
 /// What a segment of the sample is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SegmentKind {
-    /// A role token with its role name and separator (and a BOS before the first turn).
+    /// A role token with its role name and separator, and a BOS at the start.
     Header,
     /// System prompt content (explicit, or the text before the first role in `system_implicit` profiles).
     System,
@@ -388,8 +388,10 @@ pub fn segments<T: TokenId>(
             paint(&mut label, t.content_start, t.end, k);
         }
     }
+    if n > 0 && profile.bos.is_some() && Some(tokens[0].id()) == profile.bos {
+        paint(&mut label, 0, 1, K::Header);
+    }
     if let Some((s, e)) = p.implicit_system {
-        paint(&mut label, 0, s, K::Header);
         paint(&mut label, s, e, K::System);
     }
     paint(&mut label, p.prefill_start, p.cs, K::Prefill);
