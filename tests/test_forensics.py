@@ -130,6 +130,24 @@ def test_scan_decode_cli(ds, tmp_path):
     assert "<｜begin▁of▁sentence｜>" in entry["first"], entry["first"]
 
 
+def test_show_json_segments_are_the_cores(ds):
+    """`show --json` segments are exactly `_core.check_one`'s, with the decoded text of each range."""
+    path, samples, _ = ds
+    profile = tokscan.load_profile("deepseek")
+    tokenizer = forensics.load_tokenizer(TOK)
+    rows = [3, row_of(samples, "trailing_tokens"), row_of(samples, "truncated")]
+    for row in rows:
+        doc = show(path, "--row", str(row))
+        ids = samples[row].ids
+        core = tokscan._core.check_one(profile, list(ids), None, samples[row].mask())["segments"]
+        assert [(s["kind"], s["start"], s["end"]) for s in doc["segments"]] == core, row
+        assert core[0][1] == 0 and core[-1][2] == len(ids)
+        for s in doc["segments"]:
+            assert s["text"] == tokenizer.decode(ids[s["start"] : s["end"]]), s
+    trailing = show(path, "--row", str(rows[1]))
+    assert "trailing" in [s["kind"] for s in trailing["segments"]]
+
+
 def test_kimi_layout_rows_map_to_samples(layouts, samples):
     profile = tokscan.load_profile("kimi-k2")
     corpus = forensics.Corpus([str(layouts["parquet_full"])])

@@ -132,44 +132,10 @@ def explain(sample: Sample, profile: _core.Profile) -> dict[str, Any]:
 
 
 def segments(sample: Sample) -> list[tuple[int, int, str]]:
-    """Consecutive token ranges labelled system / user / assistant / tool / header / thinking / response /
-    tool_call / other, from the parsed turns and the completion's reasoning span."""
-    info = sample.info
-    n = len(sample.ids)
-    label = np.full(n, "other", dtype=object)
-    for role, start, content, end, clean in info["turns"]:
-        label[start:content] = "header"
-        if clean:
-            label[content:end] = role
-    first = min((t[1] for t in info["turns"]), default=n)
-    if first > 0:
-        # Text before the first role token: the system prompt of formats without a system role (DeepSeek).
-        lead = 1 if info["events"] and info["events"][0][0] == 0 else 0
-        label[:lead] = "header"
-        label[lead:first] = "system"
-    cs, ce = info["completion"]
-    label[cs:ce] = "response"
-    ts, te = info["thinking"]
-    if te > ts:
-        label[ts:te] = "thinking"
-    depth, begin = 0, 0
-    for pos, name in info["events"]:
-        low = name.lower()
-        if "tool" in low and "call" in low and ("begin" in low or low in ("<tool_call>",)):
-            if depth == 0:
-                begin = pos
-            depth += 1
-        elif "tool" in low and "call" in low and ("end" in low or low in ("</tool_call>",)):
-            depth = max(0, depth - 1)
-            if depth == 0:
-                label[begin : pos + 1] = "tool_call"
-    out: list[tuple[int, int, str]] = []
-    for i in range(n):
-        if out and out[-1][2] == label[i] and out[-1][1] == i:
-            out[-1] = (out[-1][0], i + 1, label[i])
-        else:
-            out.append((i, i + 1, str(label[i])))
-    return out
+    """The core's segments of the sample (`explain` first), as `(start, end, kind)`: consecutive token ranges
+    that tile it, of kind header / system / user / tool_declaration / tool / assistant / prefill / thinking /
+    response / tool_call / arguments / end_of_turn / trailing / padding / other."""
+    return [(start, end, kind) for kind, start, end in sample.info["segments"]]
 
 
 def excerpt(

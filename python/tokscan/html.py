@@ -32,11 +32,17 @@ SEGMENT_COLOURS = {
     "system": "#f1e6ff",
     "user": "#e2f5e4",
     "assistant": "#e3ecff",
+    "tool_declaration": "#f5ecd0",
     "tool": "#fff3cc",
     "header": "#e4e7eb",
+    "prefill": "#cfe8ec",
     "thinking": "#dcf3f1",
     "response": "#ffffff",
     "tool_call": "#ffe7b3",
+    "arguments": "#fff0d4",
+    "end_of_turn": "#d5dae0",
+    "trailing": "#ffd6d6",
+    "padding": "#ebebeb",
     "other": "#f2f2f2",
 }
 CHART_W, CHART_H, YAXIS_W, XAXIS_H = 230, 64, 40, 22

@@ -33,11 +33,17 @@ SEGMENT_STYLE = {
     "system": "magenta",
     "user": "green",
     "assistant": "blue",
+    "tool_declaration": "dark_goldenrod",
     "tool": "yellow",
     "header": "bold white on grey23",
+    "prefill": "bold cyan on grey23",
     "thinking": "italic cyan",
     "response": "bright_white",
     "tool_call": "bold yellow",
+    "arguments": "yellow",
+    "end_of_turn": "bold white on grey23",
+    "trailing": "bold red",
+    "padding": "dim",
     "other": "dim",
 }
 

@@ -339,8 +339,9 @@ impl PyScan {
     }
 }
 
-/// Checks one sample and explains it: codes, positions, lengths, completion and reasoning spans, turns and
-/// special-token events. Corpus-wide codes (duplicates, length outliers) need a scan and are not included.
+/// Checks one sample and explains it: codes, positions, lengths, completion and reasoning spans, turns,
+/// special-token events and the core's segments `[(kind, start, end), ...]`, which tile the sample (see
+/// `check::parse::segments`). Corpus-wide codes (duplicates, length outliers) need a scan and are not included.
 #[pyfunction]
 #[pyo3(signature = (profile, ids, prompt_len=None, mask=None))]
 fn check_one<'py>(
@@ -351,13 +352,14 @@ fn check_one<'py>(
     mask: Option<Vec<u8>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let p = profile.inner.clone();
-    let (facts, scratch) = detached(py, move || {
+    let (facts, scratch, segments) = detached(py, move || {
         let mut scratch = tokscan_core::check::Scratch::default();
         let mut counts = vec![0u64; p.specials.len()];
         let m = mask.as_deref().map(tokscan_core::token::MaskSlice::U8);
         let f =
             tokscan_core::check::check_sample(&p, &ids, prompt_len, m, &mut scratch, &mut counts);
-        Ok((f, scratch))
+        let segments = tokscan_core::check::segments(&p, &ids, &scratch);
+        Ok((f, scratch, segments))
     })?;
     let d = PyDict::new(py);
     let codes: Vec<&str> = tokscan_core::anomaly::codes_in(facts.flags)
@@ -393,6 +395,11 @@ fn check_one<'py>(
         .map(|e| (e.pos, specials[e.slot as usize].name.as_str()))
         .collect();
     d.set_item("events", events)?;
+    let segments: Vec<(&str, usize, usize)> = segments
+        .iter()
+        .map(|s| (s.kind.as_str(), s.start, s.end))
+        .collect();
+    d.set_item("segments", segments)?;
     Ok(d)
 }
 
