@@ -20,7 +20,9 @@ from . import _core
 from .errors import UsageError
 
 #: Codes that need the whole corpus; `Validator.check` never sets them.
-CORPUS_WIDE_CODES = ("duplicate", "sample_id_duplicate", "length_outlier")
+CORPUS_WIDE_CODES = tuple(sorted(c for c, scope in _core.code_scopes().items() if scope == "corpus"))
+#: Codes only an input's reader sets (JSONL generator metadata); `Validator.check` never sets them either.
+SOURCE_CODES = tuple(sorted(c for c, scope in _core.code_scopes().items() if scope == "source"))
 IGNORE = "ignore"
 
 

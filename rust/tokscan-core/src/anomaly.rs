@@ -90,7 +90,38 @@ codes! {
 /// Number of codes; per-sample arrays are sized by it.
 pub const N_CODES: usize = Code::ALL.len();
 
+/// Where a code is decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// By the per-sample rules, from the sample's tokens alone (also in `validate`).
+    Sample,
+    /// By the corpus-wide checks, which need every sample ([`crate::crosscheck`]).
+    Corpus,
+    /// By the input's reader, from what the file says besides the ids (JSONL generator metadata).
+    Source,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Sample => "sample",
+            Scope::Corpus => "corpus",
+            Scope::Source => "source",
+        }
+    }
+}
+
 impl Code {
+    pub fn scope(self) -> Scope {
+        match self {
+            Code::Duplicate | Code::SampleIdDuplicate | Code::LengthOutlier => Scope::Corpus,
+            Code::MalformedLine | Code::FinishReasonMismatch | Code::TokenCountMismatch => {
+                Scope::Source
+            }
+            _ => Scope::Sample,
+        }
+    }
+
     pub fn bit(self) -> u64 {
         1u64 << (self as u8)
     }

@@ -8,8 +8,10 @@
 pub mod anomaly;
 pub mod check;
 pub mod corpus;
+pub mod crosscheck;
 pub mod error;
 pub mod json;
+pub mod plan;
 pub mod policy;
 pub mod profile;
 pub mod repetition;

@@ -1,8 +1,8 @@
-//! The report: what a scan found, as serializable types. Built from a merged [`Summary`] after the
-//! corpus-wide checks. The JSON schema is documented in the README; `SCHEMA_VERSION` changes when a field
+//! The report: what a scan found, as serializable types. Built from the merged [`Partial`] summary of the
+//! corpus and what the corpus-wide checks ([`crate::crosscheck`]) flagged. The JSON schema is documented in the README; `SCHEMA_VERSION` changes when a field
 //! changes meaning or is removed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -11,15 +11,10 @@ use crate::check::NO_POS;
 use crate::policy::{Policy, Status};
 use crate::profile::Profile;
 use crate::repetition::COVERAGE_N;
-use crate::stats::{percentile_f64, CoverageStats, LengthStats};
-use crate::summary::{SampleRecord, Summary};
+use crate::stats::{CoverageStats, LengthStats};
+use crate::summary::{merge_by_row, CategoryPartial, FlaggedSample, Partial};
 
 pub const SCHEMA_VERSION: u32 = 1;
-
-/// Minimum samples in a category before length outliers are judged.
-pub const OUTLIER_MIN_SAMPLES: usize = 20;
-/// Tukey "far out" fence multiplier on log2 lengths.
-pub const OUTLIER_FENCE: f64 = 3.0;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Tool {
@@ -110,7 +105,7 @@ pub struct LoopInfo {
     pub span: u32,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FirstSeen {
     pub row: u64,
     pub sample_id: Option<String>,
@@ -140,151 +135,120 @@ pub fn severities(policy: &Policy) -> [Severity; crate::anomaly::N_CODES] {
     s
 }
 
-/// Runs the corpus-wide checks on a normalized summary, setting flags on its records. Returns, per row,
-/// the first sample a duplicate repeats.
-pub fn corpus_checks(summary: &mut Summary) -> HashMap<u64, FirstSeen> {
-    let mut first_seen = HashMap::new();
-    let recs = &mut summary.records;
-    // Duplicate completions: same hash and length as an earlier row.
-    let mut order: Vec<usize> = (0..recs.len())
-        .filter(|&i| recs[i].completion_len > 0)
-        .collect();
-    order.sort_by_key(|&i| (recs[i].completion_hash, recs[i].completion_len, recs[i].row));
-    let key = |i: usize| (recs[i].completion_hash, recs[i].completion_len);
-    let groups: Vec<Vec<usize>> = order
-        .chunk_by(|&a, &b| key(a) == key(b))
-        .map(<[usize]>::to_vec)
-        .collect();
-    for w in groups {
-        let first = w[0];
-        let seen = FirstSeen {
-            row: recs[first].row,
-            sample_id: recs[first].sample_id.as_deref().map(str::to_string),
-        };
-        for &i in &w[1..] {
-            recs[i].flags |= Code::Duplicate.bit();
-            first_seen.insert(recs[i].row, seen.clone());
-        }
-    }
-    // Sample ids seen before.
-    let mut ids: HashMap<&str, usize> = HashMap::new();
-    let mut dup_ids = Vec::new();
-    for (i, r) in recs.iter().enumerate() {
-        if let Some(id) = r.sample_id.as_deref() {
-            match ids.get(id) {
-                Some(&first) => dup_ids.push((i, first)),
-                None => {
-                    ids.insert(id, i);
-                }
-            }
-        }
-    }
-    for (i, first) in dup_ids {
-        recs[i].flags |= Code::SampleIdDuplicate.bit();
-        let seen = FirstSeen {
-            row: recs[first].row,
-            sample_id: recs[first].sample_id.as_deref().map(str::to_string),
-        };
-        first_seen.entry(recs[i].row).or_insert(seen);
-    }
-    // Length outliers per category, on log2 of the total length.
-    for c in 0..summary.categories.len() as u32 {
-        let idx: Vec<usize> = (0..recs.len()).filter(|&i| recs[i].category == c).collect();
-        if idx.len() < OUTLIER_MIN_SAMPLES {
-            continue;
-        }
-        let log = |r: &SampleRecord| (f64::from(r.lengths.total) + 1.0).log2();
-        let mut v: Vec<f64> = idx.iter().map(|&i| log(&recs[i])).collect();
-        v.sort_by(f64::total_cmp);
-        let (q1, q3) = (percentile_f64(&v, 25.0), percentile_f64(&v, 75.0));
-        let iqr = (q3 - q1).max(0.5);
-        let (lo, hi) = (q1 - OUTLIER_FENCE * iqr, q3 + OUTLIER_FENCE * iqr);
-        for &i in &idx {
-            let l = log(&recs[i]);
-            if l < lo || l > hi {
-                recs[i].flags |= Code::LengthOutlier.bit();
-            }
-        }
-    }
-    first_seen
-}
-
-fn category_stats(
-    recs: &[&SampleRecord],
-    special_counts: &[u64],
-    profile: &Profile,
-    coverage: bool,
-) -> CategoryStats {
-    let series = |f: fn(&SampleRecord) -> u32| -> LengthStats {
-        let mut v: Vec<u32> = recs.iter().map(|r| f(r)).collect();
-        LengthStats::of(&mut v)
-    };
+fn category_stats(c: &CategoryPartial, profile: &Profile, coverage: bool) -> CategoryStats {
     let mut lengths = BTreeMap::new();
-    lengths.insert("prompt".to_string(), series(|r| r.lengths.prompt));
-    lengths.insert("thinking".to_string(), series(|r| r.lengths.thinking));
-    lengths.insert("response".to_string(), series(|r| r.lengths.response));
-    lengths.insert("total".to_string(), series(|r| r.lengths.total));
-    let ngram_coverage = coverage.then(|| {
-        CoverageStats::of(
-            COVERAGE_N as u32,
-            recs.iter().map(|r| (r.ngram_covered, r.completion_len)),
-        )
-    });
-    let mut anomalies: BTreeMap<String, u64> = Code::ALL
-        .iter()
-        .map(|c| (c.as_str().to_string(), 0))
-        .collect();
-    for r in recs {
-        for c in codes_in(r.flags) {
-            *anomalies.get_mut(c.as_str()).expect("all codes") += 1;
-        }
-    }
+    lengths.insert("prompt".to_string(), LengthStats::from_dist(&c.prompt));
+    lengths.insert("thinking".to_string(), LengthStats::from_dist(&c.thinking));
+    lengths.insert("response".to_string(), LengthStats::from_dist(&c.response));
+    lengths.insert("total".to_string(), LengthStats::from_dist(&c.total));
     CategoryStats {
-        samples: recs.len() as u64,
-        tokens: recs.iter().map(|r| u64::from(r.lengths.total)).sum(),
+        samples: c.samples,
+        tokens: c.tokens,
         lengths,
-        ngram_coverage,
+        ngram_coverage: coverage
+            .then(|| CoverageStats::from_fractions(COVERAGE_N as u32, &c.coverage)),
         special_tokens: profile
             .specials
             .iter()
-            .zip(special_counts)
-            .map(|(s, &n)| (s.name.clone(), n))
+            .enumerate()
+            .map(|(i, s)| {
+                (
+                    s.name.clone(),
+                    c.special_counts.get(i).copied().unwrap_or(0),
+                )
+            })
             .collect(),
-        anomalies,
+        anomalies: Code::ALL
+            .iter()
+            .map(|code| (code.as_str().to_string(), c.codes[code.index()]))
+            .collect(),
     }
 }
 
-/// Builds the report from a summary (normalizes it and runs the corpus-wide checks first).
-pub fn build_report(
-    mut summary: Summary,
+fn flagged_entry(
+    f: FlaggedSample,
     profile: &Profile,
-    inputs: Vec<InputInfo>,
+    inputs: &[InputInfo],
+    sev: &[Severity; crate::anomaly::N_CODES],
+) -> Flagged {
+    let detail = f.detail.as_ref();
+    let positions = detail
+        .map(|d| {
+            codes_in(f.flags)
+                .filter(|c| d.positions[c.index()] != NO_POS)
+                .map(|c| (c.as_str().to_string(), d.positions[c.index()]))
+                .collect()
+        })
+        .unwrap_or_default();
+    let boundaries = detail
+        .map(|d| {
+            d.boundary_events()
+                .map(|e| Boundary {
+                    pos: e.pos,
+                    token: profile.specials[e.slot as usize].name.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Flagged {
+        row: f.row,
+        source: inputs
+            .get(f.source as usize)
+            .map_or_else(String::new, |i| i.path.clone()),
+        codes: codes_in(f.flags).map(|c| c.as_str().to_string()).collect(),
+        severity: codes_in(f.flags)
+            .map(|c| sev[c.index()])
+            .max()
+            .unwrap_or(Severity::Info),
+        positions,
+        lengths: FlaggedLengths {
+            prompt: f.lengths.prompt,
+            thinking: f.lengths.thinking,
+            response: f.lengths.response,
+            total: f.lengths.total,
+        },
+        completion: detail.map_or([f.lengths.prompt, f.lengths.total], |d| {
+            [d.completion.0, d.completion.1]
+        }),
+        repetition: detail
+            .and_then(|d| d.repetition)
+            .filter(|_| f.flags & Code::Repetition.bit() != 0)
+            .map(|(period, span)| LoopInfo { period, span }),
+        boundaries,
+        duplicate_of: f.duplicate_of,
+        sample_id: f.sample_id,
+        category: f.category,
+    }
+}
+
+/// Builds the report from the merged partial summary of the whole corpus and the samples the corpus-wide
+/// checks flagged ([`crate::crosscheck`]). `inputs` describe the corpus's inputs (their sample and token
+/// counts are filled in from the partial).
+pub fn build_report(
+    mut partial: Partial,
+    corpus_flagged: Vec<FlaggedSample>,
+    profile: &Profile,
+    mut inputs: Vec<InputInfo>,
     policy: &Policy,
     coverage: bool,
 ) -> Report {
-    summary.normalize();
-    let first_seen = corpus_checks(&mut summary);
-    let sev = severities(policy);
-    let n_slots = profile.specials.len();
-    let mut total_counts = vec![0u64; n_slots];
-    let mut categories = BTreeMap::new();
-    for (ci, name) in summary.categories.iter().enumerate() {
-        let recs: Vec<&SampleRecord> = summary
-            .records
-            .iter()
-            .filter(|r| r.category == ci as u32)
-            .collect();
-        let counts = &summary.special_counts[ci];
-        for (t, c) in total_counts.iter_mut().zip(counts) {
-            *t += c;
-        }
-        categories.insert(
-            name.clone(),
-            category_stats(&recs, counts, profile, coverage),
-        );
+    for f in &corpus_flagged {
+        partial.category(&f.category).add_codes(f.flags);
     }
-    let all: Vec<&SampleRecord> = summary.records.iter().collect();
-    let overall = category_stats(&all, &total_counts, profile, coverage);
+    for (k, c) in &partial.inputs {
+        if let Some(info) = inputs.get_mut(*k as usize) {
+            info.samples = c.samples;
+            info.tokens = c.tokens;
+        }
+    }
+    let sev = severities(policy);
+    let mut all = CategoryPartial::new(profile.specials.len());
+    let mut categories = BTreeMap::new();
+    for (name, c) in &partial.categories {
+        all.merge(c);
+        categories.insert(name.clone(), category_stats(c, profile, coverage));
+    }
+    let overall = category_stats(&all, profile, coverage);
     let anomalies: BTreeMap<String, AnomalySummary> = Code::ALL
         .iter()
         .map(|c| {
@@ -308,62 +272,9 @@ pub fn build_report(
         passed: failing.is_empty(),
         failing,
     };
-    let details = summary.detail_index();
-    let flagged = summary
-        .records
-        .iter()
-        .filter(|r| r.flags != 0)
-        .map(|r| {
-            let detail = details.get(&r.row).map(|&i| &summary.details[i]);
-            let positions = detail
-                .map(|d| {
-                    codes_in(r.flags)
-                        .filter(|c| d.positions[c.index()] != NO_POS)
-                        .map(|c| (c.as_str().to_string(), d.positions[c.index()]))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let boundaries = detail
-                .map(|d| {
-                    d.boundaries
-                        .iter()
-                        .map(|e| Boundary {
-                            pos: e.pos,
-                            token: profile.specials[e.slot as usize].name.clone(),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            Flagged {
-                sample_id: r.sample_id.as_deref().map(str::to_string),
-                row: r.row,
-                source: inputs
-                    .get(r.source as usize)
-                    .map_or_else(String::new, |i| i.path.clone()),
-                category: summary.categories[r.category as usize].clone(),
-                codes: codes_in(r.flags).map(|c| c.as_str().to_string()).collect(),
-                severity: codes_in(r.flags)
-                    .map(|c| sev[c.index()])
-                    .max()
-                    .unwrap_or(Severity::Info),
-                positions,
-                lengths: FlaggedLengths {
-                    prompt: r.lengths.prompt,
-                    thinking: r.lengths.thinking,
-                    response: r.lengths.response,
-                    total: r.lengths.total,
-                },
-                completion: detail.map_or([r.lengths.prompt, r.lengths.total], |d| {
-                    [d.completion.0, d.completion.1]
-                }),
-                duplicate_of: first_seen.get(&r.row).cloned(),
-                repetition: detail
-                    .and_then(|d| d.repetition)
-                    .filter(|_| r.flags & Code::Repetition.bit() != 0)
-                    .map(|(period, span)| LoopInfo { period, span }),
-                boundaries,
-            }
-        })
+    let flagged = merge_by_row(std::mem::take(&mut partial.flagged), corpus_flagged)
+        .into_iter()
+        .map(|f| flagged_entry(f, profile, &inputs, &sev))
         .collect();
     Report {
         schema_version: SCHEMA_VERSION,
@@ -380,60 +291,5 @@ pub fn build_report(
         anomalies,
         verdict,
         flagged,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::check::Lengths;
-
-    fn rec(row: u64, category: u32, total: u32, hash: u64, id: Option<&str>) -> SampleRecord {
-        SampleRecord {
-            row,
-            source: 0,
-            category,
-            lengths: Lengths {
-                total,
-                ..Default::default()
-            },
-            flags: 0,
-            completion_hash: hash,
-            completion_len: if hash == 0 { 0 } else { 10 },
-            ngram_covered: 0,
-            sample_id: id.map(Box::from),
-        }
-    }
-
-    #[test]
-    fn corpus_checks_flag_later_duplicates_ids_and_outliers() {
-        let mut s = Summary::new(0);
-        s.category_index("a");
-        s.category_index("b");
-        for row in 0..30u64 {
-            s.records.push(rec(
-                row,
-                0,
-                100 + (row as u32 % 7) * 10,
-                1000 + row,
-                Some(&format!("id{row}")),
-            ));
-        }
-        s.records.push(rec(30, 0, 100_000, 5000, Some("big"))); // far outlier
-        s.records.push(rec(31, 0, 120, 1005, Some("id3"))); // same completion as row 5, same id as row 3
-        s.records.push(rec(32, 1, 5, 0, None)); // empty completions are never duplicates
-        s.records.push(rec(33, 1, 5, 0, None));
-        let seen = corpus_checks(&mut s);
-        let flagged = |c: Code| {
-            s.records
-                .iter()
-                .filter(|r| r.flags & c.bit() != 0)
-                .map(|r| r.row)
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(flagged(Code::Duplicate), vec![31]);
-        assert_eq!(flagged(Code::SampleIdDuplicate), vec![31]);
-        assert_eq!(flagged(Code::LengthOutlier), vec![30]); // category b has too few samples to judge
-        assert_eq!(seen[&31].row, 5);
     }
 }

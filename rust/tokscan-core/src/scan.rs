@@ -8,14 +8,18 @@ use rayon::prelude::*;
 
 use crate::anomaly::Code;
 use crate::check::{check_sample, Scratch};
-use crate::corpus::{Corpus, Unit};
+use crate::corpus::Corpus;
+use crate::crosscheck;
 use crate::error::{Error, Result};
+use crate::plan::Task;
 use crate::policy::Policy;
 use crate::profile::Profile;
 use crate::repetition::ngram_coverage;
 use crate::report::{build_report, InputInfo, Report};
-use crate::source::{with_tokens, Batch, ColumnNames, Finding, Finish, FromTokens};
-use crate::summary::{FlagDetail, SampleRecord, Summary, MAX_BOUNDARIES};
+use crate::source::{
+    self, with_tokens, Batch, ColumnNames, Finding, Finish, FromTokens, Source, DEFAULT_CATEGORY,
+};
+use crate::summary::{FlagDetail, FlaggedSample, Partial, Records, SampleRecord, MAX_BOUNDARIES};
 use crate::token::{hash_ids, TokenId};
 
 #[derive(Debug, Clone, Default)]
@@ -60,19 +64,25 @@ pub fn scan(
     opts: &ScanOptions,
     progress: &Progress,
 ) -> Result<Report> {
-    let (summary, inputs) = scan_summary(paths, profile, opts, progress)?;
-    if summary.records.is_empty() {
-        let list = inputs
-            .iter()
-            .map(|i| i.path.as_str())
-            .collect::<Vec<_>>()
-            .join(", ");
-        return Err(Error::Usage(format!(
-            "no samples found in {list}: nothing to check"
-        )));
+    let (partial, records, inputs) = scan_parts(paths, profile, opts, progress)?;
+    finish(partial, &records, profile, inputs, opts)
+}
+
+/// The report of a scanned corpus: runs the corpus-wide checks on its records in this process.
+pub fn finish(
+    partial: Partial,
+    records: &[Records],
+    profile: &Profile,
+    inputs: Vec<InputInfo>,
+    opts: &ScanOptions,
+) -> Result<Report> {
+    if partial.n_samples() == 0 {
+        return Err(no_samples(&inputs));
     }
+    let corpus_flagged = crosscheck::local(&partial, records);
     Ok(build_report(
-        summary,
+        partial,
+        corpus_flagged,
         profile,
         inputs,
         &opts.policy,
@@ -80,78 +90,171 @@ pub fn scan(
     ))
 }
 
-/// Scans `paths` into a merged (not yet finalized) summary plus the input descriptions.
-pub fn scan_summary(
+/// The usage error for a corpus with no sample.
+pub fn no_samples(inputs: &[InputInfo]) -> Error {
+    let list = inputs
+        .iter()
+        .map(|i| i.path.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    Error::Usage(format!("no samples found in {list}: nothing to check"))
+}
+
+/// The inputs of a corpus as the report describes them (counts filled in when the report is built).
+pub fn input_infos(corpus: &Corpus) -> Vec<InputInfo> {
+    corpus
+        .sources
+        .iter()
+        .map(|s| InputInfo {
+            path: s.path().display().to_string(),
+            format: s.format().name().into(),
+            layout: s.layout(),
+            samples: 0,
+            tokens: 0,
+        })
+        .collect()
+}
+
+/// Scans `paths` into the merged partial summary, the per-unit sample records (in row order) and the input
+/// descriptions: everything [`finish`] needs.
+pub fn scan_parts(
     paths: &[String],
     profile: &Profile,
     opts: &ScanOptions,
     progress: &Progress,
-) -> Result<(Summary, Vec<InputInfo>)> {
+) -> Result<(Partial, Vec<Records>, Vec<InputInfo>)> {
+    with_pool(opts.threads, || {
+        let corpus = Corpus::open(paths, &opts.columns)?;
+        let units: Vec<UnitRef<'_>> = corpus
+            .units()
+            .into_iter()
+            .map(|u| UnitRef {
+                source: corpus.sources[u.source].as_ref(),
+                source_index: u.source as u32,
+                default_category: corpus.default_category(u.source),
+                index: u.index,
+                base_row: u.base_row,
+            })
+            .collect();
+        let total_tokens: u64 = corpus.sources.iter().filter_map(|s| s.tokens_hint()).sum();
+        let (partial, records) = scan_units(&units, profile, opts, progress, total_tokens)?;
+        Ok((partial, records, input_infos(&corpus)))
+    })
+}
+
+/// Scans one task of a cluster scan ([`crate::plan`]): opens only the task's inputs and scans its units.
+pub fn scan_task(
+    task: &Task,
+    profile: &Profile,
+    opts: &ScanOptions,
+    progress: &Progress,
+) -> Result<(Partial, Records)> {
+    with_pool(opts.threads, || {
+        let opened: Vec<Result<Box<dyn Source>>> = task
+            .sources
+            .par_iter()
+            .map(|s| source::open(&s.input(), &opts.columns))
+            .collect();
+        let sources: Vec<Box<dyn Source>> = opened.into_iter().collect::<Result<_>>()?;
+        let spans: Vec<Vec<source::UnitSpan>> = sources.iter().map(|s| s.units()).collect();
+        let mut units = Vec::with_capacity(task.units.len());
+        for u in &task.units {
+            let k = u.source as usize;
+            let (spec, src) = (&task.sources[k], sources[k].as_ref());
+            // The plan was made from the same files: a unit that is no longer there means they changed.
+            let span = spans[k].get(u.index as usize).copied();
+            if span.map(|s| s.rows) != Some(u.rows) {
+                return Err(Error::invalid(
+                    src.path(),
+                    "changed since the scan was planned (its row groups / units differ)"
+                        .to_string(),
+                ));
+            }
+            units.push(UnitRef {
+                source: src,
+                source_index: spec.index,
+                default_category: spec.hive_category.as_deref().unwrap_or(DEFAULT_CATEGORY),
+                index: u.index as usize,
+                base_row: u.base_row,
+            });
+        }
+        let (partial, mut records) = scan_units(&units, profile, opts, progress, 0)?;
+        let mut all = Records::default();
+        for r in records.drain(..) {
+            all.append(r);
+        }
+        Ok((partial, all))
+    })
+}
+
+fn with_pool<T: Send>(threads: usize, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(opts.threads)
+        .num_threads(threads)
         .thread_name(|i| format!("tokscan-{i}"))
         .build()
         .map_err(|e| Error::Usage(format!("cannot start worker threads: {e}")))?;
-    pool.install(|| {
-        let corpus = Corpus::open(paths, &opts.columns)?;
-        let units = corpus.units();
-        progress
-            .units_total
-            .store(units.len() as u64, Ordering::Relaxed);
-        let total_tokens: u64 = corpus.sources.iter().filter_map(|s| s.tokens_hint()).sum();
-        progress.tokens_total.store(total_tokens, Ordering::Relaxed);
-        // A failing unit stops the others (through the cancel flag); the error reported is the first real one
-        // in unit order, not an "interrupted" of a unit that was merely stopped.
-        let parts: Vec<Result<Summary>> = units
-            .par_iter()
-            .map(|u| {
-                let r = scan_unit(&corpus, u, profile, progress, opts.ngram_coverage);
-                if matches!(r, Err(ref e) if !matches!(e, Error::Interrupted)) {
-                    progress.cancel();
-                }
-                r
-            })
-            .collect();
-        if let Some(e) = parts
-            .iter()
-            .position(|r| matches!(r, Err(e) if !matches!(e, Error::Interrupted)))
-        {
-            return Err(parts
-                .into_iter()
-                .nth(e)
-                .expect("index in range")
-                .expect_err("an error"));
-        }
-        let parts: Vec<Summary> = parts.into_iter().collect::<Result<_>>()?;
-        let mut summary = Summary::new(profile.specials.len());
-        for p in parts {
-            summary.merge(p);
-        }
-        let mut infos: Vec<InputInfo> = corpus
-            .sources
-            .iter()
-            .map(|s| InputInfo {
-                path: s.path().display().to_string(),
-                format: s.format().name().into(),
-                layout: s.layout(),
-                samples: 0,
-                tokens: 0,
-            })
-            .collect();
-        for r in &summary.records {
-            let info = &mut infos[r.source as usize];
-            info.samples += 1;
-            info.tokens += u64::from(r.lengths.total);
-        }
-        Ok((summary, infos))
-    })
+    pool.install(f)
+}
+
+/// One unit of work, with what its rows need to know about their source.
+struct UnitRef<'a> {
+    source: &'a dyn Source,
+    source_index: u32,
+    default_category: &'a str,
+    index: usize,
+    base_row: u64,
+}
+
+/// Scans units on the current rayon pool: their merged partial summary and their records, in unit order.
+fn scan_units(
+    units: &[UnitRef<'_>],
+    profile: &Profile,
+    opts: &ScanOptions,
+    progress: &Progress,
+    tokens_total: u64,
+) -> Result<(Partial, Vec<Records>)> {
+    progress
+        .units_total
+        .store(units.len() as u64, Ordering::Relaxed);
+    progress.tokens_total.store(tokens_total, Ordering::Relaxed);
+    // A failing unit stops the others (through the cancel flag); the error reported is the first real one
+    // in unit order, not an "interrupted" of a unit that was merely stopped.
+    let parts: Vec<Result<(Partial, Records)>> = units
+        .par_iter()
+        .map(|u| {
+            let r = scan_unit(u, profile, progress, opts.ngram_coverage);
+            if matches!(r, Err(ref e) if !matches!(e, Error::Interrupted)) {
+                progress.cancel();
+            }
+            r
+        })
+        .collect();
+    if let Some(e) = parts
+        .iter()
+        .position(|r| matches!(r, Err(e) if !matches!(e, Error::Interrupted)))
+    {
+        return Err(parts
+            .into_iter()
+            .nth(e)
+            .expect("index in range")
+            .expect_err("an error"));
+    }
+    let parts: Vec<(Partial, Records)> = parts.into_iter().collect::<Result<_>>()?;
+    let mut partial = Partial::new(profile.specials.len());
+    let mut records = Vec::with_capacity(parts.len());
+    for (p, r) in parts {
+        partial.merge(p);
+        records.push(r);
+    }
+    Ok((partial, records))
 }
 
 struct UnitCtx<'a> {
     profile: &'a Profile,
     source: u32,
     default_category: &'a str,
-    summary: Summary,
+    partial: Partial,
+    records: Records,
     scratch: Scratch,
     next_row: u64,
     coverage: bool,
@@ -162,20 +265,20 @@ struct UnitCtx<'a> {
 pub const PANIC_SWITCH: &str = "TOKSCAN_TEST_PANIC";
 
 fn scan_unit(
-    corpus: &Corpus,
-    unit: &Unit,
+    unit: &UnitRef<'_>,
     profile: &Profile,
     progress: &Progress,
     coverage: bool,
-) -> Result<Summary> {
+) -> Result<(Partial, Records)> {
     if std::env::var_os(PANIC_SWITCH).is_some() {
         panic!("{PANIC_SWITCH} is set: deliberate panic in a scan worker");
     }
     let mut ctx = UnitCtx {
         profile,
-        source: unit.source as u32,
-        default_category: corpus.default_category(unit.source),
-        summary: Summary::new(profile.specials.len()),
+        source: unit.source_index,
+        default_category: unit.default_category,
+        partial: Partial::new(profile.specials.len()),
+        records: Records::default(),
         scratch: Scratch::default(),
         next_row: unit.base_row,
         coverage,
@@ -191,9 +294,9 @@ fn scan_unit(
         progress.tokens.fetch_add(tokens, Ordering::Relaxed);
         Ok(())
     };
-    corpus.sources[unit.source].scan_unit(unit.index, &mut on_batch)?;
+    unit.source.scan_unit(unit.index, &mut on_batch)?;
     progress.units_done.fetch_add(1, Ordering::Relaxed);
-    Ok(ctx.summary)
+    Ok((ctx.partial, ctx.records))
 }
 
 /// Adds what the source found about a row: a malformed line is only that (its empty sequence says nothing
@@ -261,30 +364,45 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
             .categories
             .and_then(|c| c[i].as_deref())
             .unwrap_or(ctx.default_category);
-        let category = ctx.summary.category_index(cat_name);
-        let counts = &mut ctx.summary.special_counts[category as usize];
-        let mut facts = check_sample(ctx.profile, seq, prompt_len, mask, &mut ctx.scratch, counts);
+        let cat = ctx.partial.category(cat_name);
+        let mut facts = check_sample(
+            ctx.profile,
+            seq,
+            prompt_len,
+            mask,
+            &mut ctx.scratch,
+            &mut cat.special_counts,
+        );
         if let Some(found) = b.findings.map(|f| f[i]) {
             apply_finding(&mut facts, found);
         }
         let (cs, ce) = (facts.completion.0 as usize, facts.completion.1 as usize);
+        cat.add_lengths(&facts.lengths);
+        cat.add_codes(facts.flags);
+        if ctx.coverage {
+            let covered = if ce > cs {
+                ngram_coverage(&seq[cs..ce])
+            } else {
+                0
+            };
+            cat.coverage.add(covered, ce.saturating_sub(cs) as u32);
+        }
+        let input = ctx.partial.inputs.entry(ctx.source).or_default();
+        input.samples += 1;
+        input.tokens += u64::from(facts.lengths.total);
         let row = ctx.next_row;
         ctx.next_row += 1;
         tokens += seq.len() as u64;
-        ctx.summary.records.push(SampleRecord {
+        let sample_id = b.sample_ids.and_then(|s| s[i].as_deref());
+        let category = ctx.records.category_index(cat_name);
+        ctx.records.rows.push(SampleRecord {
             row,
             source: ctx.source,
             category,
             lengths: facts.lengths,
-            flags: facts.flags,
             completion_hash: if ce > cs { hash_ids(&seq[cs..ce]) } else { 0 },
             completion_len: (ce.saturating_sub(cs)) as u32,
-            ngram_covered: if ctx.coverage && ce > cs {
-                ngram_coverage(&seq[cs..ce])
-            } else {
-                0
-            },
-            sample_id: b.sample_ids.and_then(|s| s[i].as_deref()).map(Box::from),
+            sample_id: sample_id.map(Box::from),
         });
         if facts.flags != 0 {
             let boundaries = ctx
@@ -292,14 +410,22 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                 .events
                 .iter()
                 .take(MAX_BOUNDARIES)
-                .copied()
+                .map(|e| (e.pos, e.slot))
                 .collect();
-            ctx.summary.details.push(FlagDetail {
+            ctx.partial.flagged.push(FlaggedSample {
                 row,
-                positions: facts.positions,
-                completion: facts.completion,
-                boundaries,
-                repetition: facts.repetition.map(|l| (l.period as u32, l.span as u32)),
+                source: ctx.source,
+                category: cat_name.to_string(),
+                lengths: facts.lengths,
+                flags: facts.flags,
+                sample_id: sample_id.map(str::to_string),
+                detail: Some(FlagDetail {
+                    positions: facts.positions.to_vec(),
+                    completion: facts.completion,
+                    boundaries,
+                    repetition: facts.repetition.map(|l| (l.period as u32, l.span as u32)),
+                }),
+                duplicate_of: None,
             });
         }
     }

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::summary::{Dist, FractionDist};
+
 /// Quantiles reported for every length series, in percent.
 pub const QUANTILES: [(&str, f64); 7] = [
     ("p1", 1.0),
@@ -40,10 +42,17 @@ impl Histogram {
         for &v in values {
             counts[Histogram::bin(v)] += 1;
         }
-        let edges = (0..nbins)
+        Histogram {
+            edges: Histogram::edges(nbins),
+            counts,
+        }
+    }
+
+    /// Lower edges of the first `nbins` bins.
+    pub fn edges(nbins: usize) -> Vec<u64> {
+        (0..nbins)
             .map(|b| if b == 0 { 0 } else { 1u64 << (b - 1) })
-            .collect();
-        Histogram { edges, counts }
+            .collect()
     }
 }
 
@@ -83,17 +92,52 @@ pub fn percentile_f64(sorted: &[f64], q: f64) -> f64 {
     interpolate(sorted.len(), q, |i| sorted[i])
 }
 
+/// The `i`-th smallest value (0-based) of a distribution given as ascending `(value, count)` pairs.
+fn nth<V: Copy>(pairs: &[(V, u64)], cum: &[u64], i: u64) -> V {
+    let k = cum.partition_point(|&c| c <= i);
+    pairs[k.min(pairs.len() - 1)].0
+}
+
+/// The quantiles of a distribution given as ascending `(value, count)` pairs, interpolated like
+/// `numpy.percentile` over the expanded values.
+fn quantiles<V: Copy>(pairs: &[(V, u64)], to_f64: impl Fn(V) -> f64) -> [f64; QUANTILES.len()] {
+    let mut cum = Vec::with_capacity(pairs.len());
+    let mut n = 0u64;
+    for &(_, c) in pairs {
+        n += c;
+        cum.push(n);
+    }
+    let mut out = [0.0; QUANTILES.len()];
+    for (o, (_, q)) in out.iter_mut().zip(QUANTILES) {
+        *o = interpolate(n as usize, q, |i| to_f64(nth(pairs, &cum, i as u64)));
+    }
+    out
+}
+
 impl LengthStats {
-    /// Statistics of `values` (sorted in place).
-    pub fn of(values: &mut [u32]) -> LengthStats {
-        values.sort_unstable();
-        let q: Vec<f64> = QUANTILES
-            .iter()
-            .map(|(_, q)| percentile(values, *q))
-            .collect();
-        let sum: u64 = values.iter().map(|&v| u64::from(v)).sum();
+    /// Statistics of `values`.
+    pub fn of(values: &[u32]) -> LengthStats {
+        let mut d = Dist::default();
+        for &v in values {
+            d.add(v);
+        }
+        LengthStats::from_dist(&d)
+    }
+
+    /// Statistics of a distribution of lengths (counts per distinct length): exact, whatever the grouping
+    /// the counts were merged in.
+    pub fn from_dist(d: &Dist) -> LengthStats {
+        let pairs: Vec<(u32, u64)> = d.iter().collect();
+        let n = d.n();
+        let q = quantiles(&pairs, f64::from);
+        let sum: u64 = pairs.iter().map(|&(v, c)| u64::from(v) * c).sum();
+        let nbins = pairs.last().map_or(0, |&(v, _)| Histogram::bin(v) + 1);
+        let mut counts = vec![0u64; nbins];
+        for &(v, c) in &pairs {
+            counts[Histogram::bin(v)] += c;
+        }
         LengthStats {
-            min: values.first().map_or(0, |&v| u64::from(v)),
+            min: pairs.first().map_or(0, |&(v, _)| u64::from(v)),
             p1: q[0],
             p5: q[1],
             p25: q[2],
@@ -101,15 +145,22 @@ impl LengthStats {
             p75: q[4],
             p95: q[5],
             p99: q[6],
-            max: values.last().map_or(0, |&v| u64::from(v)),
-            mean: if values.is_empty() {
-                0.0
-            } else {
-                sum as f64 / values.len() as f64
+            max: pairs.last().map_or(0, |&(v, _)| u64::from(v)),
+            mean: if n == 0 { 0.0 } else { sum as f64 / n as f64 },
+            histogram: Histogram {
+                edges: Histogram::edges(nbins),
+                counts,
             },
-            histogram: Histogram::of(values),
         }
     }
+}
+
+/// The log2-length quantiles `(q1, q3)` the length-outlier fence is built on: `log2(length + 1)` of the
+/// distribution's values, interpolated like `numpy.percentile`.
+pub fn log_quartiles(d: &Dist) -> (f64, f64) {
+    let pairs: Vec<(u32, u64)> = d.iter().collect();
+    let q = quantiles(&pairs, |v| (f64::from(v) + 1.0).log2());
+    (q[2], q[4])
 }
 
 /// Bins of the coverage histogram: bin k holds fractions in `[k/10, (k+1)/10)`, the last one also 1.
@@ -146,31 +197,35 @@ pub struct CoverageStats {
 impl CoverageStats {
     /// Statistics of `(part, whole)` pairs.
     pub fn of(n: u32, pairs: impl Iterator<Item = (u32, u32)>) -> CoverageStats {
+        let mut d = FractionDist::default();
+        for (part, whole) in pairs {
+            d.add(part, whole);
+        }
+        CoverageStats::from_fractions(n, &d)
+    }
+
+    /// Statistics of a distribution of fractions (counts per fraction in lowest terms). Everything is computed
+    /// from the integer pairs in ascending order of value, so it is the same for any grouping of the samples.
+    pub fn from_fractions(n: u32, d: &FractionDist) -> CoverageStats {
+        let bins = FRACTION_BINS as u64;
         let mut counts = vec![0u64; FRACTION_BINS];
-        let mut v: Vec<f64> = pairs
-            .map(|(part, whole)| {
-                let bins = FRACTION_BINS as u64;
-                let bin = if whole == 0 {
-                    0
-                } else {
-                    (u64::from(part) * bins / u64::from(whole)).min(bins - 1)
-                };
-                counts[bin as usize] += 1;
-                if whole == 0 {
-                    0.0
-                } else {
-                    f64::from(part) / f64::from(whole)
-                }
-            })
-            .collect();
-        v.sort_by(f64::total_cmp);
-        let q: Vec<f64> = QUANTILES
-            .iter()
-            .map(|(_, q)| percentile_f64(&v, *q))
-            .collect();
+        let mut pairs: Vec<((u32, u32), u64)> = d.0.iter().map(|(&k, &c)| (k, c)).collect();
+        // a/b < c/d  <=>  a*d < c*b (denominators are positive).
+        pairs.sort_by(|((a, b), _), ((c, d), _)| {
+            (u64::from(*a) * u64::from(*d)).cmp(&(u64::from(*c) * u64::from(*b)))
+        });
+        let value = |(p, w): (u32, u32)| f64::from(p) / f64::from(w);
+        let mut total = 0u64;
+        let mut sum = 0.0;
+        for &((p, w), c) in &pairs {
+            counts[(u64::from(p) * bins / u64::from(w)).min(bins - 1) as usize] += c;
+            total += c;
+            sum += value((p, w)) * c as f64;
+        }
+        let q = quantiles(&pairs, value);
         CoverageStats {
             n,
-            min: v.first().copied().unwrap_or(0.0),
+            min: pairs.first().map_or(0.0, |&(f, _)| value(f)),
             p1: q[0],
             p5: q[1],
             p25: q[2],
@@ -178,12 +233,8 @@ impl CoverageStats {
             p75: q[4],
             p95: q[5],
             p99: q[6],
-            max: v.last().copied().unwrap_or(0.0),
-            mean: if v.is_empty() {
-                0.0
-            } else {
-                v.iter().sum::<f64>() / v.len() as f64
-            },
+            max: pairs.last().map_or(0.0, |&(f, _)| value(f)),
+            mean: if total == 0 { 0.0 } else { sum / total as f64 },
             histogram: FractionHistogram {
                 edges: (0..FRACTION_BINS)
                     .map(|k| k as f64 / FRACTION_BINS as f64)
@@ -197,6 +248,19 @@ impl CoverageStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Quantiles from counts per distinct length equal those of the sorted values (the oracle).
+        #[test]
+        fn counted_quantiles_equal_sorted_ones(mut v in proptest::collection::vec(0u32..5000, 1..300)) {
+            let s = LengthStats::of(&v);
+            v.sort_unstable();
+            let want: Vec<f64> = QUANTILES.iter().map(|(_, q)| percentile(&v, *q)).collect();
+            proptest::prop_assert_eq!(vec![s.p1, s.p5, s.p25, s.median, s.p75, s.p95, s.p99], want);
+            proptest::prop_assert_eq!((s.min, s.max), (u64::from(v[0]), u64::from(*v.last().unwrap())));
+            proptest::prop_assert_eq!(s.histogram, Histogram::of(&v));
+        }
+    }
 
     #[test]
     fn percentiles_match_numpy_linear() {

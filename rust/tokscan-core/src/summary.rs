@@ -1,135 +1,343 @@
-//! Mergeable scan results: one record per sample (lengths, flags, completion hash) and per-category
-//! special-token counts. Partial summaries of shards or row groups merge in any grouping; corpus-wide
-//! checks (duplicates, sample-id duplicates, length outliers) run once, on the merged summary.
+//! Mergeable scan results.
+//!
+//! A [`Partial`] is what a scan of any subset of the corpus's units knows that the report needs: per
+//! category, the count of every distinct length (so quantiles stay exact), special-token and anomaly counts,
+//! and the flagged samples in full. Its size grows with the categories, the distinct lengths and the flagged
+//! samples, not with the number of samples, and partials merge associatively and commutatively.
+//!
+//! The corpus-wide checks (duplicates, duplicate sample ids, length outliers) need one small key per sample:
+//! [`Records`] stay with whoever scanned them (in memory for a local scan, in a worker's object store on a
+//! cluster) and are routed and resolved by [`crate::crosscheck`].
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 
 use crate::anomaly::N_CODES;
 use crate::check::{Event, Lengths};
+use crate::error::{Error, Result};
+use crate::report::FirstSeen;
 
-/// What is kept of every sample.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SampleRecord {
-    /// Global row index in scan order (inputs sorted by path, rows in file order).
-    pub row: u64,
-    /// Index of the input the sample came from.
-    pub source: u32,
-    /// Index into `Summary::categories`.
-    pub category: u32,
-    pub lengths: Lengths,
-    pub flags: u64,
-    /// xxh3 of the completion ids (0 for an empty completion).
-    pub completion_hash: u64,
-    pub completion_len: u32,
-    /// Completion tokens inside a repeated n-gram (`repetition::ngram_coverage`).
-    pub ngram_covered: u32,
-    pub sample_id: Option<Box<str>>,
+/// Counts per distinct value: an exact, mergeable distribution of integer lengths.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dist(pub BTreeMap<u32, u64>);
+
+impl Dist {
+    pub fn add(&mut self, v: u32) {
+        *self.0.entry(v).or_insert(0) += 1;
+    }
+
+    pub fn merge(&mut self, other: &Dist) {
+        for (&v, &c) in &other.0 {
+            *self.0.entry(v).or_insert(0) += c;
+        }
+    }
+
+    pub fn n(&self) -> u64 {
+        self.0.values().sum()
+    }
+
+    /// The values in ascending order with their counts.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.0.iter().map(|(&v, &c)| (v, c))
+    }
 }
 
-/// Positions kept for a flagged sample.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Repeated n-gram coverage of completions: counts per distinct fraction `covered / length`, kept reduced to
+/// lowest terms (0 as `0/1`), so equal fractions share an entry whatever the lengths.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FractionDist(pub BTreeMap<(u32, u32), u64>);
+
+impl FractionDist {
+    pub fn add(&mut self, part: u32, whole: u32) {
+        let key = if part == 0 || whole == 0 {
+            (0, 1)
+        } else {
+            let g = gcd(part, whole);
+            (part / g, whole / g)
+        };
+        *self.0.entry(key).or_insert(0) += 1;
+    }
+
+    pub fn merge(&mut self, other: &FractionDist) {
+        for (&k, &c) in &other.0 {
+            *self.0.entry(k).or_insert(0) += c;
+        }
+    }
+}
+
+fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// One category's share of a partial summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CategoryPartial {
+    pub samples: u64,
+    pub tokens: u64,
+    pub prompt: Dist,
+    pub thinking: Dist,
+    pub response: Dist,
+    pub total: Dist,
+    /// Empty unless the scan computed n-gram coverage.
+    pub coverage: FractionDist,
+    /// Per special-token slot of the profile.
+    pub special_counts: Vec<u64>,
+    /// Samples flagged with each code (per-sample codes only; the corpus-wide ones are added when the report
+    /// is built).
+    pub codes: Vec<u64>,
+}
+
+impl CategoryPartial {
+    pub fn new(n_slots: usize) -> Self {
+        CategoryPartial {
+            special_counts: vec![0; n_slots],
+            codes: vec![0; N_CODES],
+            ..Default::default()
+        }
+    }
+
+    pub fn add_lengths(&mut self, l: &Lengths) {
+        self.samples += 1;
+        self.tokens += u64::from(l.total);
+        self.prompt.add(l.prompt);
+        self.thinking.add(l.thinking);
+        self.response.add(l.response);
+        self.total.add(l.total);
+    }
+
+    pub fn add_codes(&mut self, flags: u64) {
+        for (i, c) in self.codes.iter_mut().enumerate() {
+            *c += (flags >> i) & 1;
+        }
+    }
+
+    pub fn merge(&mut self, other: &CategoryPartial) {
+        self.samples += other.samples;
+        self.tokens += other.tokens;
+        self.prompt.merge(&other.prompt);
+        self.thinking.merge(&other.thinking);
+        self.response.merge(&other.response);
+        self.total.merge(&other.total);
+        self.coverage.merge(&other.coverage);
+        add_into(&mut self.special_counts, &other.special_counts);
+        add_into(&mut self.codes, &other.codes);
+    }
+}
+
+fn add_into(a: &mut Vec<u64>, b: &[u64]) {
+    if a.len() < b.len() {
+        a.resize(b.len(), 0);
+    }
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
+
+/// Positions kept for a sample a per-sample rule flagged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlagDetail {
-    pub row: u64,
-    pub positions: [u32; N_CODES],
+    pub positions: Vec<u32>,
     pub completion: (u32, u32),
     /// Boundary tokens (turn starts/ends, think start/end, tool-call tokens), capped per sample.
-    pub boundaries: Vec<Event>,
+    pub boundaries: Vec<(u32, u16)>,
     /// `(period, span)` of the `repetition` loop, when flagged.
     pub repetition: Option<(u32, u32)>,
+}
+
+impl FlagDetail {
+    pub fn boundary_events(&self) -> impl Iterator<Item = Event> + '_ {
+        self.boundaries
+            .iter()
+            .map(|&(pos, slot)| Event { pos, slot })
+    }
 }
 
 /// Cap on boundary events kept per flagged sample.
 pub const MAX_BOUNDARIES: usize = 512;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Summary {
-    pub categories: Vec<String>,
-    /// `special_counts[category][slot]`.
-    pub special_counts: Vec<Vec<u64>>,
-    pub records: Vec<SampleRecord>,
-    pub details: Vec<FlagDetail>,
-    n_slots: usize,
+/// A flagged sample, in full: what the report lists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlaggedSample {
+    /// Global row in scan order (inputs sorted by path, rows in file order).
+    pub row: u64,
+    /// Index of the input the sample came from.
+    pub source: u32,
+    pub category: String,
+    pub lengths: Lengths,
+    pub flags: u64,
+    pub sample_id: Option<String>,
+    /// From the per-sample rules; `None` for a sample only the corpus-wide checks flagged.
+    pub detail: Option<FlagDetail>,
+    /// For `duplicate` / `sample_id_duplicate`: the first sample with the same completion / id.
+    pub duplicate_of: Option<FirstSeen>,
 }
 
-impl Summary {
+impl FlaggedSample {
+    /// Adds what the corpus-wide checks found about the same row.
+    pub fn absorb(&mut self, other: FlaggedSample) {
+        self.flags |= other.flags;
+        if self.duplicate_of.is_none() {
+            self.duplicate_of = other.duplicate_of;
+        }
+    }
+}
+
+/// Samples and tokens read from one input.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputCounts {
+    pub samples: u64,
+    pub tokens: u64,
+}
+
+/// The mergeable summary of any subset of the corpus (see the module docs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Partial {
+    pub n_slots: usize,
+    pub categories: BTreeMap<String, CategoryPartial>,
+    /// By input index.
+    pub inputs: BTreeMap<u32, InputCounts>,
+    /// Sorted by row.
+    pub flagged: Vec<FlaggedSample>,
+}
+
+impl Partial {
     pub fn new(n_slots: usize) -> Self {
-        Summary {
+        Partial {
             n_slots,
             ..Default::default()
         }
     }
 
+    pub fn category(&mut self, name: &str) -> &mut CategoryPartial {
+        if !self.categories.contains_key(name) {
+            self.categories
+                .insert(name.to_string(), CategoryPartial::new(self.n_slots));
+        }
+        self.categories.get_mut(name).expect("inserted above")
+    }
+
+    pub fn n_samples(&self) -> u64 {
+        self.categories.values().map(|c| c.samples).sum()
+    }
+
+    /// Adds `other` into `self`. The result is the same for any grouping and order of merges.
+    pub fn merge(&mut self, other: Partial) {
+        self.n_slots = self.n_slots.max(other.n_slots);
+        for (name, c) in &other.categories {
+            self.category(name).merge(c);
+        }
+        for (k, c) in other.inputs {
+            let mine = self.inputs.entry(k).or_default();
+            mine.samples += c.samples;
+            mine.tokens += c.tokens;
+        }
+        let mine = std::mem::take(&mut self.flagged);
+        self.flagged = merge_by_row(mine, other.flagged);
+    }
+
+    /// Serialized for another process (a cluster task's result).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        encode(self)
+    }
+
+    pub fn from_bytes(b: &[u8]) -> Result<Partial> {
+        decode(b, "partial summary")
+    }
+}
+
+/// Two row-sorted lists as one; a row in both (never the case for disjoint units) keeps one entry.
+pub fn merge_by_row(a: Vec<FlaggedSample>, b: Vec<FlaggedSample>) -> Vec<FlaggedSample> {
+    if b.is_empty() {
+        return a;
+    }
+    if a.is_empty() {
+        return b;
+    }
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    loop {
+        match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if x.row < y.row => out.push(a.next().expect("peeked")),
+            (Some(x), Some(y)) if x.row > y.row => out.push(b.next().expect("peeked")),
+            (Some(_), Some(_)) => {
+                let mut x = a.next().expect("peeked");
+                x.absorb(b.next().expect("peeked"));
+                out.push(x);
+            }
+            (Some(_), None) => out.extend(a.by_ref()),
+            (None, Some(_)) => out.extend(b.by_ref()),
+            (None, None) => return out,
+        }
+    }
+}
+
+/// What the corpus-wide checks need of one sample.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampleRecord {
+    pub row: u64,
+    pub source: u32,
+    /// Index into [`Records::categories`].
+    pub category: u32,
+    pub lengths: Lengths,
+    /// xxh3 of the completion ids (0 for an empty completion).
+    pub completion_hash: u64,
+    pub completion_len: u32,
+    pub sample_id: Option<Box<str>>,
+}
+
+/// Per-sample records of the units one scan (or one cluster task) read, in row order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Records {
+    pub categories: Vec<String>,
+    pub rows: Vec<SampleRecord>,
+}
+
+impl Records {
     pub fn category_index(&mut self, name: &str) -> u32 {
         if let Some(i) = self.categories.iter().position(|c| c == name) {
             return i as u32;
         }
         self.categories.push(name.to_string());
-        self.special_counts.push(vec![0; self.n_slots]);
         (self.categories.len() - 1) as u32
     }
 
-    /// Adds `other` into `self`; the result does not depend on the grouping or order of merges once
-    /// [`Summary::normalize`] has run.
-    pub fn merge(&mut self, other: Summary) {
-        self.n_slots = self.n_slots.max(other.n_slots);
+    /// Appends `other` (rows after this one's).
+    pub fn append(&mut self, other: Records) {
         let remap: Vec<u32> = other
             .categories
             .iter()
             .map(|c| self.category_index(c))
             .collect();
-        for (ci, counts) in other.special_counts.into_iter().enumerate() {
-            let mine = &mut self.special_counts[remap[ci] as usize];
-            for (m, c) in mine.iter_mut().zip(counts) {
-                *m += c;
-            }
-        }
-        self.records.extend(other.records.into_iter().map(|mut r| {
+        self.rows.extend(other.rows.into_iter().map(|mut r| {
             r.category = remap[r.category as usize];
             r
         }));
-        self.details.extend(other.details);
     }
 
-    /// Shifts rows and source indices, so that summaries of shards scanned apart (each numbered from 0) merge
-    /// into the summary of one scan over all of them.
-    pub fn rebase(&mut self, row_offset: u64, source_offset: u32) {
-        for r in &mut self.records {
-            r.row += row_offset;
-            r.source += source_offset;
-        }
-        for d in &mut self.details {
-            d.row += row_offset;
-        }
+    pub fn to_bytes(&self) -> Vec<u8> {
+        encode(self)
     }
 
-    /// Canonical order: categories sorted by name, records and details by row.
-    pub fn normalize(&mut self) {
-        let mut order: Vec<usize> = (0..self.categories.len()).collect();
-        order.sort_by(|&a, &b| self.categories[a].cmp(&self.categories[b]));
-        let mut new_index = vec![0u32; order.len()];
-        for (new, &old) in order.iter().enumerate() {
-            new_index[old] = new as u32;
-        }
-        self.categories = order.iter().map(|&i| self.categories[i].clone()).collect();
-        self.special_counts = order
-            .iter()
-            .map(|&i| self.special_counts[i].clone())
-            .collect();
-        for r in &mut self.records {
-            r.category = new_index[r.category as usize];
-        }
-        self.records.sort_by_key(|r| r.row);
-        self.details.sort_by_key(|d| d.row);
+    pub fn from_bytes(b: &[u8]) -> Result<Records> {
+        decode(b, "sample records")
     }
+}
 
-    /// Per-row lookup of details.
-    pub fn detail_index(&self) -> HashMap<u64, usize> {
-        self.details
-            .iter()
-            .enumerate()
-            .map(|(i, d)| (d.row, i))
-            .collect()
-    }
+/// The compact binary form results travel in between processes.
+pub(crate) fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    postcard::to_stdvec(v).expect("in-memory serialization cannot fail")
+}
+
+pub(crate) fn decode<'a, T: Deserialize<'a>>(b: &'a [u8], what: &str) -> Result<T> {
+    postcard::from_bytes(b).map_err(|e| {
+        Error::Usage(format!(
+            "corrupt {what} ({e}): was it written by this version of tokscan?"
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -137,60 +345,98 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn record(row: u64, total: u32) -> SampleRecord {
-        SampleRecord {
-            row,
-            source: 0,
-            category: 0,
-            lengths: Lengths {
+    fn part(samples: &[(u8, u32, bool)], base: u64) -> Partial {
+        let mut p = Partial::new(2);
+        for (i, &(c, total, flagged)) in samples.iter().enumerate() {
+            let name = format!("c{c}");
+            let l = Lengths {
+                prompt: total / 3,
+                thinking: total / 5,
+                response: total / 7,
                 total,
-                ..Default::default()
-            },
-            flags: row % 3,
-            completion_hash: row * 31,
-            completion_len: total,
-            ngram_covered: total / 3,
-            sample_id: None,
+            };
+            let cat = p.category(&name);
+            cat.add_lengths(&l);
+            cat.special_counts[0] += u64::from(total % 4);
+            cat.coverage.add(total / 9, total);
+            if flagged {
+                cat.add_codes(1 << (total % 5));
+                p.flagged.push(FlaggedSample {
+                    row: base + i as u64,
+                    source: 0,
+                    category: name,
+                    lengths: l,
+                    flags: 1 << (total % 5),
+                    sample_id: None,
+                    detail: None,
+                    duplicate_of: None,
+                });
+            }
+            let e = p.inputs.entry(c as u32 % 2).or_default();
+            e.samples += 1;
+            e.tokens += u64::from(total);
         }
-    }
-
-    fn part(cats: &[(String, u64, u32)]) -> Summary {
-        let mut s = Summary::new(2);
-        for (c, row, total) in cats {
-            let ci = s.category_index(c);
-            s.special_counts[ci as usize][0] += u64::from(*total);
-            let mut r = record(*row, *total);
-            r.category = ci;
-            s.records.push(r);
-        }
-        s
+        p
     }
 
     proptest! {
         #[test]
-        fn merge_in_any_grouping_equals_one_summary(
-            samples in proptest::collection::vec((0u8..4, 1u32..1000), 1..60),
+        fn merge_in_any_grouping_and_order_equals_one_summary(
+            samples in proptest::collection::vec((0u8..4, 1u32..1000, any::<bool>()), 1..60),
             cuts in proptest::collection::vec(0usize..60, 0..6),
-            reverse in any::<bool>(),
+            order in proptest::collection::vec(any::<u8>(), 8),
+            tree in any::<bool>(),
         ) {
-            let all: Vec<(String, u64, u32)> =
-                samples.iter().enumerate().map(|(i, (c, t))| (format!("c{c}"), i as u64, *t)).collect();
-            let mut whole = part(&all);
-            whole.normalize();
-            let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c % (all.len() + 1)).collect();
+            let whole = part(&samples, 0);
+            let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c % (samples.len() + 1)).collect();
             bounds.push(0);
-            bounds.push(all.len());
+            bounds.push(samples.len());
             bounds.sort_unstable();
-            let mut parts: Vec<Summary> = bounds.windows(2).map(|w| part(&all[w[0]..w[1]])).collect();
-            if reverse {
-                parts.reverse();
-            }
-            let mut merged = Summary::new(2);
-            for p in parts {
-                merged.merge(p);
-            }
-            merged.normalize();
-            prop_assert_eq!(merged, whole);
+            let mut parts: Vec<Partial> =
+                bounds.windows(2).map(|w| part(&samples[w[0]..w[1]], w[0] as u64)).collect();
+            // Any order: sort by a random key.
+            let mut keyed: Vec<(u8, Partial)> =
+                parts.drain(..).enumerate().map(|(i, p)| (order[i % order.len()], p)).collect();
+            keyed.sort_by_key(|(k, _)| *k);
+            let mut parts: Vec<Partial> = keyed.into_iter().map(|(_, p)| p).collect();
+            let merged = if tree {
+                while parts.len() > 1 {
+                    let mut next = Vec::new();
+                    let mut it = parts.into_iter();
+                    while let Some(mut a) = it.next() {
+                        if let Some(b) = it.next() {
+                            a.merge(b);
+                        }
+                        next.push(a);
+                    }
+                    parts = next;
+                }
+                parts.pop().unwrap()
+            } else {
+                let mut m = Partial::new(2);
+                for p in parts {
+                    m.merge(p);
+                }
+                m
+            };
+            prop_assert_eq!(&merged, &whole);
+            prop_assert_eq!(Partial::from_bytes(&merged.to_bytes()).unwrap(), whole);
         }
+
+        #[test]
+        fn fractions_are_kept_in_lowest_terms(part in 0u32..500, whole in 1u32..500, k in 1u32..50) {
+            let mut a = FractionDist::default();
+            a.add(part.min(whole), whole);
+            let mut b = FractionDist::default();
+            b.add(part.min(whole) * k, whole * k);
+            prop_assert_eq!(a, b);
+        }
+    }
+
+    #[test]
+    fn a_corrupt_partial_is_an_error_not_a_panic() {
+        let bytes = part(&[(1, 10, true)], 0).to_bytes();
+        assert!(Partial::from_bytes(&bytes[..bytes.len() / 2]).is_err());
+        assert!(Partial::from_bytes(b"").is_err());
     }
 }

@@ -1,5 +1,6 @@
-//! Summaries of shards scanned apart, rebased and merged in any grouping, equal one scan over everything;
-//! and the scan does not depend on the thread count or on the order paths are given in.
+//! A scan split into tasks (as on a cluster), merged in any tree and with its corpus-wide checks routed
+//! through any number of buckets, writes the report of one local scan; and the scan does not depend on the
+//! thread count or on the order paths are given in.
 
 use std::fs::File;
 use std::sync::Arc;
@@ -8,8 +9,11 @@ use arrow_array::builder::{Int32Builder, ListBuilder};
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use parquet::arrow::ArrowWriter;
 use proptest::prelude::*;
-use tokscan_core::scan::scan_summary;
-use tokscan_core::summary::Summary;
+use tokscan_core::crosscheck::{find_repeats, resolve, route, Bucket, Fences};
+use tokscan_core::plan::{plan, Task};
+use tokscan_core::report::{build_report, Report};
+use tokscan_core::scan::{scan, scan_task};
+use tokscan_core::summary::{merge_by_row, Partial, Records};
 use tokscan_core::{Profile, Progress, ScanOptions};
 
 const IM_END: i32 = 163586;
@@ -68,57 +72,116 @@ fn write_shard(dir: &std::path::Path, k: usize, seeds: &[u32]) -> String {
     path.display().to_string()
 }
 
-fn scan(paths: &[String], threads: usize) -> Summary {
-    let profile = Profile::load("kimi-k2", None).unwrap();
-    let opts = ScanOptions {
+fn opts(threads: usize) -> ScanOptions {
+    ScanOptions {
         threads,
+        ngram_coverage: true,
         ..Default::default()
-    };
-    let (mut s, _) = scan_summary(paths, &profile, &opts, &Progress::default()).unwrap();
-    s.normalize();
-    s
+    }
+}
+
+fn json(r: &Report) -> serde_json::Value {
+    serde_json::to_value(r).unwrap()
+}
+
+fn scan_local(paths: &[String], threads: usize) -> serde_json::Value {
+    let profile = Profile::load("kimi-k2", None).unwrap();
+    json(&scan(paths, &profile, &opts(threads), &Progress::default()).unwrap())
+}
+
+/// What a cluster driver does, in one process: plan `n_tasks` tasks, scan them in the given order (each result
+/// through its serialized form, as between processes), merge partials in a tree of the given fan-in, route
+/// keys to `n_buckets` buckets, find repeats per bucket, resolve each task's records, build the report.
+fn scan_distributed(
+    paths: &[String],
+    n_tasks: usize,
+    n_buckets: usize,
+    order: &[usize],
+    fan_in: usize,
+    threads: usize,
+) -> serde_json::Value {
+    let profile = Profile::load("kimi-k2", None).unwrap();
+    let o = opts(threads);
+    let p = plan(paths, &Default::default(), n_tasks).unwrap();
+    type Out = (Vec<u8>, Vec<Vec<u8>>, Vec<u8>);
+    let mut results: Vec<Option<Out>> = vec![None; p.tasks.len()];
+    for k in 0..p.tasks.len() {
+        let start = order[k % order.len()] % p.tasks.len();
+        let t = (start..p.tasks.len())
+            .chain(0..start)
+            .find(|&i| results[i].is_none())
+            .unwrap();
+        let task = Task::from_bytes(&p.tasks[t].to_bytes()).unwrap();
+        let (partial, records) = scan_task(&task, &profile, &o, &Progress::default()).unwrap();
+        let buckets = route(&records, n_buckets)
+            .iter()
+            .map(Bucket::to_bytes)
+            .collect();
+        results[t] = Some((partial.to_bytes(), buckets, records.to_bytes()));
+    }
+    let results: Vec<Out> = results.into_iter().map(Option::unwrap).collect();
+    // Tree merge of partials, `fan_in` at a time, starting from the last task.
+    let mut level: Vec<Partial> = results
+        .iter()
+        .rev()
+        .map(|r| Partial::from_bytes(&r.0).unwrap())
+        .collect();
+    while level.len() > 1 {
+        level = level
+            .chunks(fan_in.max(2))
+            .map(|c| {
+                let mut m = Partial::new(0);
+                for p in c {
+                    m.merge(p.clone());
+                }
+                m
+            })
+            .collect();
+    }
+    let partial = level.pop().unwrap();
+    let mut repeats = Vec::new();
+    for b in 0..n_buckets {
+        let keys = results.iter().map(|r| Bucket::from_bytes(&r.1[b]).unwrap());
+        repeats.extend(find_repeats(keys));
+    }
+    let fences = Fences::of(&partial);
+    let mut corpus = Vec::new();
+    for r in &results {
+        let records = Records::from_bytes(&r.2).unwrap();
+        corpus = merge_by_row(corpus, resolve(&records, &repeats, &fences));
+    }
+    json(&build_report(
+        partial, corpus, &profile, p.inputs, &o.policy, true,
+    ))
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(12))]
     #[test]
-    fn shard_summaries_merge_to_the_whole(
-        sizes in proptest::collection::vec(1usize..20, 1..5),
-        grouping in proptest::collection::vec(any::<bool>(), 5),
+    fn tasks_buckets_and_merge_trees_give_the_local_report(
+        sizes in proptest::collection::vec(1usize..40, 1..5),
+        n_tasks in 1usize..9,
+        n_buckets in 1usize..5,
+        order in proptest::collection::vec(0usize..9, 1..9),
+        fan_in in 2usize..4,
         threads in prop_oneof![Just(1usize), Just(2), Just(8)],
     ) {
         let dir = tempfile::tempdir().unwrap();
         let mut next = 0u32;
         let paths: Vec<String> = sizes.iter().enumerate().map(|(k, &n)| {
-            let seeds: Vec<u32> = (next..next + n as u32).collect();
+            // Every third shard repeats the first samples of the corpus: duplicates across shards.
+            let seeds: Vec<u32> = if k % 3 == 2 {
+                (0..n as u32).collect()
+            } else {
+                (next..next + n as u32).collect()
+            };
             next += n as u32;
             write_shard(dir.path(), k, &seeds)
         }).collect();
-        let whole = scan(&paths, 1);
-        // Scan shards apart (reversed order, chosen thread count), rebase, merge in the chosen grouping.
-        let mut parts = Vec::new();
-        let mut base = 0u64;
-        for (k, p) in paths.iter().enumerate() {
-            let mut s = scan(std::slice::from_ref(p), threads);
-            let rows = s.records.len() as u64;
-            s.rebase(base, k as u32);
-            base += rows;
-            parts.push(s);
-        }
-        parts.reverse();
-        let mut merged = Summary::new(0);
-        let mut group = Summary::new(0);
-        for (i, p) in parts.into_iter().enumerate() {
-            group.merge(p);
-            if grouping[i % grouping.len()] {
-                merged.merge(std::mem::replace(&mut group, Summary::new(0)));
-            }
-        }
-        merged.merge(group);
-        merged.normalize();
-        prop_assert_eq!(&merged, &whole);
+        let whole = scan_local(&paths, 1);
+        prop_assert_eq!(&scan_distributed(&paths, n_tasks, n_buckets, &order, fan_in, threads), &whole);
         let mut reversed: Vec<String> = paths.clone();
         reversed.reverse();
-        prop_assert_eq!(&scan(&reversed, threads), &whole);
+        prop_assert_eq!(&scan_local(&reversed, threads), &whole);
     }
 }

@@ -15,6 +15,7 @@ use tokscan_core::source::ColumnNames;
 use tokscan_core::{Code, Error, Policy, Profile, Progress, ScanOptions};
 
 mod corpus;
+mod distributed;
 mod validate;
 
 /// The extension's own allocations (arrow-rs decode buffers above all) go through mimalloc. glibc's malloc
@@ -439,6 +440,16 @@ fn codes() -> Vec<(&'static str, u32, &'static str, &'static str)> {
         .collect()
 }
 
+/// Where each code is decided: `sample` (the per-sample rules), `corpus` (the corpus-wide checks: never set
+/// by `Validator.check`), `source` (the input's reader: JSONL generator metadata).
+#[pyfunction]
+fn code_scopes() -> HashMap<&'static str, &'static str> {
+    Code::ALL
+        .iter()
+        .map(|c| (c.as_str(), c.scope().as_str()))
+        .collect()
+}
+
 /// `text` (a JSON document) re-indented by two spaces, key order kept.
 #[pyfunction]
 fn pretty_json(py: Python<'_>, text: &str) -> PyResult<String> {
@@ -490,6 +501,14 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_json, m)?)?;
     m.add_function(wrap_pyfunction!(check_one, m)?)?;
     m.add_function(wrap_pyfunction!(discover_inputs, m)?)?;
+    m.add_function(wrap_pyfunction!(code_scopes, m)?)?;
+    m.add_class::<distributed::PyTaskScan>()?;
+    m.add_function(wrap_pyfunction!(distributed::plan_scan, m)?)?;
+    m.add_function(wrap_pyfunction!(distributed::merge_partials, m)?)?;
+    m.add_function(wrap_pyfunction!(distributed::find_repeats, m)?)?;
+    m.add_function(wrap_pyfunction!(distributed::outlier_fences, m)?)?;
+    m.add_function(wrap_pyfunction!(distributed::resolve_flagged, m)?)?;
+    m.add_function(wrap_pyfunction!(distributed::finish_report, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -51,7 +51,7 @@ pub struct Scratch {
 }
 
 /// Lengths of one sample's parts, in tokens.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Lengths {
     /// Tokens before the completion (including a pre-filled think-start).
     pub prompt: u32,

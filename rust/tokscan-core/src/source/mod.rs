@@ -18,7 +18,7 @@ pub mod parquet;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::token::MaskSlice;
@@ -40,7 +40,7 @@ pub struct ColumnNames {
 pub const DEFAULT_CATEGORY: &str = "default";
 
 /// What kind of input a path is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     Parquet,

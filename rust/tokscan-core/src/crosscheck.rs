@@ -1,0 +1,360 @@
+//! The corpus-wide checks, split so that no process needs every sample:
+//!
+//! 1. [`route`]: each scan's [`Records`] become keys (completion hash and length; sample id) sent to one of
+//!    `n` buckets by hash, so equal keys always meet in the same bucket.
+//! 2. [`find_repeats`]: one bucket's keys from every scan → the rows that repeat an earlier row
+//!    (`duplicate`, `sample_id_duplicate`), each with the first row it repeats.
+//! 3. [`Fences`]: the length-outlier fences of each category, from the merged [`Partial`]'s exact length
+//!    distributions.
+//! 4. [`resolve`]: each scan's records with the repeats and fences → the samples the corpus-wide codes
+//!    flag, in full, ready to merge into the report's flagged list.
+//!
+//! A local scan runs the same steps in one process with one bucket.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::anomaly::Code;
+use crate::error::Result;
+use crate::report::FirstSeen;
+use crate::stats::log_quartiles;
+use crate::summary::{decode, encode, FlaggedSample, Partial, Records};
+
+/// Categories with fewer samples are not judged for length outliers.
+pub const OUTLIER_MIN_SAMPLES: u64 = 20;
+/// Tukey "far out" fence multiplier on log2 lengths.
+pub const OUTLIER_FENCE: f64 = 3.0;
+
+/// A completion's key: equal completions have equal keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompletionKey {
+    pub hash: u64,
+    pub len: u32,
+    pub row: u64,
+    pub sample_id: Option<Box<str>>,
+}
+
+/// The keys of one bucket.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bucket {
+    pub completions: Vec<CompletionKey>,
+    /// `(sample id, row)`.
+    pub ids: Vec<(Box<str>, u64)>,
+}
+
+impl Bucket {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        encode(self)
+    }
+
+    pub fn from_bytes(b: &[u8]) -> Result<Bucket> {
+        decode(b, "key bucket")
+    }
+}
+
+/// Splits the keys of `records` into `n` buckets (`n` ≥ 1) by hash.
+pub fn route(records: &Records, n: usize) -> Vec<Bucket> {
+    let n = n.max(1);
+    let mut out = vec![Bucket::default(); n];
+    for r in &records.rows {
+        if r.completion_len > 0 {
+            out[(r.completion_hash % n as u64) as usize]
+                .completions
+                .push(CompletionKey {
+                    hash: r.completion_hash,
+                    len: r.completion_len,
+                    row: r.row,
+                    sample_id: r.sample_id.clone(),
+                });
+        }
+        if let Some(id) = &r.sample_id {
+            out[(xxh3_64(id.as_bytes()) % n as u64) as usize]
+                .ids
+                .push((id.clone(), r.row));
+        }
+    }
+    out
+}
+
+/// A row the corpus-wide checks flag for repeating an earlier one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Repeat {
+    pub row: u64,
+    pub flags: u64,
+    pub first: FirstSeen,
+}
+
+/// Rows that repeat an earlier row, sorted by row. Feed it every scan's keys of one bucket (any order).
+pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Vec<Repeat> {
+    let mut completions = Vec::new();
+    let mut ids = Vec::new();
+    for b in buckets {
+        completions.extend(b.completions);
+        ids.extend(b.ids);
+    }
+    let mut out: BTreeMap<u64, Repeat> = BTreeMap::new();
+    // Same completion (hash and length) as an earlier row.
+    completions.sort_unstable_by_key(|k| (k.hash, k.len, k.row));
+    for group in completions.chunk_by(|a, b| (a.hash, a.len) == (b.hash, b.len)) {
+        let first = FirstSeen {
+            row: group[0].row,
+            sample_id: group[0].sample_id.as_deref().map(str::to_string),
+        };
+        for k in &group[1..] {
+            out.insert(
+                k.row,
+                Repeat {
+                    row: k.row,
+                    flags: Code::Duplicate.bit(),
+                    first: first.clone(),
+                },
+            );
+        }
+    }
+    // A sample id seen on an earlier row. The completion's first sample, when there is one, stays the one
+    // named.
+    ids.sort_unstable();
+    for group in ids.chunk_by(|a, b| a.0 == b.0) {
+        let first = FirstSeen {
+            row: group[0].1,
+            sample_id: Some(group[0].0.to_string()),
+        };
+        for (_, row) in &group[1..] {
+            out.entry(*row)
+                .and_modify(|r| r.flags |= Code::SampleIdDuplicate.bit())
+                .or_insert_with(|| Repeat {
+                    row: *row,
+                    flags: Code::SampleIdDuplicate.bit(),
+                    first: first.clone(),
+                });
+        }
+    }
+    out.into_values().collect()
+}
+
+/// Serialized repeats of one bucket.
+pub fn repeats_to_bytes(r: &[Repeat]) -> Vec<u8> {
+    encode(&r)
+}
+
+pub fn repeats_from_bytes(b: &[u8]) -> Result<Vec<Repeat>> {
+    decode(b, "repeats")
+}
+
+/// Per category, the log2-length fence `(lo, hi)` outside which a sample's total length is an outlier:
+/// Tukey's far-out fence (Q1 − 3·IQR, Q3 + 3·IQR) on `log2(length + 1)`, IQR floored at 0.5, for categories
+/// with at least [`OUTLIER_MIN_SAMPLES`] samples.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Fences(pub BTreeMap<String, (f64, f64)>);
+
+impl Fences {
+    pub fn of(partial: &Partial) -> Fences {
+        Fences(
+            partial
+                .categories
+                .iter()
+                .filter(|(_, c)| c.samples >= OUTLIER_MIN_SAMPLES)
+                .map(|(name, c)| {
+                    let (q1, q3) = log_quartiles(&c.total);
+                    let iqr = (q3 - q1).max(0.5);
+                    (
+                        name.clone(),
+                        (q1 - OUTLIER_FENCE * iqr, q3 + OUTLIER_FENCE * iqr),
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    pub fn is_outlier(&self, category: &str, total: u32) -> bool {
+        self.0.get(category).is_some_and(|&(lo, hi)| {
+            let l = (f64::from(total) + 1.0).log2();
+            l < lo || l > hi
+        })
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        encode(self)
+    }
+
+    pub fn from_bytes(b: &[u8]) -> Result<Fences> {
+        decode(b, "outlier fences")
+    }
+}
+
+/// The samples of `records` that the corpus-wide checks flag (repeats for any rows may be given; those of
+/// other scans are ignored), row-sorted.
+pub fn resolve(records: &Records, repeats: &[Repeat], fences: &Fences) -> Vec<FlaggedSample> {
+    let (lo, hi) = match (records.rows.first(), records.rows.last()) {
+        (Some(a), Some(b)) => (a.row, b.row),
+        _ => return Vec::new(),
+    };
+    // A row may repeat in two buckets (its completion in one, its id in another): one entry, and the
+    // completion's first sample is the one named.
+    let mut mine: HashMap<u64, Repeat> = HashMap::new();
+    for r in repeats.iter().filter(|r| (lo..=hi).contains(&r.row)) {
+        mine.entry(r.row)
+            .and_modify(|m| {
+                if r.flags & Code::Duplicate.bit() != 0 {
+                    m.first = r.first.clone();
+                }
+                m.flags |= r.flags;
+            })
+            .or_insert_with(|| r.clone());
+    }
+    let mut out = Vec::new();
+    for r in &records.rows {
+        let category = &records.categories[r.category as usize];
+        let repeat = mine.get(&r.row);
+        let mut flags = repeat.map_or(0, |x| x.flags);
+        if fences.is_outlier(category, r.lengths.total) {
+            flags |= Code::LengthOutlier.bit();
+        }
+        if flags != 0 {
+            out.push(FlaggedSample {
+                row: r.row,
+                source: r.source,
+                category: category.clone(),
+                lengths: r.lengths,
+                flags,
+                sample_id: r.sample_id.as_deref().map(str::to_string),
+                detail: None,
+                duplicate_of: repeat.map(|x| x.first.clone()),
+            });
+        }
+    }
+    out
+}
+
+/// Serialized resolved samples.
+pub fn flagged_to_bytes(f: &[FlaggedSample]) -> Vec<u8> {
+    encode(&f)
+}
+
+pub fn flagged_from_bytes(b: &[u8]) -> Result<Vec<FlaggedSample>> {
+    decode(b, "flagged samples")
+}
+
+/// All four steps in one process: the corpus-wide findings for the records of a whole corpus.
+pub fn local(partial: &Partial, records: &[Records]) -> Vec<FlaggedSample> {
+    let repeats = find_repeats(records.iter().flat_map(|r| route(r, 1)));
+    let fences = Fences::of(partial);
+    let mut out = Vec::new();
+    for r in records {
+        out = crate::summary::merge_by_row(out, resolve(r, &repeats, &fences));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::Lengths;
+    use crate::summary::SampleRecord;
+    use proptest::prelude::*;
+
+    fn records(rows: &[(u64, &str, u32, u64, Option<&str>)]) -> Records {
+        let mut r = Records::default();
+        for &(row, cat, total, hash, id) in rows {
+            let category = r.category_index(cat);
+            r.rows.push(SampleRecord {
+                row,
+                source: 0,
+                category,
+                lengths: Lengths {
+                    total,
+                    ..Default::default()
+                },
+                completion_hash: hash,
+                completion_len: if hash == 0 { 0 } else { 10 },
+                sample_id: id.map(Box::from),
+            });
+        }
+        r
+    }
+
+    fn partial_of(recs: &Records) -> Partial {
+        let mut p = Partial::new(0);
+        for r in &recs.rows {
+            p.category(&recs.categories[r.category as usize])
+                .add_lengths(&r.lengths);
+        }
+        p
+    }
+
+    #[test]
+    fn later_duplicates_ids_and_outliers_are_flagged() {
+        let mut rows: Vec<(u64, &str, u32, u64, Option<String>)> = (0..30u64)
+            .map(|row| {
+                (
+                    row,
+                    "a",
+                    100 + (row as u32 % 7) * 10,
+                    1000 + row,
+                    Some(format!("id{row}")),
+                )
+            })
+            .collect();
+        rows.push((30, "a", 100_000, 5000, Some("big".into()))); // far outlier
+        rows.push((31, "a", 120, 1005, Some("id3".into()))); // completion of row 5, id of row 3
+        rows.push((32, "b", 5, 0, None)); // empty completions are never duplicates
+        rows.push((33, "b", 5, 0, None));
+        let borrowed: Vec<_> = rows
+            .iter()
+            .map(|(r, c, t, h, i)| (*r, *c, *t, *h, i.as_deref()))
+            .collect();
+        let recs = records(&borrowed);
+        let found = local(&partial_of(&recs), std::slice::from_ref(&recs));
+        let with = |c: Code| {
+            found
+                .iter()
+                .filter(|f| f.flags & c.bit() != 0)
+                .map(|f| f.row)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(with(Code::Duplicate), vec![31]);
+        assert_eq!(with(Code::SampleIdDuplicate), vec![31]);
+        assert_eq!(with(Code::LengthOutlier), vec![30]); // category b has too few samples to judge
+        let dup = found.iter().find(|f| f.row == 31).unwrap();
+        assert_eq!(dup.duplicate_of.as_ref().unwrap().row, 5);
+    }
+
+    proptest! {
+        /// Records split over any number of scans and routed to any number of buckets find what one process
+        /// with one bucket finds.
+        #[test]
+        fn routing_over_buckets_and_scans_changes_nothing(
+            keys in proptest::collection::vec((0u64..6, 0u8..5, 1u32..3000), 1..80),
+            cuts in proptest::collection::vec(0usize..80, 0..5),
+            n_buckets in 1usize..7,
+        ) {
+            let ids: Vec<String> = keys.iter().map(|k| format!("s{}", k.1)).collect();
+            let rows: Vec<(u64, &str, u32, u64, Option<&str>)> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, &(h, _, t))| (i as u64, if h % 2 == 0 { "x" } else { "y" }, t, h, Some(ids[i].as_str())))
+                .collect();
+            let whole = records(&rows);
+            let partial = partial_of(&whole);
+            let want = local(&partial, std::slice::from_ref(&whole));
+            let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c % (rows.len() + 1)).collect();
+            bounds.extend([0, rows.len()]);
+            bounds.sort_unstable();
+            let parts: Vec<Records> = bounds.windows(2).map(|w| records(&rows[w[0]..w[1]])).collect();
+            let routed: Vec<Vec<Bucket>> = parts.iter().map(|p| route(p, n_buckets)).collect();
+            let mut repeats = Vec::new();
+            for b in 0..n_buckets {
+                // Buckets arrive in reverse scan order: order must not matter.
+                repeats.extend(find_repeats(routed.iter().rev().map(|r| r[b].clone())));
+            }
+            let fences = Fences::from_bytes(&Fences::of(&partial).to_bytes()).unwrap();
+            let mut got = Vec::new();
+            for p in parts.iter().rev() {
+                got = crate::summary::merge_by_row(got, resolve(p, &repeats, &fences));
+            }
+            prop_assert_eq!(got, want);
+        }
+    }
+}

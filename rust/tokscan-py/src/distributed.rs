@@ -1,0 +1,225 @@
+//! The steps of a scan spread over many processes (tokscan.distributed drives them on Ray). Every result
+//! crosses processes as opaque bytes in the core's compact format; all the logic is the core's
+//! (`plan`, `scan::scan_task`, `summary::Partial`, `crosscheck`, `report::build_report`).
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use tokscan_core::crosscheck::{self, Bucket, Fences, Repeat};
+use tokscan_core::plan::{self, Task};
+use tokscan_core::report::{build_report, InputInfo};
+use tokscan_core::summary::{merge_by_row, FlaggedSample, Partial, Records};
+use tokscan_core::{Error, Profile, Progress, ScanOptions};
+
+use crate::{detached, interruptible, parse_columns, parse_policy, to_py, PyProfile};
+
+fn bytes<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyBytes> {
+    PyBytes::new(py, b)
+}
+
+fn json_err(e: serde_json::Error) -> Error {
+    Error::Usage(format!("inputs: {e}"))
+}
+
+/// Opens the corpus (headers and metadata only) and groups its units into about `n_tasks` tasks:
+/// `(tasks as bytes, inputs as JSON, rows, units, tokens known from metadata)`.
+#[pyfunction]
+#[pyo3(signature = (paths, columns=None, n_tasks=1))]
+#[allow(clippy::type_complexity)]
+pub fn plan_scan<'py>(
+    py: Python<'py>,
+    paths: Vec<String>,
+    columns: Option<HashMap<String, String>>,
+    n_tasks: usize,
+) -> PyResult<(Vec<Bound<'py, PyBytes>>, String, u64, usize, u64)> {
+    let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
+    let p = detached(py, move || plan::plan(&paths, &columns, n_tasks))?;
+    let inputs = serde_json::to_string(&p.inputs).map_err(|e| to_py(py, json_err(e)))?;
+    let tasks = p.tasks.iter().map(|t| bytes(py, &t.to_bytes())).collect();
+    Ok((tasks, inputs, p.rows, p.units, p.tokens_hint))
+}
+
+/// Scans one planned task: `run()` returns `(partial, buckets, records)` as bytes, the keys routed to
+/// `n_buckets` buckets for the corpus-wide checks.
+#[pyclass(frozen, name = "TaskScan", module = "tokscan._core")]
+pub struct PyTaskScan {
+    task: Task,
+    profile: Arc<Profile>,
+    options: ScanOptions,
+    n_buckets: usize,
+    progress: Arc<Progress>,
+}
+
+#[pymethods]
+impl PyTaskScan {
+    #[new]
+    #[pyo3(signature = (task, profile, columns=None, threads=0, ngram_coverage=false, n_buckets=1))]
+    fn new(
+        py: Python<'_>,
+        task: &[u8],
+        profile: &PyProfile,
+        columns: Option<HashMap<String, String>>,
+        threads: usize,
+        ngram_coverage: bool,
+        n_buckets: usize,
+    ) -> PyResult<Self> {
+        let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
+        Ok(PyTaskScan {
+            task: Task::from_bytes(task).map_err(|e| to_py(py, e))?,
+            profile: profile.inner.clone(),
+            options: ScanOptions {
+                columns,
+                threads,
+                ngram_coverage,
+                ..Default::default()
+            },
+            n_buckets: n_buckets.max(1),
+            progress: Arc::new(Progress::default()),
+        })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(
+        Bound<'py, PyBytes>,
+        Vec<Bound<'py, PyBytes>>,
+        Bound<'py, PyBytes>,
+    )> {
+        let (partial, buckets, records) = interruptible(py, &self.progress, || {
+            let (partial, records) = tokscan_core::scan::scan_task(
+                &self.task,
+                &self.profile,
+                &self.options,
+                &self.progress,
+            )?;
+            let buckets: Vec<Vec<u8>> = crosscheck::route(&records, self.n_buckets)
+                .iter()
+                .map(Bucket::to_bytes)
+                .collect();
+            Ok((partial.to_bytes(), buckets, records.to_bytes()))
+        })?;
+        Ok((
+            bytes(py, &partial),
+            buckets.iter().map(|b| bytes(py, b)).collect(),
+            bytes(py, &records),
+        ))
+    }
+
+    /// Rows of the task (known from the plan).
+    fn rows(&self) -> u64 {
+        self.task.rows()
+    }
+
+    /// Counters of the running task.
+    fn progress<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        let p = &self.progress;
+        d.set_item("units_done", p.units_done.load(Ordering::Relaxed))?;
+        d.set_item("samples", p.samples.load(Ordering::Relaxed))?;
+        d.set_item("tokens", p.tokens.load(Ordering::Relaxed))?;
+        Ok(d)
+    }
+
+    fn cancel(&self) {
+        self.progress.cancel();
+    }
+}
+
+/// Partial summaries merged into one (any grouping and order give the same result).
+#[pyfunction]
+pub fn merge_partials<'py>(py: Python<'py>, parts: Vec<Vec<u8>>) -> PyResult<Bound<'py, PyBytes>> {
+    let merged = detached(py, move || {
+        let mut m = Partial::new(0);
+        for p in &parts {
+            m.merge(Partial::from_bytes(p)?);
+        }
+        Ok(m.to_bytes())
+    })?;
+    Ok(bytes(py, &merged))
+}
+
+/// The rows that repeat an earlier row, from one bucket's keys of every task.
+#[pyfunction]
+pub fn find_repeats<'py>(py: Python<'py>, buckets: Vec<Vec<u8>>) -> PyResult<Bound<'py, PyBytes>> {
+    let out = detached(py, move || {
+        let keys = buckets
+            .iter()
+            .map(|b| Bucket::from_bytes(b))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(crosscheck::repeats_to_bytes(&crosscheck::find_repeats(
+            keys,
+        )))
+    })?;
+    Ok(bytes(py, &out))
+}
+
+/// The length-outlier fences of the merged partial summary.
+#[pyfunction]
+pub fn outlier_fences<'py>(py: Python<'py>, partial: Vec<u8>) -> PyResult<Bound<'py, PyBytes>> {
+    let out = detached(py, move || {
+        Ok(Fences::of(&Partial::from_bytes(&partial)?).to_bytes())
+    })?;
+    Ok(bytes(py, &out))
+}
+
+/// The samples of one task's records that the corpus-wide checks flag, given every bucket's repeats and the
+/// fences.
+#[pyfunction]
+pub fn resolve_flagged<'py>(
+    py: Python<'py>,
+    records: Vec<u8>,
+    repeats: Vec<Vec<u8>>,
+    fences: Vec<u8>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let out = detached(py, move || {
+        let records = Records::from_bytes(&records)?;
+        let mut all: Vec<Repeat> = Vec::new();
+        for r in &repeats {
+            all.extend(crosscheck::repeats_from_bytes(r)?);
+        }
+        let fences = Fences::from_bytes(&fences)?;
+        Ok(crosscheck::flagged_to_bytes(&crosscheck::resolve(
+            &records, &all, &fences,
+        )))
+    })?;
+    Ok(bytes(py, &out))
+}
+
+/// The report (JSON) of a corpus scanned in tasks: the merged partial, every task's resolved samples, and the
+/// plan's inputs.
+#[pyfunction]
+#[pyo3(signature = (partial, flagged, profile, inputs, severities=None, policy=None, fail_on="error", ngram_coverage=false))]
+#[allow(clippy::too_many_arguments)]
+pub fn finish_report(
+    py: Python<'_>,
+    partial: Vec<u8>,
+    flagged: Vec<Vec<u8>>,
+    profile: &PyProfile,
+    inputs: &str,
+    severities: Option<HashMap<String, String>>,
+    policy: Option<&Bound<'_, PyDict>>,
+    fail_on: &str,
+    ngram_coverage: bool,
+) -> PyResult<String> {
+    let policy = parse_policy(policy, severities, fail_on).map_err(|e| to_py(py, e))?;
+    let inputs: Vec<InputInfo> =
+        serde_json::from_str(inputs).map_err(|e| to_py(py, json_err(e)))?;
+    let profile = profile.inner.clone();
+    detached(py, move || {
+        let partial = Partial::from_bytes(&partial)?;
+        if partial.n_samples() == 0 {
+            return Err(tokscan_core::scan::no_samples(&inputs));
+        }
+        let mut corpus: Vec<FlaggedSample> = Vec::new();
+        for f in &flagged {
+            corpus = merge_by_row(corpus, crosscheck::flagged_from_bytes(f)?);
+        }
+        let report = build_report(partial, corpus, &profile, inputs, &policy, ngram_coverage);
+        serde_json::to_string(&report).map_err(|e| Error::Usage(e.to_string()))
+    })
+}
