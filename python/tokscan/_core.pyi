@@ -107,6 +107,7 @@ def code_scopes() -> dict[str, str]: ...
 def plan_scan(
     paths: list[str], columns: dict[str, str] | None = None, n_tasks: int = 1
 ) -> tuple[list[bytes], str, int, int, int]: ...
+
 @final
 class TaskScan:
     def __new__(

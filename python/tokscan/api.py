@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from . import _core
+from .errors import UsageError
 from .report import Report
 
 ProgressCallback = Callable[[dict[str, int]], None]
@@ -66,6 +67,8 @@ def scan(
     trust_remote_code: bool = False,
     progress: ProgressCallback | None = None,
     poll_interval: float = 0.1,
+    engine: str = "local",
+    address: str | None = None,
 ) -> Report:
     """Scans Parquet files / directories / globs and NumPy corpus directories.
 
@@ -76,10 +79,35 @@ def scan(
     `ngram_coverage` adds each category's distribution of repeated 10-gram coverage (costs ~20 % of the scan).
     `progress` is called from the calling thread with the live counters while the scan runs (the GIL is
     released meanwhile); Ctrl-C cancels the scan cleanly, with or without it.
+    `engine="ray"` runs the same scan on a Ray cluster (`address`, else `RAY_ADDRESS`, else a local one;
+    see `tokscan.distributed`): the report is identical. It needs the `ray` extra and the profile by name or
+    file, as every worker loads it.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     path_list = [os.fspath(p) for p in paths]
+    if engine not in ("local", "ray"):
+        raise UsageError(f"engine must be 'local' or 'ray', got {engine!r}")
+    if engine == "ray":
+        if isinstance(profile, _core.Profile):
+            raise UsageError("engine='ray' needs the profile by name or TOML file: every worker loads it")
+        from .distributed import scan_ray
+
+        return scan_ray(
+            path_list,
+            os.fspath(profile),
+            tokenizer=None if tokenizer is None else os.fspath(tokenizer),
+            trust_remote_code=trust_remote_code,
+            columns=columns,
+            threads=threads,
+            severities=severities,
+            policy=policy,
+            fail_on=fail_on,
+            ngram_coverage=ngram_coverage,
+            address=address,
+            progress=progress,
+            poll_interval=max(poll_interval, 0.2),
+        )
     prof = profile if isinstance(profile, _core.Profile) else load_profile(profile, tokenizer, trust_remote_code)
     job = _core.Scan(
         path_list,

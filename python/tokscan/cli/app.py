@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperArgument
 
 from ..errors import TokscanError, UsageError
@@ -141,7 +142,8 @@ def user_errors() -> Iterator[None]:
 
 
 def fail(message: str) -> None:
-    err.print(f"[bold red]tokscan: error:[/] {message}", highlight=False, soft_wrap=True, markup=True)
+    # The message is plain text: `[ray]` in an install command or `[columns]` in a config hint is not markup.
+    err.print(f"[bold red]tokscan: error:[/] {escape(message)}", highlight=False, soft_wrap=True, markup=True)
     raise typer.Exit(2) from None
 
 

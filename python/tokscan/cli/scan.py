@@ -43,6 +43,10 @@ from .app import (
 )
 
 
+#: `--ray` without `--ray-address`: RAY_ADDRESS, else a local cluster.
+RAY_AUTO = "auto"
+
+
 class PartsColumn(ProgressColumn):
     """`done/total parts · N samples`; the total is unknown (None) until the inputs are planned."""
 
@@ -93,6 +97,7 @@ class ScanArgs:
     progress: bool = True
     hint: bool = True
     ngram_coverage: bool = False
+    ray: str | None = None
     argv: list[str] | None = None
 
 
@@ -139,6 +144,8 @@ def execute(a: ScanArgs) -> int:
         fail_on=fail_level,
         ngram_coverage=a.ngram_coverage,
         trust_remote_code=a.trust_remote_code,
+        engine="local" if a.ray is None else "ray",
+        address=None if a.ray in (None, RAY_AUTO) else a.ray,
     )
     seconds = time.perf_counter() - t0
     if a.decode:
@@ -260,9 +267,23 @@ def scan(
     ] = False,
     quiet: QuietOpt = False,
     progress: Annotated[bool, typer.Option(help="Progress bar on stderr (terminals only).")] = True,
+    ray: Annotated[
+        bool,
+        typer.Option(
+            "--ray",
+            help="Run the scan on a Ray cluster (--ray-address, else RAY_ADDRESS, else a local one started for "
+            "the scan): the same report as a local scan. Needs: pip install 'tokscan[ray]'.",
+        ),
+    ] = False,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(metavar="ADDRESS", help="With --ray: the cluster to join (host:port, or 'auto')."),
+    ] = None,
 ) -> None:
     """Scan a corpus: per-category statistics, boundary-token counts and every anomalous sample."""
     with user_errors():
+        if ray_address is not None and not ray:
+            raise UsageError("--ray-address needs --ray")
         code = execute(
             ScanArgs(
                 paths=paths or [],
@@ -291,6 +312,7 @@ def scan(
                 quiet=quiet,
                 progress=progress,
                 ngram_coverage=ngram_coverage,
+                ray=(ray_address or RAY_AUTO) if ray else None,
                 argv=["tokscan", *sys.argv[1:]],
             )
         )

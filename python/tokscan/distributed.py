@@ -1,0 +1,293 @@
+"""The same scan on a Ray cluster: `tokscan.scan(paths, engine="ray")`, `tokscan scan PATHS --ray [ADDRESS]`.
+
+The driver plans the scan from file metadata (the core opens every input's headers once) and submits:
+
+1. one *scan* task per group of units (contiguous rows; each calls the Rust core with the GIL released) that
+   returns a partial summary, its sample records, and the keys of the corpus-wide checks split into buckets
+   by hash;
+2. a tree of *merge* tasks over the partial summaries (`fan_in` at a time), never all of them at once on the
+   driver;
+3. one *repeats* task per bucket (duplicates and duplicate sample ids meet in the bucket their hash selects);
+4. one *resolve* task per scan task: its records with every bucket's repeats and the length-outlier fences of
+   the merged summary give the samples the corpus-wide checks flag.
+
+The driver holds only the merged summary and the flagged samples, so its memory does not grow with the
+sample count; sample records and keys stay in the workers' object stores. The report is the core's, built
+from the same pieces as a local scan: identical JSON whatever the number of workers or the order tasks
+finish in. A task whose worker dies is retried by Ray (`max_retries`); tasks are pure functions of files,
+so a retry gives the same result.
+
+Inputs must be on a path every node sees (a shared filesystem). Object stores (s3://, gs://) would need a
+`Source` in the core that reads ranges through an object-store client, and planning from listed objects.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from . import _core
+from .errors import TokscanError, UsageError
+from .report import Report
+
+INSTALL_HINT = "pip install 'tokscan[ray]'"
+#: Environment variable (read on the driver) a test sets to hold the first attempt of the first scan task until
+#: its worker is killed (tests/test_ray.py): proves that a task whose worker dies is retried and the report is
+#: unchanged.
+TEST_HOLD_DIR = "TOKSCAN_TEST_RAY_HOLD_DIR"
+
+
+def import_ray() -> Any:
+    """Ray, or a UsageError naming the install command."""
+    try:
+        import ray
+    except ImportError as e:
+        raise UsageError(f"--ray / engine='ray' needs Ray, which is not installed: {INSTALL_HINT}") from e
+    if not hasattr(ray, "init"):  # a stray `ray/` folder (e.g. Ray's temp dir) on sys.path
+        raise UsageError(f"--ray / engine='ray' needs Ray, which is not installed: {INSTALL_HINT}")
+    return ray
+
+
+def connect(ray: Any, address: str | None) -> bool:
+    """Joins the cluster at `address` (or `RAY_ADDRESS`), or starts a local one. True when this call started
+    Ray, so the caller shuts it down after the scan."""
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    quiet = {"log_to_driver": False, "logging_level": "ERROR"}
+    target = address or os.environ.get("RAY_ADDRESS")
+    try:
+        if target:
+            ray.init(address=target, **quiet)
+        else:
+            ray.init(address="local", include_dashboard=False, **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        where = f"the Ray cluster at {target}" if target else "a local Ray cluster"
+        raise UsageError(f"cannot connect to {where}: {e}") from e
+    return True
+
+
+@functools.lru_cache(maxsize=4)
+def _profile(spec: str, tokenizer: str | None, trust_remote_code: bool) -> _core.Profile:
+    """The profile, loaded once per worker process."""
+    from .api import load_profile
+
+    return load_profile(spec, tokenizer, trust_remote_code)
+
+
+def _hold_for_test(hold: str | None, index: int) -> None:
+    if not hold or index != 0:
+        return
+    marker = os.path.join(hold, "held")
+    if os.path.exists(marker):
+        return  # the retry
+    open(marker, "w").close()
+    pid_file = os.path.join(hold, "pid")
+    with open(pid_file + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(pid_file + ".tmp", pid_file)
+    time.sleep(120)  # killed by the test long before
+
+
+def _remote_functions(ray: Any) -> dict[str, Any]:
+    @ray.remote(max_retries=3)
+    def scan_task(
+        index: int,
+        hold: str | None,
+        task: bytes,
+        profile: tuple[str, str | None, bool],
+        columns: dict[str, str],
+        threads: int,
+        ngram_coverage: bool,
+        n_buckets: int,
+        counter: Any,
+    ) -> tuple[bytes, ...]:
+        _hold_for_test(hold, index)
+        job = _core.TaskScan(task, _profile(*profile), columns, threads, ngram_coverage, n_buckets)
+        done = threading.Event()
+        sent = {"samples": 0, "tokens": 0}
+
+        def report_progress() -> None:
+            while not done.wait(0.5):
+                p = job.progress()
+                counter.add.remote(0, p["samples"] - sent["samples"], p["tokens"] - sent["tokens"])
+                sent.update(samples=p["samples"], tokens=p["tokens"])
+
+        t = threading.Thread(target=report_progress, daemon=True)
+        t.start()
+        try:
+            partial, buckets, records = job.run()
+        finally:
+            done.set()
+            t.join()
+        p = job.progress()
+        ray.get(counter.add.remote(1, p["samples"] - sent["samples"], p["tokens"] - sent["tokens"]))
+        return (partial, records, *buckets)
+
+    @ray.remote(max_retries=3)
+    def merge(*parts: bytes) -> bytes:
+        return _core.merge_partials(list(parts))
+
+    @ray.remote(max_retries=3)
+    def repeats(*buckets: bytes) -> bytes:
+        return _core.find_repeats(list(buckets))
+
+    @ray.remote(max_retries=3)
+    def fences(partial: bytes) -> bytes:
+        return _core.outlier_fences(partial)
+
+    @ray.remote(max_retries=3)
+    def resolve(records: bytes, fence: bytes, *reps: bytes) -> bytes:
+        return _core.resolve_flagged(records, list(reps), fence)
+
+    @ray.remote(num_cpus=0)
+    class Counter:
+        def __init__(self) -> None:
+            self.units = self.samples = self.tokens = 0
+
+        def add(self, units: int, samples: int, tokens: int) -> None:
+            self.units += units
+            self.samples += samples
+            self.tokens += tokens
+
+        def get(self) -> tuple[int, int, int]:
+            return self.units, self.samples, self.tokens
+
+    return {
+        "scan_task": scan_task,
+        "merge": merge,
+        "repeats": repeats,
+        "fences": fences,
+        "resolve": resolve,
+        "Counter": Counter,
+    }
+
+
+def _unwrap(ray: Any, e: BaseException) -> BaseException:
+    """The tokscan error a task raised (Ray wraps it), so the CLI prints one line and exits 2."""
+    cause = getattr(e, "cause", None)
+    if isinstance(cause, TokscanError):
+        return cause
+    if isinstance(e, ray.exceptions.RayError):
+        return TokscanError(f"the Ray cluster failed the scan: {str(e).splitlines()[0] if str(e) else e}")
+    return e
+
+
+def scan_ray(
+    paths: list[str],
+    profile: str,
+    *,
+    tokenizer: str | None = None,
+    trust_remote_code: bool = False,
+    columns: Mapping[str, str] | None = None,
+    threads: int = 0,
+    severities: Mapping[str, str] | None = None,
+    policy: Mapping[str, str | int] | None = None,
+    fail_on: str = "error",
+    ngram_coverage: bool = False,
+    address: str | None = None,
+    n_tasks: int | None = None,
+    n_buckets: int | None = None,
+    fan_in: int = 8,
+    progress: Callable[[dict[str, int]], None] | None = None,
+    poll_interval: float = 0.2,
+) -> Report:
+    """Scans `paths` on a Ray cluster (see the module docs); the report equals a local scan's.
+
+    `n_tasks` defaults to 4 per CPU of the cluster (at most one per unit of work), `n_buckets` to one per
+    CPU. `threads` is the core's thread count inside each task (0: one per core of the worker's node).
+    """
+    ray = import_ray()
+    profile_args = (str(profile), None if tokenizer is None else str(tokenizer), trust_remote_code)
+    prof = _profile(*profile_args)  # errors in the profile surface before anything is submitted
+    started = connect(ray, address)
+    try:
+        return _run(
+            ray,
+            paths,
+            prof,
+            profile_args,
+            dict(columns or {}),
+            threads,
+            dict(severities or {}),
+            dict(policy or {}),
+            fail_on,
+            ngram_coverage,
+            n_tasks,
+            n_buckets,
+            fan_in,
+            progress,
+            poll_interval,
+        )
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _run(
+    ray: Any,
+    paths: list[str],
+    prof: _core.Profile,
+    profile_args: tuple[str, str | None, bool],
+    columns: dict[str, str],
+    threads: int,
+    severities: dict[str, str],
+    policy: dict[str, str | int],
+    fail_on: str,
+    ngram_coverage: bool,
+    n_tasks: int | None,
+    n_buckets: int | None,
+    fan_in: int,
+    progress: Callable[[dict[str, int]], None] | None,
+    poll_interval: float,
+) -> Report:
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    tasks, inputs, _rows, _units, _tokens = _core.plan_scan(paths, columns, n_tasks or 4 * cpus)
+    buckets = max(1, n_buckets or cpus)
+    fn = _remote_functions(ray)
+    counter = fn["Counter"].remote()
+    hold = os.environ.get(TEST_HOLD_DIR)
+    maps = [
+        fn["scan_task"]
+        .options(num_returns=2 + buckets)
+        .remote(i, hold, t, profile_args, columns, threads, ngram_coverage, buckets, counter)
+        for i, t in enumerate(tasks)
+    ]
+    try:
+        pending = [m[0] for m in maps]
+        while pending:
+            _ready, pending = ray.wait(pending, num_returns=len(pending), timeout=poll_interval)
+            if progress is not None:
+                done, samples, tokens = ray.get(counter.get.remote())
+                progress(
+                    {
+                        "units_total": len(tasks),
+                        "units_done": min(done, len(tasks)),
+                        "samples": samples,
+                        "tokens": tokens,
+                    }
+                )
+        # Merge tree over the partial summaries.
+        level = [m[0] for m in maps]
+        while len(level) > 1:
+            level = [fn["merge"].remote(*level[i : i + fan_in]) for i in range(0, len(level), max(2, fan_in))]
+        merged = level[0]
+        reps = [fn["repeats"].remote(*(m[2 + b] for m in maps)) for b in range(buckets)]
+        fence = fn["fences"].remote(merged)
+        flagged = [fn["resolve"].remote(m[1], fence, *reps) for m in maps]
+        text = _core.finish_report(
+            ray.get(merged), ray.get(flagged), prof, inputs, severities, policy, fail_on, ngram_coverage
+        )
+    except KeyboardInterrupt:
+        for m in maps:
+            ray.cancel(m[0], force=True)
+        raise
+    except Exception as e:
+        raise _unwrap(ray, e) from e
+    finally:
+        ray.kill(counter)
+    return Report.from_json(text)

@@ -1,0 +1,162 @@
+"""The scan on a local Ray cluster with several worker processes: the same report as a local scan on every
+layout, whatever the task count, bucket count or merge fan-in; a worker killed mid-scan; the CLI; progress."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import tokscan
+from tokscan import demo, synth
+from tokscan.distributed import TEST_HOLD_DIR, scan_ray
+from tokscan.errors import UsageError
+
+from conftest import run_cli
+
+ray = pytest.importorskip("ray")
+if not hasattr(ray, "init"):
+    pytest.skip("ray is not installed", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(
+        address="local",
+        num_cpus=4,  # four worker processes on this 2-core box: tasks really run in separate processes
+        include_dashboard=False,
+        object_store_memory=128 * 2**20,
+        log_to_driver=False,
+        logging_level="ERROR",
+    )
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> dict[str, Path]:
+    """Every layout, with the first shard's samples repeated in the last shard (new ids): exact duplicates
+    across shards, which only meet when the keys are routed by hash."""
+    samples = synth.build_corpus(n_clean=300, seed=21, anomalies_per_code=2)
+    copies = [dataclasses.replace(s, sample_id=f"copy-{s.sample_id}", expected=set()) for s in samples[:40]]
+    samples = samples + copies
+    root = tmp_path_factory.mktemp("ray-layouts")
+    return {name: writer(samples, root / name) for name, (writer, _mask) in synth.LAYOUTS.items()}
+
+
+@pytest.mark.parametrize("layout", list(synth.LAYOUTS))
+def test_every_layout_gives_the_local_report(cluster, corpus, layout):
+    path = str(corpus[layout])
+    local = tokscan.scan(path, ngram_coverage=True)
+    assert local.count("duplicate") >= 40  # the planted cross-shard copies
+    for n_tasks, n_buckets, fan_in in ((None, None, 8), (5, 3, 2), (1, 1, 2)):
+        r = scan_ray([path], "kimi-k2", ngram_coverage=True, n_tasks=n_tasks, n_buckets=n_buckets, fan_in=fan_in)
+        assert r.data == local.data, (layout, n_tasks, n_buckets, fan_in)
+
+
+def test_real_tokenizer_profile_file_and_policy_on_the_workers(cluster, tmp_path):
+    """A TOML profile resolved through a real tokenizer directory is loaded by every worker; the policy and
+    the verdict come out as locally."""
+    path, profile = demo.write_demo(tmp_path, "deepseek", seed=3)
+    tok = demo.demo_tokenizer("deepseek")
+    policy = {"truncated": "2%", "length_outlier": "ignore"}
+    local = tokscan.scan(path, profile=profile, tokenizer=tok, policy=policy)
+    remote = tokscan.scan(path, profile=profile, tokenizer=tok, policy=policy, engine="ray")
+    assert remote.data == local.data
+    assert remote.count("spelled_special") >= 1  # needs the tokenizer's vocabulary on the worker
+
+
+def test_a_worker_killed_mid_scan_is_retried_and_the_report_is_unchanged(cluster, corpus, tmp_path, monkeypatch):
+    path = str(corpus["parquet_full"])
+    local = tokscan.scan(path)
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    monkeypatch.setenv(TEST_HOLD_DIR, str(hold))
+    out: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            out["report"] = scan_ray([path], "kimi-k2", n_tasks=4)
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            out["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    pid_file = hold / "pid"
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pid_file.exists(), "the first scan task never started"
+    pid = int(pid_file.read_text())
+    assert pid != os.getpid()  # a worker process, not the driver
+    os.kill(pid, signal.SIGKILL)
+    t.join(120)
+    assert not t.is_alive()
+    if "error" in out:
+        raise out["error"]  # type: ignore[misc]
+    assert out["report"].data == local.data  # type: ignore[union-attr]
+
+
+def test_progress_aggregates_the_workers(cluster, corpus):
+    path = str(corpus["numpy"])
+    seen: list[dict[str, int]] = []
+    r = tokscan.scan(path, engine="ray", progress=seen.append)
+    assert seen, "no progress reported"
+    last = seen[-1]
+    assert last["units_done"] == last["units_total"] >= 1
+    assert last["samples"] == r.n_samples
+    assert last["tokens"] == r.n_tokens
+    assert all(a["samples"] <= b["samples"] for a, b in zip(seen, seen[1:]))
+
+
+def test_cli_joins_a_running_cluster(cluster, corpus, tmp_path):
+    path = str(corpus["arrow_stream"])
+    out = tmp_path / "ray.json"
+    address = ray.get_runtime_context().gcs_address
+    proc = run_cli("scan", path, "--ray", "--ray-address", address, "--json", str(out), "-q")
+    assert proc.returncode == 1, proc.stderr  # the corpus has errors
+    assert proc.stderr == ""
+    assert tokscan.Report.load(out).data == tokscan.scan(path).data
+
+
+def test_ray_address_without_ray_is_a_usage_error():
+    proc = run_cli("scan", "x", "--ray-address", "auto")
+    assert proc.returncode == 2
+    assert "--ray-address needs --ray" in proc.stderr
+
+
+def test_without_ray_installed_the_install_command_is_named(corpus, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    with pytest.raises(UsageError, match=r"pip install 'tokscan\[ray\]'"):
+        tokscan.scan(str(corpus["numpy"]), engine="ray")
+    with pytest.raises(UsageError, match="engine must be"):
+        tokscan.scan(str(corpus["numpy"]), engine="spark")
+    with pytest.raises(UsageError, match="by name or TOML file"):
+        tokscan.scan(str(corpus["numpy"]), profile=tokscan.load_profile("kimi-k2"), engine="ray")
+
+
+def test_cli_without_ray_exits_2_with_the_install_command(corpus, tmp_path):
+    shadow = tmp_path / "shadow"
+    (shadow / "ray").mkdir(parents=True)
+    (shadow / "ray" / "__init__.py").write_text("raise ImportError('no ray here')\n")
+    env = {**os.environ, "PYTHONPATH": str(shadow)}
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokscan", "scan", str(corpus["numpy"]), "--ray"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "tokscan: error: --ray / engine='ray' needs Ray, which is not installed: pip install 'tokscan[ray]'"
+    ]
