@@ -4,6 +4,7 @@ layout, whatever the task count, bucket count or merge fan-in; a worker killed m
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import signal
 import sys
@@ -84,7 +85,7 @@ def test_a_worker_killed_mid_scan_is_retried_and_the_report_is_unchanged(cluster
     def run() -> None:
         try:
             out["report"] = scan_ray([path], "kimi-k2", n_tasks=4)
-        except BaseException as e:  # noqa: BLE001 - re-raised below
+        except BaseException as e:  # re-raised below
             out["error"] = e
 
     t = threading.Thread(target=run)
@@ -113,7 +114,7 @@ def test_progress_aggregates_the_workers(cluster, corpus):
     assert last["units_done"] == last["units_total"] >= 1
     assert last["samples"] == r.n_samples
     assert last["tokens"] == r.n_tokens
-    assert all(a["samples"] <= b["samples"] for a, b in zip(seen, seen[1:]))
+    assert all(a["samples"] <= b["samples"] for a, b in itertools.pairwise(seen))
 
 
 def test_cli_joins_a_running_cluster(cluster, corpus, tmp_path):

@@ -42,7 +42,6 @@ from .app import (
     write_output,
 )
 
-
 #: `--ray` without `--ray-address`: RAY_ADDRESS, else a local cluster.
 RAY_AUTO = "auto"
 
