@@ -382,3 +382,25 @@ def test_convert_megatron_and_refusals(corpus, tmp_path):
     assert proc.returncode == 2 and "not an empty directory" in proc.stderr
     proc = run_cli("convert", str(prefix), "--to", "csv", "--out", str(tmp_path / "csv"))
     assert proc.returncode == 2 and "parquet or numpy" in proc.stderr
+
+
+def test_scan_takes_a_datasets_dataset_through_its_arrow_files(corpus, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    rows = {"input_ids": [s.ids for s in corpus], "sample_id": [s.sample_id for s in corpus]}
+    datasets.Dataset.from_dict(rows).save_to_disk(str(tmp_path / "saved"))
+    ds = datasets.load_from_disk(str(tmp_path / "saved"))
+
+    def flagged(r):  # the same findings; `source` names the file they were read from
+        return [{k: v for k, v in f.items() if k != "source"} for f in r.data["flagged"]]
+
+    want = tokscan.scan(tmp_path / "saved")
+    assert tokscan.scan(ds).data == want.data
+    assert flagged(want)
+    mapped = ds.map(lambda b: b, batched=True, cache_file_name=str(tmp_path / "cache-x.arrow"))
+    assert flagged(tokscan.scan(mapped)) == flagged(want)
+    both = datasets.DatasetDict({"train": ds, "test": mapped})  # two splits, two files
+    assert tokscan.scan(both).n_samples == 2 * len(corpus)
+    with pytest.raises(tokscan.UsageError, match="indices mapping"):
+        tokscan.scan(ds.shuffle(seed=0))
+    with pytest.raises(tokscan.UsageError, match="lives in memory"):
+        tokscan.scan(datasets.Dataset.from_dict(rows))

@@ -6,6 +6,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from . import _core
 from .errors import UsageError
@@ -54,7 +55,7 @@ def spelled_pieces(tokenizer: Path, strings: list[str]) -> list[tuple[str, list[
 
 
 def scan(
-    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | Any,
     profile: str | os.PathLike[str] | _core.Profile = "kimi-k2",
     *,
     tokenizer: str | os.PathLike[str] | None = None,
@@ -70,7 +71,8 @@ def scan(
     engine: str = "local",
     address: str | None = None,
 ) -> Report:
-    """Scans Parquet files / directories / globs and NumPy corpus directories.
+    """Scans corpora in any supported format (files, directories, globs), or a Hugging Face
+    `datasets.Dataset` / `DatasetDict` through the Arrow files it is memory-mapped from (no copy).
 
     `columns` maps roles (`input_ids`, `prompt_ids`, `output_ids`, `loss_mask`, `sample_id`, `category`) to
     column names. `threads=0` uses every core. `policy` is the `[policy]` table (code -> severity, "ignore", a
@@ -85,6 +87,8 @@ def scan(
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
+    elif _is_hf_dataset(paths):
+        paths = dataset_files(paths)
     path_list = [os.fspath(p) for p in paths]
     if engine not in ("local", "ray"):
         raise UsageError(f"engine must be 'local' or 'ray', got {engine!r}")
@@ -144,6 +148,30 @@ def scan(
     if "error" in result:
         raise result["error"]  # type: ignore[misc]
     return Report.from_json(str(result["json"]))
+
+
+def _is_hf_dataset(x: object) -> bool:
+    return type(x).__module__.startswith("datasets.") and hasattr(x, "cache_files")
+
+
+def dataset_files(ds: object) -> list[str]:
+    """The Arrow files behind a Hugging Face `datasets.Dataset` or `DatasetDict` (every split): `scan(ds)`
+    memory-maps them in place, so nothing is copied. A dataset held in memory, or viewed through an indices
+    mapping (`select`, `shuffle`, `filter` without `flatten_indices()`), has no files that say what it holds:
+    a UsageError says how to get some."""
+    splits = list(ds.values()) if hasattr(ds, "values") and not hasattr(ds, "features") else [ds]  # type: ignore[attr-defined]
+    files: list[str] = []
+    for split in splits:
+        if getattr(split, "_indices", None) is not None:
+            raise UsageError(
+                "this Dataset is a view through an indices mapping (select/shuffle/filter): "
+                "call .flatten_indices() or .save_to_disk(DIR) and scan that"
+            )
+        names = [c["filename"] for c in split.cache_files]  # type: ignore[attr-defined]
+        if not names:
+            raise UsageError("this Dataset lives in memory, not in Arrow files: .save_to_disk(DIR) and scan DIR")
+        files.extend(names)
+    return files
 
 
 def default_tokenizer_dir() -> Path | None:
