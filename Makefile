@@ -63,9 +63,10 @@ fuzz: ## stable-toolchain fuzzing of the NumPy reader and the checker (FUZZ_CASE
 	TOKSCAN_FUZZ_CASES=$${FUZZ_CASES:-200000} timeout $${FUZZ_SECONDS:-900} cargo test --release -p tokscan-core --test fuzz
 
 bench: build ## full benchmark (DuckDB, polars, numpy baselines; corpus cached in ~/.cache/tokscan-bench)
-	$(PY) -m pip install --quiet duckdb polars zstandard
+	$(PY) -m pip install --quiet duckdb polars zstandard "ray>=2.30,<3"
 	$(PY) benches/bench.py --scaling --json benches/results.json
 	$(PY) benches/loader.py --json benches/loader-results.json
+	$(PY) benches/ray_scan.py --json benches/ray-results.json
 
 clean: ## remove build output and the virtualenv
 	cargo clean
