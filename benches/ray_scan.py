@@ -83,27 +83,28 @@ def main() -> None:
     results: dict[str, object] = {"cpus": args.cpus, "scale": args.scale}
 
     c = bench_corpus.build(args.cache, scale=args.scale)
-    path = str(c.numpy)
-    tokscan.scan(path, engine="ray")  # warm the workers (profile loaded, imports done)
-    local_t, ray_t = [], []
-    for _ in range(args.repeat):
-        t = time.perf_counter()
-        local = tokscan.scan(path)
-        local_t.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        remote = tokscan.scan(path, engine="ray")
-        ray_t.append(time.perf_counter() - t)
-        assert remote.data == local.data, "the Ray report differs from the local one"
-    results["overhead"] = {
-        "tokens": local.n_tokens,
-        "local_s": min(local_t),
-        "ray_s": min(ray_t),
-        "ratio": min(ray_t) / min(local_t),
-    }
-    print(
-        f"overhead: {local.n_tokens / 1e6:.0f}M tokens, local {min(local_t):.2f} s, ray {min(ray_t):.2f} s "
-        f"({min(ray_t) / min(local_t):.2f}x)"
-    )
+    results["overhead"] = {}
+    for layout, path in (("parquet_full", str(c.parquet_full)), ("numpy", str(c.numpy))):
+        tokscan.scan(path, engine="ray")  # warm the workers (profile loaded, imports done)
+        local_t, ray_t = [], []
+        for _ in range(args.repeat):
+            t = time.perf_counter()
+            local = tokscan.scan(path)
+            local_t.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            remote = tokscan.scan(path, engine="ray")
+            ray_t.append(time.perf_counter() - t)
+            assert remote.data == local.data, "the Ray report differs from the local one"
+        results["overhead"][layout] = {
+            "tokens": local.n_tokens,
+            "local_s": min(local_t),
+            "ray_s": min(ray_t),
+            "ratio": min(ray_t) / min(local_t),
+        }
+        print(
+            f"overhead ({layout}): {local.n_tokens / 1e6:.0f}M tokens, local {min(local_t):.2f} s, "
+            f"ray {min(ray_t):.2f} s ({min(ray_t) / min(local_t):.2f}x)"
+        )
 
     mem = []
     for k in (1, 10, 100):
@@ -114,7 +115,7 @@ def main() -> None:
         print(f"memory: {n:,} samples: ray driver {ray_rss:.0f} MB, local scan {local_rss:.0f} MB")
     results["driver_memory"] = mem
 
-    tiny = small_samples(args.cache / "ray-small", 1000)
+    tiny = small_samples(args.cache / "ray-small", args.small * 10)
     n_tasks = 64
     tasks, *_ = _core.plan_scan([str(tiny)], None, n_tasks)
 
@@ -132,7 +133,7 @@ def main() -> None:
     t = time.perf_counter()
     for _ in range(10):
         _core.merge_partials(parts)
-    per_merge = (time.perf_counter() - t) / (10 * (len(parts) - 1))
+    per_merge = (time.perf_counter() - t) / (10 * max(1, len(parts) - 1))
     results["unit_costs"] = {"tasks": len(tasks), "per_task_ms": per_task * 1e3, "per_merge_ms": per_merge * 1e3}
     tasks_note = f"{per_task * 1e3:.1f} ms per tiny scan task ({len(tasks)} tasks)"
     print(f"unit costs: {tasks_note}, {per_merge * 1e3:.3f} ms per partial merged")

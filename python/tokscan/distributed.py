@@ -93,7 +93,10 @@ def _hold_for_test(hold: str | None, index: int) -> None:
     time.sleep(120)  # killed by the test long before
 
 
+@functools.cache
 def _remote_functions(ray: Any) -> dict[str, Any]:
+    """The remote functions, defined once per driver process (Ray exports each definition to the cluster)."""
+
     @ray.remote(max_retries=3)
     def scan_task(
         index: int,
@@ -108,6 +111,9 @@ def _remote_functions(ray: Any) -> dict[str, Any]:
     ) -> tuple[bytes, ...]:
         _hold_for_test(hold, index)
         job = _core.TaskScan(task, _profile(*profile), columns, threads, ngram_coverage, n_buckets)
+        if counter is None:
+            partial, buckets, records = job.run()
+            return (partial, records, *buckets)
         done = threading.Event()
         sent = {"samples": 0, "tokens": 0}
 
@@ -249,7 +255,8 @@ def _run(
     tasks, inputs, _rows, _units, _tokens = _core.plan_scan(paths, columns, n_tasks or 4 * cpus)
     buckets = max(1, n_buckets or cpus)
     fn = _remote_functions(ray)
-    counter = fn["Counter"].remote()
+    # The progress actor is a process of its own (about a second to start): only when someone watches.
+    counter = fn["Counter"].remote() if progress is not None else None
     hold = os.environ.get(TEST_HOLD_DIR)
     maps = [
         fn["scan_task"]
@@ -261,7 +268,7 @@ def _run(
         pending = [m[0] for m in maps]
         while pending:
             _ready, pending = ray.wait(pending, num_returns=len(pending), timeout=poll_interval)
-            if progress is not None:
+            if progress is not None and counter is not None:
                 done, samples, tokens = ray.get(counter.get.remote())
                 progress(
                     {
@@ -289,5 +296,6 @@ def _run(
     except Exception as e:
         raise _unwrap(ray, e) from e
     finally:
-        ray.kill(counter)
+        if counter is not None:
+            ray.kill(counter)
     return Report.from_json(text)

@@ -57,7 +57,8 @@ class PartsColumn(ProgressColumn):
 def scan_with_progress(paths: list[str], show_progress: bool, **kwargs):
     if not (show_progress and err.is_terminal):
         # Still poll from this thread, so Ctrl-C cancels the scan promptly.
-        return run_scan(paths, progress=lambda _p: None, **kwargs)
+        # A Ray scan without a bar needs no progress actor; Ctrl-C stops either scan.
+        return run_scan(paths, progress=None if kwargs.get("engine") == "ray" else (lambda _p: None), **kwargs)
     with Progress(
         "[bold]scanning",
         BarColumn(),
