@@ -30,6 +30,7 @@ DEFAULT_CACHE = Path(os.environ.get("TOKSCAN_BENCH_CACHE", Path.home() / ".cache
 #: except for the CLI, whose start-up is part of what a user waits for).
 WARM = {
     "tokscan_api": "tokscan",
+    "tokscan_api_json": "tokscan",
     "duckdb_core": "duckdb",
     "polars_core": "polars",
     "numpy_pyarrow_core": "pyarrow.parquet",
@@ -117,7 +118,11 @@ def main() -> None:
         f"corpus: {c.n_samples:,} samples, {c.n_tokens / 1e6:,.1f}M tokens at {c.root} "
         f"(ready in {time.perf_counter() - t0:.0f} s)"
     )
-    extra = {"tokscan_api@numpy": c.numpy, "tokscan_api@split": c.parquet_split}
+    extra = {
+        "tokscan_api@numpy": c.numpy,
+        "tokscan_api@split": c.parquet_split,
+        "tokscan_cli_json@numpy": c.numpy,
+    }
     best = table(c, a.repeat, a.threads, list(CONTENDERS), extra)
     duck = best["duckdb_core"]["seconds"]
     floor = best["zstd_floor"]["seconds"]
@@ -127,6 +132,13 @@ def main() -> None:
             f"{name:<24}{r['seconds']:>9.3f}{r['mtok_s']:>10,.0f}{r['rss_mb']:>13,.0f}"
             f"{duck / r['seconds']:>10.2f}x{r['seconds'] / floor:>8.2f}x"
         )
+    cli, api = best["tokscan_cli_json"]["seconds"], best["tokscan_api_json"]["seconds"]
+    cli_np, floor_np = best["tokscan_cli_json@numpy"]["seconds"], best["mmap_floor"]["seconds"]
+    print(
+        f"\nCLI targets: scan --json on zstd Parquet {cli:.3f} s = {cli / api:.2f}x scan()+write_json "
+        f"({api:.3f} s; target <= 1.15x); CLI on NumPy {floor_np / cli_np:.0%} of one numpy pass "
+        f"({cli_np:.3f} s vs {floor_np:.3f} s; target >= 50%)"
+    )
     out: dict = {"corpus": {"samples": c.n_samples, "tokens": c.n_tokens, "scale": a.scale}, "results": best}
     if a.scaling:
         scaling = {}

@@ -8,6 +8,7 @@ range, system-turn count; per category the median and p99 of the length.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,35 @@ def tokscan_cli(path: Path, threads: int = 0) -> dict:
     )
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr)
+    return {}
+
+
+def _json_out(path: Path) -> Path:
+    return Path(os.environ.get("TMPDIR", "/tmp")) / f"tokscan-bench-{os.getpid()}.json"
+
+
+def tokscan_api_json(path: Path, threads: int = 0) -> dict:
+    """The API scan plus writing the JSON report: what `scan --json` must not be much slower than."""
+    import tokscan
+
+    out = _json_out(path)
+    tokscan.scan(path, profile="kimi-k2", threads=threads).write_json(out)
+    out.unlink()
+    return {}
+
+
+def tokscan_cli_json(path: Path, threads: int = 0) -> dict:
+    """`tokscan scan PATH --json FILE` as a user runs it (interpreter start-up and imports included)."""
+    out = _json_out(path)
+    args = ["scan", str(path), "-q", "--fail-on", "never", "--threads", str(threads), "--json", str(out)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokscan", *args],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr)
+    out.unlink()
     return {}
 
 
@@ -142,6 +172,8 @@ def mmap_floor(path: Path, threads: int = 0) -> dict:
 CONTENDERS = {
     "tokscan_cli": tokscan_cli,
     "tokscan_api": tokscan_api,
+    "tokscan_cli_json": tokscan_cli_json,
+    "tokscan_api_json": tokscan_api_json,
     "duckdb_core": duckdb_core,
     "polars_core": polars_core,
     "numpy_pyarrow_core": numpy_core,

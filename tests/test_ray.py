@@ -161,3 +161,16 @@ def test_cli_without_ray_exits_2_with_the_install_command(corpus, tmp_path):
     assert proc.stderr.strip().splitlines() == [
         "tokscan: error: --ray / engine='ray' needs Ray, which is not installed: pip install 'tokscan[ray]'"
     ]
+
+
+def test_a_corpus_without_samples_is_the_same_usage_error(cluster, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "empty.parquet"
+    pq.write_table(pa.table({"input_ids": pa.array([], pa.list_(pa.int32()))}), path)
+    with pytest.raises(UsageError, match="no samples found") as local:
+        tokscan.scan(path)
+    with pytest.raises(UsageError, match="no samples found") as remote:
+        tokscan.scan(path, engine="ray")
+    assert str(remote.value) == str(local.value)

@@ -205,7 +205,8 @@ def scan_ray(
     """Scans `paths` on a Ray cluster (see the module docs); the report equals a local scan's.
 
     `n_tasks` defaults to 4 per CPU of the cluster (at most one per unit of work), `n_buckets` to one per
-    CPU. `threads` is the core's thread count inside each task (0: one per core of the worker's node).
+    CPU. `threads` is the core's thread count inside each task; 0 means 1, since Ray already runs one task
+    per CPU.
     """
     ray = import_ray()
     profile_args = (str(profile), None if tokenizer is None else str(tokenizer), trust_remote_code)
@@ -218,7 +219,7 @@ def scan_ray(
             prof,
             profile_args,
             dict(columns or {}),
-            threads,
+            threads or 1,
             dict(severities or {}),
             dict(policy or {}),
             fail_on,
@@ -252,7 +253,9 @@ def _run(
     poll_interval: float,
 ) -> Report:
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    tasks, inputs, _rows, _units, _tokens = _core.plan_scan(paths, columns, n_tasks or 4 * cpus)
+    tasks, inputs, rows, _units, _tokens = _core.plan_scan(paths, columns, n_tasks or 4 * cpus)
+    if not tasks:  # no sample anywhere: the core's usage error, naming the inputs
+        _core.finish_report(_core.merge_partials([]), [], prof, inputs)
     buckets = max(1, n_buckets or cpus)
     fn = _remote_functions(ray)
     # The progress actor is a process of its own (about a second to start): only when someone watches.
@@ -274,14 +277,16 @@ def _run(
                     {
                         "units_total": len(tasks),
                         "units_done": min(done, len(tasks)),
-                        "samples": samples,
+                        # A retried task's first attempt may have counted some samples already.
+                        "samples": min(samples, rows),
                         "tokens": tokens,
                     }
                 )
         # Merge tree over the partial summaries.
         level = [m[0] for m in maps]
+        width = max(2, fan_in)
         while len(level) > 1:
-            level = [fn["merge"].remote(*level[i : i + fan_in]) for i in range(0, len(level), max(2, fan_in))]
+            level = [fn["merge"].remote(*level[i : i + width]) for i in range(0, len(level), width)]
         merged = level[0]
         reps = [fn["repeats"].remote(*(m[2 + b] for m in maps)) for b in range(buckets)]
         fence = fn["fences"].remote(merged)
