@@ -39,9 +39,9 @@ print(json.dumps([int(hwm.split()[1]) / 1024, r.n_samples]))
 """
 
 
-def small_samples(root: Path, n: int, seed: int = 0) -> Path:
+def small_samples(root: Path, n: int, seed: int = 0, name: str | None = None) -> Path:
     """`n` short distinct samples (a clean Kimi turn around 12 random text ids), NumPy layout."""
-    d = root / f"small-{n}"
+    d = root / (name or f"small-{n}")
     if (d / "offsets.npy").is_file():
         return d
     d.mkdir(parents=True, exist_ok=True)
@@ -115,9 +115,11 @@ def main() -> None:
         print(f"memory: {n:,} samples: ray driver {ray_rss:.0f} MB, local scan {local_rss:.0f} MB")
     results["driver_memory"] = mem
 
-    tiny = small_samples(args.cache / "ray-small", args.small * 10)
-    n_tasks = 64
-    tasks, *_ = _core.plan_scan([str(tiny)], None, n_tasks)
+    # Per-task cost: 64 tasks over 64 tiny inputs (100 samples each), on the warm cluster.
+    tiny_root = args.cache / "ray-tiny"
+    for k in range(64):
+        small_samples(tiny_root, 100, seed=k, name=f"part-{k:02d}")
+    tasks, *_ = _core.plan_scan([str(tiny_root)], None, 64)
 
     @ray.remote
     def one(task: bytes) -> bytes:
@@ -128,15 +130,28 @@ def main() -> None:
 
     ray.get([one.remote(t) for t in tasks])  # warm
     t = time.perf_counter()
-    parts = ray.get([one.remote(t) for t in tasks])
+    ray.get([one.remote(t) for t in tasks])
     per_task = (time.perf_counter() - t) / len(tasks)
+    # Per-merge cost on the partial summaries of the reference corpus's tasks (realistic sizes).
+    prof = tokscan.load_profile("kimi-k2")
+    ref_tasks, *_ = _core.plan_scan([str(c.parquet_full)], None, 8)
+    parts = [_core.TaskScan(t, prof).run()[0] for t in ref_tasks]
     t = time.perf_counter()
-    for _ in range(10):
+    for _ in range(20):
         _core.merge_partials(parts)
-    per_merge = (time.perf_counter() - t) / (10 * max(1, len(parts) - 1))
-    results["unit_costs"] = {"tasks": len(tasks), "per_task_ms": per_task * 1e3, "per_merge_ms": per_merge * 1e3}
-    tasks_note = f"{per_task * 1e3:.1f} ms per tiny scan task ({len(tasks)} tasks)"
-    print(f"unit costs: {tasks_note}, {per_merge * 1e3:.3f} ms per partial merged")
+    per_merge = (time.perf_counter() - t) / (20 * len(parts))
+    size = sum(len(p) for p in parts) / len(parts)
+    results["unit_costs"] = {
+        "tasks": len(tasks),
+        "cluster_cpus": args.cpus,
+        "wall_ms_per_task": per_task * 1e3,
+        "partial_bytes": size,
+        "merge_ms_per_partial": per_merge * 1e3,
+    }
+    print(
+        f"unit costs: {per_task * 1e3:.1f} ms wall per tiny task ({len(tasks)} tasks on {args.cpus} CPUs); "
+        f"a reference-corpus partial is {size / 1e3:.0f} kB and merges in {per_merge * 1e3:.2f} ms"
+    )
     ray.shutdown()
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
