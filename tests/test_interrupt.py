@@ -23,7 +23,7 @@ CHILD = textwrap.dedent(
     try:
         tokscan.scan(sys.argv[1], threads=1)
     except KeyboardInterrupt:
-        print(f"interrupted {time.perf_counter() - t0:.3f}", flush=True)
+        print(f"interrupted {time.perf_counter() - t0:.3f} {time.time():.6f}", flush=True)
         sys.exit(0)
     print(f"finished {time.perf_counter() - t0:.3f} {time.time():.6f}", flush=True)
     """
@@ -71,13 +71,15 @@ def run_child(path, interrupt_after: float | None) -> tuple[str, float, float]:
 def test_ctrl_c_stops_a_plain_api_scan(slow_corpus):
     full, full_wall, _ = run_child(slow_corpus, None)
     assert full.startswith("finished"), full
-    assert full_wall > 1.0, f"the corpus scans in {full_wall:.2f} s: too fast to interrupt reliably"
+    assert full_wall > 0.6, f"the corpus scans in {full_wall:.2f} s: too fast to interrupt reliably"
     for _attempt in range(3):
-        got, wall, sent_at = run_child(slow_corpus, 0.3)
+        got, _wall, sent_at = run_child(slow_corpus, 0.2)
         # On a loaded machine this process may be descheduled past the child's whole scan, so the signal
         # arrives after it ended: that run says nothing, try again. A scan that ends after the signal is a bug.
         if not (got.startswith("finished") and float(got.split()[2]) < sent_at):
             break
     assert got.startswith("interrupted"), got
-    # Stopped within a batch of the signal, not at the end of the scan.
-    assert wall < 0.3 + max(0.5, 0.25 * full_wall), (wall, full_wall)
+    # Stopped within a batch of the signal (measured from when it was sent, on the shared wall clock), not at
+    # the end of the scan.
+    latency = float(got.split()[2]) - sent_at
+    assert latency < max(0.3, 0.25 * full_wall), (latency, full_wall)

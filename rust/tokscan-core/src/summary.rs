@@ -257,6 +257,12 @@ pub fn merge_by_row(a: Vec<FlaggedSample>, b: Vec<FlaggedSample>) -> Vec<Flagged
     if a.is_empty() {
         return b;
     }
+    if a.last().map(|x| x.row) < b.first().map(|x| x.row) {
+        // Units merged in row order (the local scan): an append, not a merge.
+        let mut a = a;
+        a.extend(b);
+        return a;
+    }
     let mut out = Vec::with_capacity(a.len() + b.len());
     let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
     loop {
