@@ -141,13 +141,31 @@ fn parse_at(bytes: &[u8], pos: usize, limit: usize) -> std::result::Result<Optio
                 .ok_or_else(|| format!("corrupt record batch header at byte {pos}"))?;
             rows = u64::try_from(rb.length())
                 .map_err(|_| format!("negative row count at byte {pos}"))?;
-            check_buffers(&buffer_spans(rb.buffers()), body, pos)?;
+            let spans = buffer_spans(rb.buffers());
+            check_buffers(&spans, body, pos)?;
+            let ratio = if rb.compression().is_some() {
+                check_compressed(&bytes[meta_end..meta_end + body], &spans, pos)?;
+                MAX_COMPRESSION_RATIO
+            } else {
+                1
+            };
+            // The token column's offsets alone take 4 bytes a row: a larger count is a corrupt header (and
+            // would size allocations by it before the batch is decoded).
+            if rows > (body as u64).saturating_mul(ratio) / 4 {
+                return Err(format!(
+                    "corrupt record batch at byte {pos}: {rows} rows in a {body}-byte body"
+                ));
+            }
         }
         MessageHeader::DictionaryBatch => {
             let d = msg
                 .header_as_dictionary_batch()
                 .ok_or_else(|| format!("corrupt dictionary header at byte {pos}"))?;
-            check_buffers(&buffer_spans(d.data().and_then(|r| r.buffers())), body, pos)?;
+            let spans = buffer_spans(d.data().and_then(|r| r.buffers()));
+            check_buffers(&spans, body, pos)?;
+            if d.data().and_then(|r| r.compression()).is_some() {
+                check_compressed(&bytes[meta_end..meta_end + body], &spans, pos)?;
+            }
         }
         MessageHeader::Schema => {
             let s = msg
@@ -192,6 +210,35 @@ fn check_buffers(
         if end.is_none_or(|e| e > body as u64) {
             return Err(format!(
                 "corrupt record batch at byte {pos}: a buffer lies outside its body"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Most bytes one compressed byte can stand for: a ZSTD RLE block is 4 bytes for up to 128 KiB (LZ4 stays
+/// under 255).
+const MAX_COMPRESSION_RATIO: u64 = 1 << 15;
+
+/// Every compressed buffer (checked to lie inside `body`) starts with its uncompressed length, which arrow-ipc
+/// allocates before decompressing: a corrupt one would abort the process on the allocation, so one that no
+/// codec can reach from the bytes that follow is an error.
+fn check_compressed(
+    body: &[u8],
+    buffers: &[(i64, i64)],
+    pos: usize,
+) -> std::result::Result<(), String> {
+    for &(offset, length) in buffers {
+        let (offset, length) = (offset as usize, length as usize);
+        if length < 8 {
+            continue; // arrow-ipc refuses it itself
+        }
+        let declared = i64::from_le_bytes(body[offset..offset + 8].try_into().expect("8 bytes"));
+        let most = (length as u64 - 8).saturating_mul(MAX_COMPRESSION_RATIO);
+        if declared > 0 && declared as u64 > most {
+            return Err(format!(
+                "corrupt record batch at byte {pos}: a compressed buffer of {length} bytes says it \
+                 holds {declared} bytes"
             ));
         }
     }
