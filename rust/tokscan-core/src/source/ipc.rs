@@ -644,6 +644,24 @@ mod tests {
     }
 
     #[test]
+    fn a_compressed_buffer_claiming_more_than_it_can_hold_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        for stream in [false, true] {
+            let p = dir.path().join("z.arrow");
+            write(&p, &[vec![7; 1000], vec![8; 1000]], 2, stream, true);
+            let mut b = std::fs::read(&p).unwrap();
+            assert!(IpcShard::open(&p, &ColumnNames::default()).is_ok());
+            // The 8-byte uncompressed-length prefix of the first ZSTD frame, made absurd.
+            let frame = b.windows(4).position(|w| w == [0x28, 0xb5, 0x2f, 0xfd]);
+            let at = frame.expect("a compressed buffer") - 8;
+            b[at..at + 8].copy_from_slice(&(1i64 << 62).to_le_bytes());
+            std::fs::write(&p, &b).unwrap();
+            let e = IpcShard::open(&p, &ColumnNames::default()).err().unwrap();
+            assert!(e.to_string().contains("compressed buffer"), "{e}");
+        }
+    }
+
+    #[test]
     fn sniffs_both_formats_and_refuses_others() {
         let dir = tempfile::tempdir().unwrap();
         let rows = vec![vec![1, 2, 3]];
