@@ -303,6 +303,7 @@ mod tests {
         p
     }
 
+    #[allow(clippy::unnecessary_cast)] // with_tokens! expands for every storage type, u64 included
     fn rows(s: &LlmcShard) -> Vec<Vec<u64>> {
         let mut out = Vec::new();
         s.read_rows(0, s.rows(), &mut |b| {
