@@ -113,8 +113,15 @@ struct Parsed {
     version: MetadataVersion,
 }
 
-/// Parses the message at `pos` whose body must end by `limit`; `None` at the end-of-stream marker.
-fn parse_at(bytes: &[u8], pos: usize, limit: usize) -> std::result::Result<Option<Parsed>, String> {
+/// Parses the message at `pos` whose body must end by `limit`; `None` at the end-of-stream marker. The body
+/// starts right after the message header, or at `body_at` when given (where a file footer's block says it
+/// does, which is where the decoder will read it).
+fn parse_at(
+    bytes: &[u8],
+    pos: usize,
+    limit: usize,
+    body_at: Option<usize>,
+) -> std::result::Result<Option<Parsed>, String> {
     let Some((hdr, len)) = prefix(bytes, pos)? else {
         return Ok(None);
     };
@@ -127,7 +134,8 @@ fn parse_at(bytes: &[u8], pos: usize, limit: usize) -> std::result::Result<Optio
         .map_err(|e| format!("corrupt message header at byte {pos}: {e}"))?;
     let body = usize::try_from(msg.bodyLength())
         .map_err(|_| format!("negative body length at byte {pos}"))?;
-    if meta_end.checked_add(body).is_none_or(|e| e > limit) {
+    let body_start = body_at.unwrap_or(meta_end);
+    if body_start.checked_add(body).is_none_or(|e| e > limit) {
         return Err(format!(
             "truncated: the message at byte {pos} has a {body}-byte body the file does not hold"
         ));
@@ -144,7 +152,7 @@ fn parse_at(bytes: &[u8], pos: usize, limit: usize) -> std::result::Result<Optio
             let spans = buffer_spans(rb.buffers());
             check_buffers(&spans, body, pos)?;
             let ratio = if rb.compression().is_some() {
-                check_compressed(&bytes[meta_end..meta_end + body], &spans, pos)?;
+                check_compressed(&bytes[body_start..body_start + body], &spans, pos)?;
                 MAX_COMPRESSION_RATIO
             } else {
                 1
@@ -164,7 +172,7 @@ fn parse_at(bytes: &[u8], pos: usize, limit: usize) -> std::result::Result<Optio
             let spans = buffer_spans(d.data().and_then(|r| r.buffers()));
             check_buffers(&spans, body, pos)?;
             if d.data().and_then(|r| r.compression()).is_some() {
-                check_compressed(&bytes[meta_end..meta_end + body], &spans, pos)?;
+                check_compressed(&bytes[body_start..body_start + body], &spans, pos)?;
             }
         }
         MessageHeader::Schema => {
@@ -378,7 +386,7 @@ fn read_stream_layout(bytes: &[u8]) -> std::result::Result<LayoutOf, String> {
     let mut version = MetadataVersion::V5;
     let mut out = Vec::new();
     while pos < bytes.len() {
-        let Some(m) = parse_at(bytes, pos, bytes.len())? else {
+        let Some(m) = parse_at(bytes, pos, bytes.len(), None)? else {
             break;
         };
         pos = (m.block.offset() + i64::from(m.block.metaDataLength()) + m.block.bodyLength())
@@ -421,7 +429,11 @@ fn read_file_layout(bytes: &[u8]) -> std::result::Result<LayoutOf, String> {
         .chain(footer.recordBatches().into_iter().flatten());
     for b in blocks {
         let pos = usize::try_from(b.offset()).map_err(|_| "negative block offset")?;
-        let m = parse_at(bytes, pos, footer_start)?
+        let body_at = usize::try_from(b.metaDataLength())
+            .ok()
+            .and_then(|l| pos.checked_add(l))
+            .ok_or_else(|| format!("the footer's block at byte {pos} lies outside the file"))?;
+        let m = parse_at(bytes, pos, footer_start, Some(body_at))?
             .ok_or_else(|| format!("no message at block offset {pos}"))?;
         if m.block.bodyLength() != b.bodyLength()
             || !matches!(
