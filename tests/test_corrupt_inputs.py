@@ -306,3 +306,48 @@ def test_arrow_corrupt_bytes_never_panic(ipc_path):
             tokscan.scan(ipc_path)
         except (tokscan.InputError, tokscan.ColumnError, tokscan.UsageError):
             pass
+
+
+# --- nanoGPT / llm.c token files -----------------------------------------------------------------------
+
+
+def write_llmc(path: Path, tokens: list[int], version: int = 1) -> Path:
+    """A token file as llm.c's `write_datafile` writes it: 256 int32 (magic, version, count), then the tokens."""
+    header = np.zeros(256, dtype="<i4")
+    header[:3] = [20240520, version, len(tokens)]
+    path.write_bytes(header.tobytes() + np.asarray(tokens, dtype="<u2" if version == 1 else "<u4").tobytes())
+    return path
+
+
+@pytest.fixture
+def llmc_path(tmp_path) -> Path:
+    docs = [[50256, *range(100 + k, 120 + k)] for k in range(10)]
+    return write_llmc(tmp_path / "shard_000000.bin", [t for d in docs for t in d])
+
+
+@pytest.mark.parametrize(
+    ("damage", "needle"),
+    [
+        (lambda b: b"\x00\x00\x00\x00" + b[4:], "bad magic"),
+        (lambda b: b[:4] + struct.pack("<i", 3) + b[8:], "unsupported version 3"),
+        (lambda b: b[:500], "truncated header"),
+        (lambda b: b[:-6], "truncated"),
+        (lambda b: b + b"\x00\x00", "size mismatch"),
+        (lambda b: b[:8] + struct.pack("<i", -5) + b[12:], "negative"),
+        (lambda b: b"", "bad magic"),
+    ],
+    ids=["magic", "version", "short-header", "short-data", "extra-bytes", "negative-count", "empty"],
+)
+def test_llmc_bad_header_or_size(llmc_path, damage, needle):
+    llmc_path.write_bytes(damage(llmc_path.read_bytes()))
+    assert_input_error(llmc_path, tokscan.InputError, needle)
+
+
+def test_llmc_other_bin_files_in_a_directory_are_not_inputs(tmp_path, llmc_path):
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\x80\x02" + os.urandom(100))
+    r = tokscan.scan(tmp_path, profile="plain")
+    assert [(Path(i["path"]).name, i["format"]) for i in r.data["inputs"]] == [("shard_000000.bin", "llmc")]
+    assert r.n_samples == 10
+    llmc_path.unlink()
+    with pytest.raises(tokscan.InputError, match="no corpus found"):
+        tokscan.scan(tmp_path, profile="plain")

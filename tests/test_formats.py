@@ -354,6 +354,78 @@ def test_megatron_with_the_plain_profile(corpus, tmp_path):
     assert loops <= set(r.flagged_rows("repetition"))
 
 
+# --- nanoGPT / llm.c token files ------------------------------------------------------------------------
+
+LLMC_DELIMITER = {1: 50256, 2: 128000}
+
+
+def llmc_write(docs: list[list[int]], path: Path, version: int, head: list[int] | None = None) -> Path:
+    """A shard as llm.c's `dev/data/data_common.py` `write_datafile` writes it: a 256 x int32 header (magic
+    20240520, version, token count), then the tokens, each document after its delimiter (llm.c's `tokenize`);
+    `head` is the tail of a document cut at the previous shard's end."""
+    toks = [*(head or []), *(t for d in docs for t in (LLMC_DELIMITER[version], *d))]
+    header = np.zeros(256, dtype=np.int32)
+    header[:3] = [20240520, version, len(toks)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as f:
+        f.write(header.tobytes())
+        f.write(np.array(toks, dtype=np.uint16 if version == 1 else np.uint32).tobytes())
+    return path
+
+
+@pytest.fixture(scope="module")
+def pretraining_docs() -> list[list[int]]:
+    """GPT-2-sized text documents: clean ones, a loop, a repeated document, an id beyond GPT-2's vocabulary."""
+    rng = np.random.default_rng(4)
+    docs = [rng.integers(0, 50000, size=int(n)).tolist() for n in rng.integers(80, 400, size=60)]
+    docs[10] = docs[10][:30] + [777, 778, 779, 780, 781, 782, 783, 784] * 20 + docs[10][30:]
+    docs[20][7] = 60000
+    docs.append(list(docs[5]))
+    return docs
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_llmc_shards_split_at_the_delimiter_and_find_what_parquet_finds(pretraining_docs, tmp_path, version):
+    delim = LLMC_DELIMITER[version]
+    docs = pretraining_docs
+    d = tmp_path / "fineweb"
+    half = len(docs) // 2
+    llmc_write(docs[:half], d / "fineweb_train_000000.bin", version)
+    # The second shard opens with the cut tail of a document: a sample of its own, with no delimiter.
+    llmc_write(docs[half:], d / "fineweb_train_000001.bin", version, head=[5, 6, 7])
+    (d / "pytorch_model.bin").write_bytes(b"\x80\x02 not tokens")
+    rows = [[delim, *doc] for doc in docs[:half]] + [[5, 6, 7]] + [[delim, *doc] for doc in docs[half:]]
+    ref = tmp_path / "ref.parquet"
+    pa.parquet.write_table(pa.table({"input_ids": rows}), ref)
+    profile = tmp_path / "gpt2.toml"
+    profile.write_text(f'base = "plain"\nname = "pretrain"\nvocab_size = {50257 if version == 1 else 128256}\n')
+
+    r = tokscan.scan(d, profile=profile)
+    dtype = "uint16" if version == 1 else "uint32"
+    assert [(i["format"], i["layout"]) for i in r.data["inputs"]] == [
+        ("llmc", f"v{version} {dtype}, samples start at {delim}")
+    ] * 2
+    assert r.n_samples == len(rows) and r.n_tokens == sum(map(len, rows))
+    assert flagged(r) == flagged(tokscan.scan(ref, profile=profile))
+    assert r.flagged_rows("duplicate") == [len(rows) - 1]
+    assert 10 in r.flagged_rows("repetition")
+    assert r.flagged_rows("out_of_vocab") == ([20] if version == 1 else [])
+    core = tokscan._core.Corpus([str(d)], {})
+    assert list(core.sample(half)["ids"]) == [5, 6, 7]
+    assert list(core.sample(half + 1)["ids"]) == rows[half + 1]
+
+
+def test_llmc_category_folders_and_explicit_files(pretraining_docs, tmp_path):
+    a = llmc_write(pretraining_docs[:30], tmp_path / "category=web" / "a.bin", 1)
+    b = llmc_write(pretraining_docs[30:], tmp_path / "category=code" / "b.bin", 2)
+    r = tokscan.scan(tmp_path, profile="plain")
+    assert r.categories.keys() == {"web", "code"}
+    assert r.categories["web"]["samples"] == 30
+    assert tokscan.scan(b, profile="plain").n_samples == len(pretraining_docs) - 30
+    proc = run_cli("scan", str(a), "--profile", "plain", "-q")
+    assert proc.returncode == 0, proc.stderr
+
+
 # --- convert --------------------------------------------------------------------------------------------
 
 

@@ -112,7 +112,8 @@ impl Corpus {
 
     /// Global rows `[start, end)` as owned samples, reading only the rows' row groups / ranges.
     pub fn samples(&self, start: u64, end: u64) -> Result<Vec<SampleData>> {
-        let mut out = Vec::with_capacity(end.saturating_sub(start) as usize);
+        // Capped: a row count comes from file metadata, which is only proven when the rows are decoded.
+        let mut out = Vec::with_capacity((end.saturating_sub(start) as usize).min(1 << 16));
         let mut row = start;
         while row < end {
             let (k, local) = self.locate(row)?;
@@ -167,7 +168,7 @@ impl Corpus {
 
     /// Every sample's id (None where a sample has none), in global row order.
     pub fn sample_ids(&self) -> Result<Vec<Option<String>>> {
-        let mut out = Vec::with_capacity(self.len() as usize);
+        let mut out = Vec::with_capacity((self.len() as usize).min(1 << 16));
         for s in &self.sources {
             match s.sample_ids()? {
                 Some(ids) => out.extend(ids),

@@ -113,8 +113,15 @@ struct Parsed {
     version: MetadataVersion,
 }
 
-/// Parses the message at `pos` whose body must end by `limit`; `None` at the end-of-stream marker.
-fn parse_at(bytes: &[u8], pos: usize, limit: usize) -> std::result::Result<Option<Parsed>, String> {
+/// Parses the message at `pos` whose body must end by `limit`; `None` at the end-of-stream marker. The body
+/// starts right after the message header, or at `body_at` when given (where a file footer's block says it
+/// does, which is where the decoder will read it).
+fn parse_at(
+    bytes: &[u8],
+    pos: usize,
+    limit: usize,
+    body_at: Option<usize>,
+) -> std::result::Result<Option<Parsed>, String> {
     let Some((hdr, len)) = prefix(bytes, pos)? else {
         return Ok(None);
     };
@@ -127,7 +134,8 @@ fn parse_at(bytes: &[u8], pos: usize, limit: usize) -> std::result::Result<Optio
         .map_err(|e| format!("corrupt message header at byte {pos}: {e}"))?;
     let body = usize::try_from(msg.bodyLength())
         .map_err(|_| format!("negative body length at byte {pos}"))?;
-    if meta_end.checked_add(body).is_none_or(|e| e > limit) {
+    let body_start = body_at.unwrap_or(meta_end);
+    if body_start.checked_add(body).is_none_or(|e| e > limit) {
         return Err(format!(
             "truncated: the message at byte {pos} has a {body}-byte body the file does not hold"
         ));
@@ -141,13 +149,31 @@ fn parse_at(bytes: &[u8], pos: usize, limit: usize) -> std::result::Result<Optio
                 .ok_or_else(|| format!("corrupt record batch header at byte {pos}"))?;
             rows = u64::try_from(rb.length())
                 .map_err(|_| format!("negative row count at byte {pos}"))?;
-            check_buffers(&buffer_spans(rb.buffers()), body, pos)?;
+            let spans = buffer_spans(rb.buffers());
+            check_buffers(&spans, body, pos)?;
+            let ratio = if rb.compression().is_some() {
+                check_compressed(&bytes[body_start..body_start + body], &spans, pos)?;
+                MAX_COMPRESSION_RATIO
+            } else {
+                1
+            };
+            // The token column's offsets alone take 4 bytes a row: a larger count is a corrupt header (and
+            // would size allocations by it before the batch is decoded).
+            if rows > (body as u64).saturating_mul(ratio) / 4 {
+                return Err(format!(
+                    "corrupt record batch at byte {pos}: {rows} rows in a {body}-byte body"
+                ));
+            }
         }
         MessageHeader::DictionaryBatch => {
             let d = msg
                 .header_as_dictionary_batch()
                 .ok_or_else(|| format!("corrupt dictionary header at byte {pos}"))?;
-            check_buffers(&buffer_spans(d.data().and_then(|r| r.buffers())), body, pos)?;
+            let spans = buffer_spans(d.data().and_then(|r| r.buffers()));
+            check_buffers(&spans, body, pos)?;
+            if d.data().and_then(|r| r.compression()).is_some() {
+                check_compressed(&bytes[body_start..body_start + body], &spans, pos)?;
+            }
         }
         MessageHeader::Schema => {
             let s = msg
@@ -192,6 +218,35 @@ fn check_buffers(
         if end.is_none_or(|e| e > body as u64) {
             return Err(format!(
                 "corrupt record batch at byte {pos}: a buffer lies outside its body"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Most bytes one compressed byte can stand for: a ZSTD RLE block is 4 bytes for up to 128 KiB (LZ4 stays
+/// under 255).
+const MAX_COMPRESSION_RATIO: u64 = 1 << 15;
+
+/// Every compressed buffer (checked to lie inside `body`) starts with its uncompressed length, which arrow-ipc
+/// allocates before decompressing: a corrupt one would abort the process on the allocation, so one that no
+/// codec can reach from the bytes that follow is an error.
+fn check_compressed(
+    body: &[u8],
+    buffers: &[(i64, i64)],
+    pos: usize,
+) -> std::result::Result<(), String> {
+    for &(offset, length) in buffers {
+        let (offset, length) = (offset as usize, length as usize);
+        if length < 8 {
+            continue; // arrow-ipc refuses it itself
+        }
+        let declared = i64::from_le_bytes(body[offset..offset + 8].try_into().expect("8 bytes"));
+        let most = (length as u64 - 8).saturating_mul(MAX_COMPRESSION_RATIO);
+        if declared > 0 && declared as u64 > most {
+            return Err(format!(
+                "corrupt record batch at byte {pos}: a compressed buffer of {length} bytes says it \
+                 holds {declared} bytes"
             ));
         }
     }
@@ -331,7 +386,7 @@ fn read_stream_layout(bytes: &[u8]) -> std::result::Result<LayoutOf, String> {
     let mut version = MetadataVersion::V5;
     let mut out = Vec::new();
     while pos < bytes.len() {
-        let Some(m) = parse_at(bytes, pos, bytes.len())? else {
+        let Some(m) = parse_at(bytes, pos, bytes.len(), None)? else {
             break;
         };
         pos = (m.block.offset() + i64::from(m.block.metaDataLength()) + m.block.bodyLength())
@@ -374,7 +429,11 @@ fn read_file_layout(bytes: &[u8]) -> std::result::Result<LayoutOf, String> {
         .chain(footer.recordBatches().into_iter().flatten());
     for b in blocks {
         let pos = usize::try_from(b.offset()).map_err(|_| "negative block offset")?;
-        let m = parse_at(bytes, pos, footer_start)?
+        let body_at = usize::try_from(b.metaDataLength())
+            .ok()
+            .and_then(|l| pos.checked_add(l))
+            .ok_or_else(|| format!("the footer's block at byte {pos} lies outside the file"))?;
+        let m = parse_at(bytes, pos, footer_start, Some(body_at))?
             .ok_or_else(|| format!("no message at block offset {pos}"))?;
         if m.block.bodyLength() != b.bodyLength()
             || !matches!(
@@ -593,6 +652,24 @@ mod tests {
                     let _ = s.scan_unit(u, &mut |_| Ok(()));
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_compressed_buffer_claiming_more_than_it_can_hold_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        for stream in [false, true] {
+            let p = dir.path().join("z.arrow");
+            write(&p, &[vec![7; 1000], vec![8; 1000]], 2, stream, true);
+            let mut b = std::fs::read(&p).unwrap();
+            assert!(IpcShard::open(&p, &ColumnNames::default()).is_ok());
+            // The 8-byte uncompressed-length prefix of the first ZSTD frame, made absurd.
+            let frame = b.windows(4).position(|w| w == [0x28, 0xb5, 0x2f, 0xfd]);
+            let at = frame.expect("a compressed buffer") - 8;
+            b[at..at + 8].copy_from_slice(&(1i64 << 62).to_le_bytes());
+            std::fs::write(&p, &b).unwrap();
+            let e = IpcShard::open(&p, &ColumnNames::default()).err().unwrap();
+            assert!(e.to_string().contains("compressed buffer"), "{e}");
         }
     }
 

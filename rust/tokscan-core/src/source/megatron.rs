@@ -287,7 +287,7 @@ fn whole(v: f64) -> i64 {
     }
 }
 
-fn plan_units(offs: &[i64]) -> Vec<UnitSpan> {
+pub(super) fn plan_units(offs: &[i64]) -> Vec<UnitSpan> {
     let rows = offs.len() - 1;
     let mut units = Vec::new();
     let mut start = 0;

@@ -11,6 +11,7 @@
 pub mod arrow;
 pub mod ipc;
 pub mod jsonl;
+pub mod llmc;
 pub mod megatron;
 pub mod numpy;
 pub mod parquet;
@@ -51,6 +52,8 @@ pub enum Format {
     Megatron,
     /// One JSON object per line (plain, `.gz`, `.zst`).
     Jsonl,
+    /// nanoGPT / llm.c token file (`.bin` with a 1024-byte header, magic 20240520).
+    Llmc,
 }
 
 impl Format {
@@ -61,6 +64,7 @@ impl Format {
             Format::Arrow => "arrow",
             Format::Megatron => "megatron",
             Format::Jsonl => "jsonl",
+            Format::Llmc => "llmc",
         }
     }
 }
@@ -105,6 +109,7 @@ pub fn open(input: &Input, columns: &ColumnNames) -> Result<Box<dyn Source>> {
         Format::Arrow => Box::new(ipc::IpcShard::open(&input.path, columns)?),
         Format::Megatron => Box::new(megatron::MegatronShard::open(&input.path)?),
         Format::Jsonl => Box::new(jsonl::JsonlShard::open(&input.path, columns)?),
+        Format::Llmc => Box::new(llmc::LlmcShard::open(&input.path)?),
     })
 }
 
@@ -314,19 +319,29 @@ fn is_megatron_idx(idx: &Path) -> bool {
         && &magic == megatron::IDX_MAGIC
 }
 
+fn is_bin(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "bin")
+}
+
 /// The format of a file by its content, else by its extension; `None` when neither says.
 fn sniff_file(path: &Path) -> Result<Option<Format>> {
     let head = head(path)?;
-    if head.starts_with(megatron::IDX_MAGIC)
-        || (path.extension().is_some_and(|e| e == "bin") && megatron::idx_path(path).is_file())
+    if head.starts_with(megatron::IDX_MAGIC) || (is_bin(path) && megatron::idx_path(path).is_file())
     {
         return Ok(Some(Format::Megatron));
+    }
+    if llmc::has_magic(&head) {
+        return Ok(Some(Format::Llmc));
     }
     if head.starts_with(b"PAR1") {
         return Ok(Some(Format::Parquet));
     }
     if ipc::sniff(&head).is_some() {
         return Ok(Some(Format::Arrow));
+    }
+    if is_bin(path) {
+        // A `.bin` with no `.idx` beside it and no magic: the llm.c reader says what is wrong with it.
+        return Ok(Some(Format::Llmc));
     }
     Ok(by_extension(path))
 }
@@ -448,6 +463,16 @@ fn discover_path(
                 format: Format::Megatron,
                 hive_category: hive_category(root, &entry),
             });
+        } else if is_bin(&entry)
+            && !megatron::idx_path(&entry).is_file()
+            && llmc::file_has_magic(&entry)
+        {
+            // Other `.bin` files (model weights, a Megatron pair's data) are not llm.c token files.
+            out.push(Input {
+                path: entry.clone(),
+                format: Format::Llmc,
+                hive_category: hive_category(root, &entry),
+            });
         } else if let Some(format) = by_extension(&entry) {
             out.push(Input {
                 path: entry.clone(),
@@ -459,7 +484,7 @@ fn discover_path(
     if out.len() == before && path == root {
         return Err(Error::invalid(
             path,
-            "no corpus found (Parquet *.parquet, Arrow IPC *.arrow / *.feather, Megatron *.bin + *.idx, JSONL *.jsonl[.gz|.zst], NumPy tokens.npy)",
+            "no corpus found (Parquet *.parquet, Arrow IPC *.arrow / *.feather, Megatron *.bin + *.idx, llm.c *.bin, JSONL *.jsonl[.gz|.zst], NumPy tokens.npy)",
         ));
     }
     Ok(())
