@@ -52,7 +52,12 @@ def run_child(path, interrupt_after: float | None) -> tuple[str, float, float]:
     """Runs the child; returns its last line, the wall time from "ready", and when the signal was sent
     (`time.time()`, 0 without one)."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", CHILD, str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # A shell's background job (CI run with `&`) ignores SIGINT, and children inherit that: restore it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"
