@@ -124,7 +124,7 @@ def scan(
         ngram_coverage,
     )
     if progress is None:
-        return Report.from_json(job.run())
+        return Report._from_core(job.run())
 
     result: dict[str, object] = {}
 
@@ -147,7 +147,7 @@ def scan(
     progress(job.progress())
     if "error" in result:
         raise result["error"]  # type: ignore[misc]
-    return Report.from_json(str(result["json"]))
+    return Report._from_core(str(result["json"]))
 
 
 def _is_hf_dataset(x: object) -> bool:

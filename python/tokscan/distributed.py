@@ -303,4 +303,4 @@ def _run(
     finally:
         if counter is not None:
             ray.kill(counter)
-    return Report.from_json(text)
+    return Report._from_core(text)

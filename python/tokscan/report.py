@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,11 +25,37 @@ def _short(n: int) -> str:
     return str(n)
 
 
-@dataclass(frozen=True, repr=False)
 class Report:
-    """A scan report. `data` is exactly the JSON document (see the README for its schema)."""
+    """A scan report. `data` is exactly the JSON document (see the README for its schema).
 
-    data: dict[str, Any]
+    A report from a scan wraps the JSON text the core wrote and parses it on first use of `data`, so
+    `write_json` right after a scan (what `tokscan scan -q --json F` does) never builds the Python objects."""
+
+    __slots__ = ("_data", "_text")
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data: dict[str, Any] | None = data
+        self._text: str | None = None
+
+    @classmethod
+    def _from_core(cls, text: str) -> Report:
+        """The report the core just produced: its compact JSON text, parsed lazily."""
+        report = cls.__new__(cls)
+        report._data, report._text = None, text
+        return report
+
+    @property
+    def data(self) -> dict[str, Any]:
+        if self._data is None:
+            self._data = json.loads(self._text)  # type: ignore[arg-type]
+            # From here on the document may be changed in place (`data["decoded"]`): serialise from the dict.
+            self._text = None
+        return self._data
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Report) and self.data == other.data
+
+    __hash__ = None  # type: ignore[assignment]
 
     def found(self) -> dict[str, int]:
         """The codes found (count > 0) with their counts, worst severity first, then most frequent."""
@@ -129,6 +154,8 @@ class Report:
         return out
 
     def _compact(self) -> str:
+        if self._text is not None:
+            return self._text
         # The C encoder; an `indent` would switch json to its pure-Python encoder, ~4x slower on big reports.
         return json.dumps(self.data, separators=(",", ":"), ensure_ascii=False)
 

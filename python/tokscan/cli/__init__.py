@@ -1,7 +1,5 @@
 """The `tokscan` command line: one module per command, registered on one Typer app."""
 
-from __future__ import annotations
-
 # Each module registers its command; `tokscan -h` lists them in this order.
 # isort: off
 from . import scan, show, align, diff, clean, convert, profiles, demo  # noqa: F401

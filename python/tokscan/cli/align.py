@@ -1,7 +1,5 @@
 """`tokscan align`: is every sample's prompt exactly the chat-template rendering of its prompt record?"""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import Annotated

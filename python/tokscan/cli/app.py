@@ -1,27 +1,28 @@
 """The Typer application and what every command shares: the consoles, error handling (exit 2 with one line,
 never a traceback), output-path checks made before any work starts, and the common options."""
 
-from __future__ import annotations
-
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
+from functools import cached_property
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from typer.core import TyperArgument
 
 from ..errors import TokscanError, UsageError
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 # Typer prints an argument's Python annotation (`<list[str]>`) after the name in `--help`. Every tokscan
 # argument names its value with a metavar (PATHS, BASE, ...), so show that alone.
-_argument_type = TyperArgument.display_type_rich
-TyperArgument.display_type_rich = lambda self, ctx: None if self.metavar else _argument_type(self, ctx)  # type: ignore[method-assign]
+if hasattr(TyperArgument, "display_type_rich"):
+    _argument_type = TyperArgument.display_type_rich
+    TyperArgument.display_type_rich = lambda self, ctx: None if self.metavar else _argument_type(self, ctx)  # type: ignore[method-assign]
 
 app = typer.Typer(
     name="tokscan",
@@ -32,9 +33,31 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-# Wide enough for the category table when output goes to a file or a CI log.
-out = Console(width=None if sys.stdout.isatty() else 120)
-err = Console(stderr=True)
+
+
+class LazyConsole:
+    """A rich Console made on first use. Importing rich.console is a noticeable part of a command's start-up,
+    and `scan -q --json F` (the CI and benchmark case) never prints; `.console` is the real object, for rich
+    APIs that take one (Progress)."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+
+    @cached_property
+    def console(self) -> "Console":
+        from rich.console import Console
+
+        if self._stderr:
+            return Console(stderr=True)
+        # Wide enough for the category table when output goes to a file or a CI log.
+        return Console(width=None if sys.stdout.isatty() else 120)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.console, name)
+
+
+out: "Console" = LazyConsole()  # type: ignore[assignment]
+err: "Console" = LazyConsole(stderr=True)  # type: ignore[assignment]
 
 STDOUT = "-"
 
@@ -142,6 +165,8 @@ def user_errors() -> Iterator[None]:
 
 
 def fail(message: str) -> None:
+    from rich.markup import escape
+
     # The message is plain text: `[ray]` in an install command or `[columns]` in a config hint is not markup.
     err.print(f"[bold red]tokscan: error:[/] {escape(message)}", highlight=False, soft_wrap=True, markup=True)
     raise typer.Exit(2) from None

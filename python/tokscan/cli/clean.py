@@ -1,7 +1,5 @@
 """`tokscan clean`: a copy of the corpus without the flagged samples."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -1,7 +1,5 @@
 """`tokscan convert`: any readable corpus as Parquet or NumPy."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

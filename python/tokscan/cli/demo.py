@@ -1,7 +1,5 @@
 """`tokscan demo`: a small corpus with a sample of every anomaly, scanned."""
 
-from __future__ import annotations
-
 import sys
 import time
 from enum import Enum

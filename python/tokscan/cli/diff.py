@@ -1,7 +1,5 @@
 """`tokscan diff`: drift between two reports."""
 
-from __future__ import annotations
-
 import json
 import sys
 from pathlib import Path

@@ -1,8 +1,6 @@
 """`tokscan profiles` (and `profiles check`) and `tokscan codes`: what the built-in catalogue holds, and whether
 a profile fits a model's real tokenizer and chat template."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import Annotated

@@ -1,8 +1,6 @@
 """`tokscan scan`: the whole pass before a training run. `execute` is the orchestration (config, scan,
 outputs, verdict) and is what the tests call in-process; the Typer command only parses options."""
 
-from __future__ import annotations
-
 import shlex
 import sys
 import time
@@ -12,8 +10,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, Progress, ProgressColumn, Task, TimeElapsedColumn
-from rich.text import Text
 
 from ..api import scan as run_scan
 from ..errors import UsageError
@@ -46,25 +42,28 @@ from .app import (
 RAY_AUTO = "auto"
 
 
-class PartsColumn(ProgressColumn):
-    """`done/total parts · N samples`; the total is unknown (None) until the inputs are planned."""
-
-    def render(self, task: Task) -> Text:
-        total = "?" if task.total is None else f"{task.total:,.0f}"
-        return Text(f"{task.completed:,.0f}/{total} parts · {task.fields.get('samples', 0):,} samples")
-
-
 def scan_with_progress(paths: list[str], show_progress: bool, **kwargs):
     if not (show_progress and err.is_terminal):
         # Still poll from this thread, so Ctrl-C cancels the scan promptly.
         # A Ray scan without a bar needs no progress actor; Ctrl-C stops either scan.
         return run_scan(paths, progress=None if kwargs.get("engine") == "ray" else (lambda _p: None), **kwargs)
+    # rich.progress is imported only when a bar is drawn (a terminal): it is a large part of start-up.
+    from rich.progress import BarColumn, Progress, ProgressColumn, Task, TimeElapsedColumn
+    from rich.text import Text
+
+    class PartsColumn(ProgressColumn):
+        """`done/total parts · N samples`; the total is unknown (None) until the inputs are planned."""
+
+        def render(self, task: Task) -> Text:
+            total = "?" if task.total is None else f"{task.total:,.0f}"
+            return Text(f"{task.completed:,.0f}/{total} parts · {task.fields.get('samples', 0):,} samples")
+
     with Progress(
         "[bold]scanning",
         BarColumn(),
         PartsColumn(),
         TimeElapsedColumn(),
-        console=err,
+        console=err.console,  # type: ignore[attr-defined]
         transient=True,
     ) as bar:
         task = bar.add_task("scan", total=None, samples=0)
@@ -107,7 +106,6 @@ def execute(a: ScanArgs) -> int:
     from ..api import load_profile
     from ..config import discover, load_file
     from ..drift import compare
-    from ..render import print_decoded, print_drift, print_summary
     from ..report import Report
 
     cfg = load_file(a.config) if a.config is not None else discover()
@@ -189,6 +187,8 @@ def execute(a: ScanArgs) -> int:
         if text_out:
             out.print(f"exclusion list: {len(drop)} sample(s) by {kind} -> {a.exclude}", highlight=False)
     if text_out:
+        from ..render import print_decoded, print_drift, print_summary
+
         print_summary(report, out, fail_level, seconds, cfg.policy)
         if "decoded" in report.data:
             print_decoded(report.data["decoded"], out)

@@ -1,7 +1,5 @@
 """`tokscan show`: one sample, found without a scan, explained by the core's checker and decoded by segment."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import Annotated, Any
