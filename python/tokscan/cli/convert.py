@@ -16,6 +16,7 @@ from .app import (
     QuietOpt,
     app,
     corpus_columns,
+    err,
     out,
     user_errors,
 )
@@ -41,7 +42,6 @@ def convert(
     with user_errors():
         import sys
 
-        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         from ..convert import convert as run_convert
@@ -55,7 +55,7 @@ def convert(
             BarColumn(),
             MofNCompleteColumn(),
             TimeRemainingColumn(),
-            console=Console(stderr=True),
+            console=err.console,  # type: ignore[attr-defined]
             disable=not show,
         )
         with bar:

@@ -79,7 +79,7 @@ impl Corpus {
     pub fn units(&self) -> Vec<Unit> {
         let mut out = Vec::new();
         for (k, s) in self.sources.iter().enumerate() {
-            for (index, u) in s.units().into_iter().enumerate() {
+            for (index, u) in s.units().iter().enumerate() {
                 out.push(Unit {
                     source: k,
                     index,

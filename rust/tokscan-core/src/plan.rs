@@ -84,8 +84,7 @@ pub fn plan(paths: &[String], columns: &ColumnNames, n_tasks: usize) -> Result<P
 
 pub fn plan_corpus(corpus: &Corpus, n_tasks: usize) -> Plan {
     let units = corpus.units();
-    let spans: Vec<Vec<crate::source::UnitSpan>> =
-        corpus.sources.iter().map(|s| s.units()).collect();
+    let spans: Vec<&[crate::source::UnitSpan]> = corpus.sources.iter().map(|s| s.units()).collect();
     let total = corpus.len();
     let target = total.div_ceil(n_tasks.max(1) as u64).max(1);
     let mut tasks: Vec<Task> = Vec::new();

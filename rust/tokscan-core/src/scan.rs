@@ -156,7 +156,7 @@ pub fn scan_task(
             .map(|s| source::open(&s.input(), &opts.columns))
             .collect();
         let sources: Vec<Box<dyn Source>> = opened.into_iter().collect::<Result<_>>()?;
-        let spans: Vec<Vec<source::UnitSpan>> = sources.iter().map(|s| s.units()).collect();
+        let spans: Vec<&[source::UnitSpan]> = sources.iter().map(|s| s.units()).collect();
         let mut units = Vec::with_capacity(task.units.len());
         for u in &task.units {
             let k = u.source as usize;

@@ -19,7 +19,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use tokscan_core::check::{check_sample, Scratch, NO_POS};
 use tokscan_core::source::numpy::{parse_header, NumpyShard};
-use tokscan_core::source::ColumnNames;
+use tokscan_core::source::{ColumnNames, Source};
 use tokscan_core::token::MaskSlice;
 use tokscan_core::{scan, Corpus, Profile, Progress, Report, ScanOptions};
 
@@ -252,9 +252,9 @@ fn numpy_reader_never_panics_on_mutated_seeds() {
                 std::fs::write(dir.path().join("loss_mask.npy"), mb).unwrap();
             }
             if let Ok(shard) = NumpyShard::open(dir.path()) {
-                let rows = shard.rows() as usize;
+                let rows = shard.rows();
                 shard
-                    .with_rows(0, rows, |b| {
+                    .read_rows(0, rows, &mut |b| {
                         let mut scratch = Scratch::default();
                         let mut counts = vec![0u64; profile.specials.len()];
                         for i in 0..b.rows() {

@@ -68,6 +68,8 @@ pub struct IpcShard {
     batches: Vec<(Block, u64)>,
     /// `starts[b]` is batch b's first row; the last entry is the total.
     starts: Vec<u64>,
+    /// One unit per record batch.
+    units: Vec<UnitSpan>,
 }
 
 fn bad(path: &Path, msg: impl std::fmt::Display) -> Error {
@@ -299,6 +301,11 @@ impl IpcShard {
         for (_, rows) in &batches {
             starts.push(starts.last().expect("non-empty") + rows);
         }
+        let units = batches
+            .iter()
+            .zip(&starts)
+            .map(|(&(_, rows), &first_row)| UnitSpan { first_row, rows })
+            .collect();
         Ok(IpcShard {
             path: path.to_path_buf(),
             kind,
@@ -310,6 +317,7 @@ impl IpcShard {
             dictionaries,
             batches,
             starts,
+            units,
         })
     }
 
@@ -481,16 +489,8 @@ impl Source for IpcShard {
         None
     }
 
-    /// One unit per record batch.
-    fn units(&self) -> Vec<UnitSpan> {
-        self.batches
-            .iter()
-            .enumerate()
-            .map(|(b, (_, rows))| UnitSpan {
-                first_row: self.starts[b],
-                rows: *rows,
-            })
-            .collect()
+    fn units(&self) -> &[UnitSpan] {
+        &self.units
     }
 
     fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {

@@ -448,13 +448,8 @@ impl Source for JsonlShard {
         Some((self.tokens.len() + self.prompt_tokens.len()) as u64)
     }
 
-    fn units(&self) -> Vec<UnitSpan> {
-        self.units.clone()
-    }
-
-    fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {
-        let u = self.units[unit];
-        self.read_rows(u.first_row, u.first_row + u.rows, f)
+    fn units(&self) -> &[UnitSpan] {
+        &self.units
     }
 
     fn read_rows(

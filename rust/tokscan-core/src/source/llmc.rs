@@ -202,26 +202,6 @@ impl LlmcShard {
             Tokens::U32(self.slice())
         }
     }
-
-    fn with_rows(
-        &self,
-        start: usize,
-        end: usize,
-        f: &mut dyn FnMut(&Batch<'_>) -> Result<()>,
-    ) -> Result<()> {
-        f(&Batch {
-            ids: Ragged {
-                values: self.tokens(),
-                offsets: Offsets::I64(&self.offsets[start..=end]),
-            },
-            prompt: None,
-            mask: None,
-            sample_ids: None,
-            categories: None,
-            null_rows: None,
-            findings: None,
-        })
-    }
 }
 
 impl Source for LlmcShard {
@@ -254,13 +234,8 @@ impl Source for LlmcShard {
         Some(self.header.tokens)
     }
 
-    fn units(&self) -> Vec<UnitSpan> {
-        self.units.clone()
-    }
-
-    fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {
-        let u = self.units[unit];
-        self.with_rows(u.first_row as usize, (u.first_row + u.rows) as usize, f)
+    fn units(&self) -> &[UnitSpan] {
+        &self.units
     }
 
     fn read_rows(
@@ -269,11 +244,19 @@ impl Source for LlmcShard {
         end: u64,
         f: &mut dyn FnMut(&Batch<'_>) -> Result<()>,
     ) -> Result<()> {
-        self.with_rows(start as usize, end as usize, f)
-    }
-
-    fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
-        Ok(None)
+        let (start, end) = (start as usize, end as usize);
+        f(&Batch {
+            ids: Ragged {
+                values: self.tokens(),
+                offsets: Offsets::I64(&self.offsets[start..=end]),
+            },
+            prompt: None,
+            mask: None,
+            sample_ids: None,
+            categories: None,
+            null_rows: None,
+            findings: None,
+        })
     }
 }
 

@@ -224,58 +224,6 @@ impl MegatronShard {
             }
         }
     }
-
-    fn with_rows(
-        &self,
-        start: usize,
-        end: usize,
-        f: &mut dyn FnMut(&Batch<'_>) -> Result<()>,
-    ) -> Result<()> {
-        let offs = &self.index.offsets[start..=end];
-        let widened: Vec<i64>;
-        let rebased: Vec<i64>;
-        let (values, offsets) = match self.index.dtype {
-            MDtype::U16 => (Tokens::U16(self.slice()), Offsets::I64(offs)),
-            MDtype::I32 => (Tokens::I32(self.slice()), Offsets::I64(offs)),
-            MDtype::I64 => (Tokens::I64(self.slice()), Offsets::I64(offs)),
-            d => {
-                let (lo, hi) = (offs[0] as usize, offs[offs.len() - 1] as usize);
-                widened = match d {
-                    MDtype::U8 => self.slice::<u8>()[lo..hi]
-                        .iter()
-                        .map(|&v| i64::from(v))
-                        .collect(),
-                    MDtype::I8 => self.slice::<i8>()[lo..hi]
-                        .iter()
-                        .map(|&v| i64::from(v))
-                        .collect(),
-                    MDtype::I16 => self.slice::<i16>()[lo..hi]
-                        .iter()
-                        .map(|&v| i64::from(v))
-                        .collect(),
-                    MDtype::F32 => self.slice::<f32>()[lo..hi]
-                        .iter()
-                        .map(|&v| whole(f64::from(v)))
-                        .collect(),
-                    _ => self.slice::<f64>()[lo..hi]
-                        .iter()
-                        .map(|&v| whole(v))
-                        .collect(),
-                };
-                rebased = offs.iter().map(|&o| o - lo as i64).collect();
-                (Tokens::I64(&widened), Offsets::I64(&rebased))
-            }
-        };
-        f(&Batch {
-            ids: Ragged { values, offsets },
-            prompt: None,
-            mask: None,
-            sample_ids: None,
-            categories: None,
-            null_rows: None,
-            findings: None,
-        })
-    }
 }
 
 /// A float token as an id: whole non-negative numbers as themselves, anything else out of vocabulary.
@@ -326,13 +274,8 @@ impl Source for MegatronShard {
         Some(self.index.tokens)
     }
 
-    fn units(&self) -> Vec<UnitSpan> {
-        self.units.clone()
-    }
-
-    fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {
-        let u = self.units[unit];
-        self.with_rows(u.first_row as usize, (u.first_row + u.rows) as usize, f)
+    fn units(&self) -> &[UnitSpan] {
+        &self.units
     }
 
     fn read_rows(
@@ -341,11 +284,51 @@ impl Source for MegatronShard {
         end: u64,
         f: &mut dyn FnMut(&Batch<'_>) -> Result<()>,
     ) -> Result<()> {
-        self.with_rows(start as usize, end as usize, f)
-    }
-
-    fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
-        Ok(None)
+        let (start, end) = (start as usize, end as usize);
+        let offs = &self.index.offsets[start..=end];
+        let widened: Vec<i64>;
+        let rebased: Vec<i64>;
+        let (values, offsets) = match self.index.dtype {
+            MDtype::U16 => (Tokens::U16(self.slice()), Offsets::I64(offs)),
+            MDtype::I32 => (Tokens::I32(self.slice()), Offsets::I64(offs)),
+            MDtype::I64 => (Tokens::I64(self.slice()), Offsets::I64(offs)),
+            d => {
+                let (lo, hi) = (offs[0] as usize, offs[offs.len() - 1] as usize);
+                widened = match d {
+                    MDtype::U8 => self.slice::<u8>()[lo..hi]
+                        .iter()
+                        .map(|&v| i64::from(v))
+                        .collect(),
+                    MDtype::I8 => self.slice::<i8>()[lo..hi]
+                        .iter()
+                        .map(|&v| i64::from(v))
+                        .collect(),
+                    MDtype::I16 => self.slice::<i16>()[lo..hi]
+                        .iter()
+                        .map(|&v| i64::from(v))
+                        .collect(),
+                    MDtype::F32 => self.slice::<f32>()[lo..hi]
+                        .iter()
+                        .map(|&v| whole(f64::from(v)))
+                        .collect(),
+                    _ => self.slice::<f64>()[lo..hi]
+                        .iter()
+                        .map(|&v| whole(v))
+                        .collect(),
+                };
+                rebased = offs.iter().map(|&o| o - lo as i64).collect();
+                (Tokens::I64(&widened), Offsets::I64(&rebased))
+            }
+        };
+        f(&Batch {
+            ids: Ragged { values, offsets },
+            prompt: None,
+            mask: None,
+            sample_ids: None,
+            categories: None,
+            null_rows: None,
+            findings: None,
+        })
     }
 }
 

@@ -3,8 +3,9 @@
 //! units of work (a Parquet row group, a range of NumPy samples) that yield ragged batches of token rows,
 //! and reads any range of rows on its own (for `show`, `align`, `clean`).
 //!
-//! **Adding a format**: one new file in this folder implementing [`Source`] (open with validation, units,
-//! batches, row ranges, the id column), one [`Format`] variant with its detection in `discover_path` and
+//! **Adding a format**: one new file in this folder implementing [`Source`] (open with validation and plan
+//! the units; `read_rows`; `scan_unit` only when a unit decodes as a whole; `sample_ids` when the format has
+//! ids), one [`Format`] variant with its detection in `discover_path` and
 //! its constructor in [`open`], and its tests (a reader unit test here, the corrupt-input and layout suites
 //! in `tests/`). Nothing else in the core or in Python matches on the format.
 
@@ -86,10 +87,15 @@ pub trait Source: Send + Sync {
     fn rows(&self) -> u64;
     /// Tokens in the source when known from metadata alone (for progress), else `None`.
     fn tokens_hint(&self) -> Option<u64>;
-    /// The units of parallel work, in row order, covering every row once.
-    fn units(&self) -> Vec<UnitSpan>;
-    /// Decodes unit `unit` (an index into [`Source::units`]) batch by batch.
-    fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()>;
+    /// The units of parallel work, in row order, covering every row once (planned at open).
+    fn units(&self) -> &[UnitSpan];
+    /// Decodes unit `unit` (an index into [`Source::units`]) batch by batch. By default its rows through
+    /// [`Source::read_rows`]; a format that decodes a unit as a whole (a Parquet row group, an IPC record
+    /// batch) overrides it.
+    fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {
+        let u = self.units()[unit];
+        self.read_rows(u.first_row, u.first_row + u.rows, f)
+    }
     /// Decodes local rows `[start, end)`, reading as little else as the format allows.
     fn read_rows(
         &self,
@@ -98,7 +104,9 @@ pub trait Source: Send + Sync {
         f: &mut dyn FnMut(&Batch<'_>) -> Result<()>,
     ) -> Result<()>;
     /// The sample id of every row (reading only that column), or `None` when the source has none.
-    fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>>;
+    fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
+        Ok(None)
+    }
 }
 
 /// Opens `input` with the reader of its format, validating headers and schemas.

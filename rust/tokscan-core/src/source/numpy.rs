@@ -346,36 +346,6 @@ impl NumpyShard {
         }
         .to_string()
     }
-
-    /// Hands rows `[start, end)` to `f` as one batch.
-    pub fn with_rows(
-        &self,
-        start: usize,
-        end: usize,
-        f: impl FnOnce(&Batch<'_>) -> Result<()>,
-    ) -> Result<()> {
-        let offsets = Offsets::I64(&self.offsets[start..=end]);
-        let ids = Ragged {
-            values: self.tokens.tokens()?,
-            offsets,
-        };
-        let mask = match &self.mask {
-            Some(m) => Some(RaggedMask {
-                values: m.mask()?,
-                offsets,
-            }),
-            None => None,
-        };
-        f(&Batch {
-            ids,
-            prompt: None,
-            mask,
-            sample_ids: self.sample_ids.as_ref().map(|v| &v[start..end]),
-            categories: self.categories.as_ref().map(|v| &v[start..end]),
-            null_rows: None,
-            findings: None,
-        })
-    }
 }
 
 /// Target tokens per NumPy work unit.
@@ -403,13 +373,8 @@ impl Source for NumpyShard {
         Some((o[o.len() - 1] - o[0]) as u64)
     }
 
-    fn units(&self) -> Vec<UnitSpan> {
-        self.units.clone()
-    }
-
-    fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {
-        let u = self.units[unit];
-        self.read_rows(u.first_row, u.first_row + u.rows, f)
+    fn units(&self) -> &[UnitSpan] {
+        &self.units
     }
 
     fn read_rows(
@@ -418,7 +383,28 @@ impl Source for NumpyShard {
         end: u64,
         f: &mut dyn FnMut(&Batch<'_>) -> Result<()>,
     ) -> Result<()> {
-        self.with_rows(start as usize, end as usize, f)
+        let (start, end) = (start as usize, end as usize);
+        let offsets = Offsets::I64(&self.offsets[start..=end]);
+        let ids = Ragged {
+            values: self.tokens.tokens()?,
+            offsets,
+        };
+        let mask = match &self.mask {
+            Some(m) => Some(RaggedMask {
+                values: m.mask()?,
+                offsets,
+            }),
+            None => None,
+        };
+        f(&Batch {
+            ids,
+            prompt: None,
+            mask,
+            sample_ids: self.sample_ids.as_ref().map(|v| &v[start..end]),
+            categories: self.categories.as_ref().map(|v| &v[start..end]),
+            null_rows: None,
+            findings: None,
+        })
     }
 
     fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {

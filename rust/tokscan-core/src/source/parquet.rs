@@ -72,6 +72,8 @@ pub struct ParquetShard {
     projection: ProjectionMask,
     pub layout: Layout,
     pub row_group_rows: Vec<u64>,
+    /// One unit per row group: arrow-rs decodes a row group independently.
+    units: Vec<UnitSpan>,
     /// Rows per decoded batch, per row group.
     batch_rows: Vec<usize>,
 }
@@ -269,12 +271,24 @@ impl ParquetShard {
             .map(|rg| rg.num_rows().max(0) as u64)
             .collect();
         let batch_rows = batch_rows(&meta, &layout, &row_group_rows);
+        let units = row_group_rows
+            .iter()
+            .scan(0, |first, &rows| {
+                let u = UnitSpan {
+                    first_row: *first,
+                    rows,
+                };
+                *first += rows;
+                Some(u)
+            })
+            .collect();
         Ok(ParquetShard {
             path: path.to_path_buf(),
             meta,
             projection,
             layout,
             row_group_rows,
+            units,
             batch_rows,
         })
     }
@@ -459,20 +473,8 @@ impl Source for ParquetShard {
         None
     }
 
-    /// One unit per row group: arrow-rs decodes a row group independently.
-    fn units(&self) -> Vec<UnitSpan> {
-        let mut first = 0;
-        self.row_group_rows
-            .iter()
-            .map(|&rows| {
-                let u = UnitSpan {
-                    first_row: first,
-                    rows,
-                };
-                first += rows;
-                u
-            })
-            .collect()
+    fn units(&self) -> &[UnitSpan] {
+        &self.units
     }
 
     fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {
