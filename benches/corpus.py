@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tokscan.synth import (
+from tokscan.demo_corpus import (
     ASSISTANT_NAME,
     CATEGORIES,
     IM_ASSISTANT,

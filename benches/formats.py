@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,8 +20,10 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 import tokscan
-from tokscan import synth
 from tokscan.clean import write_megatron_index
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
+import synth  # the test-suite's corpora
 
 
 def best(f, repeat: int) -> float:

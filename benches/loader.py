@@ -23,14 +23,14 @@ from pathlib import Path
 import numpy as np
 
 import tokscan
-from tokscan import synth
+from tokscan import demo_corpus as kimi
 
 
 def kimi_rows(n: int, tokens: int, seed: int = 0) -> list[list[int]]:
     """Clean Kimi-K2.5 samples whose mean length is about `tokens`."""
-    scale = max(1, round(tokens / 280))  # synth's clean samples average ~280 tokens at scale 1
-    g = synth.Generator(seed, scale=scale)
-    return [g.clean(f"s{i}", synth.CATEGORIES[i % len(synth.CATEGORIES)]).ids for i in range(n)]
+    scale = max(1, round(tokens / 280))  # the generator's clean samples average ~280 tokens at scale 1
+    g = kimi.Generator(seed, scale=scale)
+    return [g.clean(f"s{i}", kimi.CATEGORIES[i % len(kimi.CATEGORIES)]).ids for i in range(n)]
 
 
 def best_of(fn, repeat: int = 5) -> float:

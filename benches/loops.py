@@ -20,19 +20,19 @@ from pathlib import Path
 import numpy as np
 
 import tokscan
-from tokscan import synth
+from tokscan import demo_corpus as kimi
 
 LENGTH_LIMIT = 8192  # completion tokens
 
 
-def build(n: int, lo: int, hi: int, seed: int = 0) -> tuple[list[synth.Sample], list[int]]:
-    g = synth.Generator(seed)
+def build(n: int, lo: int, hi: int, seed: int = 0) -> tuple[list[kimi.Sample], list[int]]:
+    g = kimi.Generator(seed)
     samples, periods = [], []
     for i in range(n):
-        s = g.clean(f"loop-{i:05d}", synth.CATEGORIES[i % len(synth.CATEGORIES)])
+        s = g.clean(f"loop-{i:05d}", kimi.CATEGORIES[i % len(kimi.CATEGORIES)])
         period = int(g.rng.integers(lo, hi + 1))
         unit = g.text(period)
-        head = [*g.text(s.thinking), synth.UNTHINK, *g.text(s.response)]
+        head = [*g.text(s.thinking), kimi.UNTHINK, *g.text(s.response)]
         if i % 2:  # loops until the length limit
             reps = max(4, (LENGTH_LIMIT - len(head)) // period + 1)
             body = (unit * (reps + 1))[: max(LENGTH_LIMIT - len(head), 4 * period, 64)]
@@ -40,7 +40,7 @@ def build(n: int, lo: int, hi: int, seed: int = 0) -> tuple[list[synth.Sample], 
         else:
             least = max(4, -(-64 // period))  # 4 repeats and 64 tokens
             reps = int(g.rng.integers(least, least + 9))
-            s.completion = [*head, *(unit * reps), synth.IM_END]
+            s.completion = [*head, *(unit * reps), kimi.IM_END]
         samples.append(s)
         periods.append(period)
     return samples, periods
@@ -56,7 +56,7 @@ def main() -> None:
     a = ap.parse_args()
     samples, periods = build(a.samples, a.min_period, a.max_period)
     with tempfile.TemporaryDirectory() as tmp:
-        out = synth.write_parquet_full(samples, (a.out or Path(tmp)) / "loops")
+        out = kimi.write_parquet_full(samples, (a.out or Path(tmp)) / "loops")
         report = tokscan.scan(out, threads=0)
     found = {f["row"]: f.get("repetition", {}).get("period") for f in report.flagged if "repetition" in f["codes"]}
     edges = [1, 9, 65, 257, 1025, 1 << 30]

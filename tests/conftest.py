@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
-from tokscan import synth
+import synth
 
 settings.register_profile("fast", max_examples=15, deadline=None)
 settings.register_profile("slow", max_examples=200, deadline=None)

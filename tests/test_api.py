@@ -9,8 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import tokscan
-from tokscan import synth
 from tokscan.api import default_tokenizer_dir
+
+import synth
 
 KIMI_TOML = Path(__file__).parents[1] / "rust" / "tokscan-core" / "profiles" / "kimi-k2.toml"
 

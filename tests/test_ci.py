@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import tokscan
-from tokscan import synth
 from tokscan.drift import compare
 
+import synth
 from conftest import run_cli
 
 

@@ -8,8 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tokscan import synth
-
+import synth
 from conftest import run_cli
 
 

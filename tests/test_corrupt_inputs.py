@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import tokscan
-from tokscan import synth
 
+import synth
 from conftest import run_cli
 
 

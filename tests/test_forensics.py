@@ -7,9 +7,10 @@ import json
 import pytest
 
 import tokscan
-from tokscan import demo, forensics, synth
+from tokscan import demo, forensics
 from tokscan.api import default_tokenizer_dir
 
+import synth
 from conftest import run_cli
 
 TOK = default_tokenizer_dir()

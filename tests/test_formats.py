@@ -12,9 +12,9 @@ import pyarrow.parquet
 import pytest
 
 import tokscan
-from tokscan import synth
 from tokscan.clean import ipc_layout
 
+import synth
 from conftest import run_cli
 
 

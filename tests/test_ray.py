@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 import tokscan
-from tokscan import demo, synth
+from tokscan import demo
 from tokscan.distributed import TEST_HOLD_DIR, scan_ray
 from tokscan.errors import UsageError
 
+import synth
 from conftest import run_cli
 
 ray = pytest.importorskip("ray")

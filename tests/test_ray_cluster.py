@@ -10,8 +10,9 @@ import os
 import pytest
 
 import tokscan
-from tokscan import synth
 from tokscan.distributed import scan_ray
+
+import synth
 
 ray = pytest.importorskip("ray")
 if not hasattr(ray, "init"):

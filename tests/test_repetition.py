@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import tokscan
-from tokscan import synth
+
+import synth
 
 QUANTS = {"p1": 1, "p5": 5, "p25": 25, "median": 50, "p75": 75, "p95": 95, "p99": 99}
 N = 10  # the coverage n-gram size (README: `ngram_coverage`)

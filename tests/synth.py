@@ -1,0 +1,205 @@
+"""Synthetic corpora for the test-suite and the benches: the seeded Kimi-K2.5 samples of `tokscan.demo_corpus`
+(re-exported here; `tokscan demo` ships that generator) written in every supported layout: Parquet `input_ids` +
+`loss_mask`, Parquet `prompt_ids` + `output_ids`, NumPy tokens + offsets, Arrow IPC file and stream formats,
+generator JSONL.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+
+from tokscan.demo_corpus import (
+    CATEGORIES,
+    IM_ASSISTANT,
+    IM_END,
+    IM_MIDDLE,
+    PAD,
+    SECTION,
+    UNTHINK,
+    Generator,
+    Sample,
+    build_corpus,
+    shard_bounds,
+    write_parquet_full,
+    write_parquet_shards,
+)
+
+__all__ = [
+    "CATEGORIES",
+    "IM_ASSISTANT",
+    "IM_END",
+    "IM_MIDDLE",
+    "LAYOUTS",
+    "MASK_ONLY",
+    "PAD",
+    "SECTION",
+    "UNTHINK",
+    "Generator",
+    "Sample",
+    "build_corpus",
+    "expected_in",
+    "jsonl_record",
+    "labels",
+    "write_arrow_file",
+    "write_arrow_stream",
+    "write_jsonl",
+    "write_numpy",
+    "write_parquet_full",
+    "write_parquet_split",
+]
+
+#: Anomalies that only a loss mask can show.
+MASK_ONLY = frozenset({"loss_mask_misaligned"})
+
+
+def expected_in(s: Sample, with_mask: bool) -> set[str]:
+    """The codes `s` must be flagged with in a layout with (or without) a loss mask."""
+    return set(s.expected) if with_mask else s.expected - MASK_ONLY
+
+
+def write_parquet_split(samples: list[Sample], out: Path, n_shards: int = 2, row_group_size: int = 100) -> Path:
+    """`prompt_ids` + `output_ids` (SGLang capture style), int64 large lists."""
+    return write_parquet_shards(
+        samples,
+        out,
+        n_shards,
+        row_group_size,
+        "capture",
+        lambda part: {
+            "prompt_ids": pa.array([s.prompt for s in part], type=pa.large_list(pa.int64())),
+            "output_ids": pa.array([s.completion for s in part], type=pa.large_list(pa.int64())),
+        },
+    )
+
+
+def write_numpy(samples: list[Sample], out: Path, with_mask: bool = False, dtype: str = "int32") -> Path:
+    """`tokens.npy` + `offsets.npy` (+ `loss_mask.npy`) + `meta.parquet`."""
+    out.mkdir(parents=True, exist_ok=True)
+    lengths = np.array([len(s.ids) for s in samples], dtype=np.int64)
+    offsets = np.zeros(len(samples) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    tokens = np.fromiter((t for s in samples for t in s.ids), dtype=np.int64, count=int(offsets[-1]))
+    np.save(out / "tokens.npy", tokens.astype(dtype))
+    np.save(out / "offsets.npy", offsets)
+    if with_mask:
+        mask = np.fromiter((m for s in samples for m in s.mask()), dtype=np.uint8, count=int(offsets[-1]))
+        np.save(out / "loss_mask.npy", mask)
+    meta = pa.table({"sample_id": [s.sample_id for s in samples], "category": [s.category for s in samples]})
+    pq.write_table(meta, out / "meta.parquet")
+    return out
+
+
+def labels(s: Sample) -> list[int]:
+    """Hugging Face `labels`: the ids where the mask is 1, -100 elsewhere."""
+    return [t if m else -100 for t, m in zip(s.ids, s.mask(), strict=True)]
+
+
+def _ipc_shards(samples, out: Path, n_shards: int, rows_per_batch: int, stem: str, stream: bool, codec, columns):
+    out.mkdir(parents=True, exist_ok=True)
+    for k, (a, b) in enumerate(shard_bounds(len(samples), n_shards)):
+        part = samples[a:b]
+        table = pa.table(
+            {"sample_id": [s.sample_id for s in part], "category": [s.category for s in part], **columns(part)}
+        )
+        opts = ipc.IpcWriteOptions(compression=codec)
+        path = out / f"{stem}-{k:05d}.arrow"
+        with (ipc.new_stream if stream else ipc.new_file)(path, table.schema, options=opts) as w:
+            for batch in table.to_batches(max_chunksize=rows_per_batch):
+                w.write_batch(batch)
+    return out
+
+
+def write_arrow_file(samples: list[Sample], out: Path, n_shards: int = 2, rows_per_batch: int = 64) -> Path:
+    """Arrow IPC file format (Feather v2), zstd: `input_ids` int32 + `loss_mask` int8."""
+    return _ipc_shards(
+        samples,
+        out,
+        n_shards,
+        rows_per_batch,
+        "part",
+        False,
+        "zstd",
+        lambda part: {
+            "input_ids": pa.array([s.ids for s in part], type=pa.list_(pa.int32())),
+            "loss_mask": pa.array([s.mask() for s in part], type=pa.list_(pa.int8())),
+        },
+    )
+
+
+def write_arrow_stream(samples: list[Sample], out: Path, n_shards: int = 3, rows_per_batch: int = 100) -> Path:
+    """Arrow IPC stream format, lz4, as a trainer's `datasets.map` leaves it: `input_ids` and `labels` (-100 where
+    the loss is masked) int64, each row a batch of one (`[[...]]`)."""
+    return _ipc_shards(
+        samples,
+        out,
+        n_shards,
+        rows_per_batch,
+        "data",
+        True,
+        "lz4",
+        lambda part: {
+            "input_ids": pa.array([[s.ids] for s in part], type=pa.list_(pa.list_(pa.int64()))),
+            "labels": pa.array([[labels(s)] for s in part], type=pa.list_(pa.list_(pa.int64()))),
+        },
+    )
+
+
+def jsonl_record(s: Sample, style: str = "sglang") -> dict:
+    """One generator output line: SGLang (`prompt_ids`, `output_ids`, `meta_info`) or vLLM (`prompt_token_ids`,
+    `outputs[0].token_ids`, `finish_reason`). The finish reason says `length` exactly when the sample was cut."""
+    finish = "length" if "truncated" in s.expected else "stop"
+    if style == "vllm":
+        return {
+            "request_id": s.sample_id,
+            "id": s.sample_id,
+            "category": s.category,
+            "prompt_token_ids": s.prompt,
+            "outputs": [{"index": 0, "token_ids": s.completion, "finish_reason": finish}],
+        }
+    return {
+        "id": s.sample_id,
+        "category": s.category,
+        "prompt_ids": s.prompt,
+        "output_ids": s.completion,
+        "meta_info": {
+            "finish_reason": {"type": finish} if finish == "length" else {"type": "stop", "matched": IM_END},
+            "prompt_tokens": len(s.prompt),
+            "completion_tokens": len(s.completion),
+        },
+    }
+
+
+def write_jsonl(
+    samples: list[Sample], out: Path, n_shards: int = 2, style: str = "sglang", compression: str | None = None
+) -> Path:
+    """Generator outputs as JSONL shards (`.jsonl`, `.jsonl.gz` or `.jsonl.zst`)."""
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = {None: "", "gzip": ".gz", "zstd": ".zst"}[compression]
+    for k, (a, b) in enumerate(shard_bounds(len(samples), n_shards)):
+        text = "".join(json.dumps(jsonl_record(s, style)) + "\n" for s in samples[a:b]).encode()
+        path = out / f"gen-{k:03d}.jsonl{suffix}"
+        if compression is None:
+            path.write_bytes(text)
+        else:
+            with pa.CompressedOutputStream(str(path), compression) as f:
+                f.write(text)
+    return out
+
+
+#: Layout name -> (writer, has a loss mask).
+LAYOUTS = {
+    "parquet_full": (write_parquet_full, True),
+    "parquet_split": (write_parquet_split, False),
+    "numpy": (write_numpy, False),
+    "numpy_mask": (lambda s, o: write_numpy(s, o, with_mask=True, dtype="uint32"), True),
+    "arrow_file": (write_arrow_file, True),
+    "arrow_stream": (write_arrow_stream, True),
+    "jsonl": (write_jsonl, False),
+    "jsonl_vllm_zst": (lambda s, o: write_jsonl(s, o, n_shards=3, style="vllm", compression="zstd"), False),
+}
