@@ -55,8 +55,6 @@ class Report:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Report) and self.data == other.data
 
-    __hash__ = None  # type: ignore[assignment]
-
     def found(self) -> dict[str, int]:
         """The codes found (count > 0) with their counts, worst severity first, then most frequent."""
         rows = sorted(
