@@ -31,7 +31,7 @@ class Report:
     A report from a scan wraps the JSON text the core wrote and parses it on first use of `data`, so
     `write_json` right after a scan (what `tokscan scan -q --json F` does) never builds the Python objects."""
 
-    __slots__ = ("_data", "_text")
+    __slots__ = ("__weakref__", "_data", "_text")
 
     def __init__(self, data: dict[str, Any]) -> None:
         self._data: dict[str, Any] | None = data
@@ -47,13 +47,15 @@ class Report:
     @property
     def data(self) -> dict[str, Any]:
         if self._data is None:
-            self._data = json.loads(self._text)  # type: ignore[arg-type]
-            # From here on the document may be changed in place (`data["decoded"]`): serialise from the dict.
-            self._text = None
+            # One assignment of a fully parsed dict, so a concurrent reader sees either nothing or all of it.
+            data = json.loads(self._text)  # type: ignore[arg-type]
+            self._data = data
         return self._data
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Report) and self.data == other.data
+        if not isinstance(other, Report):
+            return NotImplemented
+        return self.data == other.data
 
     def found(self) -> dict[str, int]:
         """The codes found (count > 0) with their counts, worst severity first, then most frequent."""
@@ -152,7 +154,9 @@ class Report:
         return out
 
     def _compact(self) -> str:
-        if self._text is not None:
+        # The core's text while nothing has been parsed; once `data` exists it may have been changed in place
+        # (`data["decoded"]`), so serialise from it.
+        if self._data is None and self._text is not None:
             return self._text
         # The C encoder; an `indent` would switch json to its pure-Python encoder, ~4x slower on big reports.
         return json.dumps(self.data, separators=(",", ":"), ensure_ascii=False)

@@ -37,8 +37,9 @@ app = typer.Typer(
 
 class LazyConsole:
     """A rich Console made on first use. Importing rich.console is a noticeable part of a command's start-up,
-    and `scan -q --json F` (the CI and benchmark case) never prints; `.console` is the real object, for rich
-    APIs that take one (Progress)."""
+    and `scan -q --json F` (the CI and benchmark case) never prints. It forwards attribute reads only (`.print`,
+    `.width`, `.is_terminal`); give rich APIs that take a console (Progress, `with console:`) `.console`, the
+    real object."""
 
     def __init__(self, stderr: bool = False) -> None:
         self._stderr = stderr

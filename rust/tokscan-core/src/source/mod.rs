@@ -103,7 +103,9 @@ pub trait Source: Send + Sync {
         end: u64,
         f: &mut dyn FnMut(&Batch<'_>) -> Result<()>,
     ) -> Result<()>;
-    /// The sample id of every row (reading only that column), or `None` when the source has none.
+    /// The sample id of every row (reading only that column), or `None` when the source has none. A format
+    /// that can carry an id column must override this default, or finding a sample by id (`Corpus::find`,
+    /// `show --sample-id`, `align`) will not see them.
     fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
         Ok(None)
     }
