@@ -166,6 +166,8 @@ pub fn find_loop<T: TokenId + PartialEq>(t: &[T], policy: &RepetitionPolicy) -> 
 
         let mut best: Option<(usize, usize)> = None;
         let mut next_ins = 0usize;
+        // Insertions so far, `next_ins / w`: a counter, since a division per insertion was a tenth of the search.
+        let mut ins_no = 0usize;
         let mut x = 0usize;
         while x + k <= n {
             if best.is_some_and(|(bs, _)| x >= bs + maxp + b) {
@@ -174,9 +176,10 @@ pub fn find_loop<T: TokenId + PartialEq>(t: &[T], policy: &RepetitionPolicy) -> 
             let jend = (x + w).min(n - k + 1);
             while next_ins < jend {
                 let slot = kgram_slot(t, next_ins, k);
-                prev[(next_ins / w) & ring_mask] = head[slot];
+                prev[ins_no & ring_mask] = head[slot];
                 head[slot] = base + next_ins as u32;
                 next_ins += w;
+                ins_no += 1;
             }
             for j in x..jend {
                 // Entries below `lo` are older than `max_period` or from an earlier sample.
