@@ -143,3 +143,23 @@ def test_show_prompts_says_whether_the_record_matches(ds):
     assert "does NOT match the sample's prompt" in text.stdout and "first difference at token" in text.stdout
     unchecked = run_cli("show", str(path), "-p", profile, "--row", "5", "--prompts", str(root / "prompts.jsonl"))
     assert "not checked against the sample's prompt" in unchecked.stdout
+
+
+def test_a_quiet_json_scan_imports_no_terminal_or_validation_library(ds, tmp_path):
+    """`scan -q --json F` (CI, benchmarks) prints nothing, so it must not pay for rich (~35 ms) or pydantic (typer
+    0.29 pulled it in: ~0.2 s); the JSON it writes is the core's. A structural guard, not a timing test."""
+    import subprocess
+    import sys
+
+    _root, path, profile = ds
+    out = tmp_path / "r.json"
+    code = (
+        "import sys\n"
+        "from tokscan.cli import main\n"
+        f"sys.argv = ['tokscan', 'scan', {str(path)!r}, '--profile', {profile!r}, '-q', '--json', {str(out)!r}]\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    rc = e.code\n"
+        "print(rc, sorted({m.split('.')[0] for m in sys.modules} & {'rich', 'pydantic', 'numpy', 'pyarrow'}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.split() == ["1", "[]"], (proc.stdout, proc.stderr)
+    assert json.loads(out.read_text())["n_samples"] == 240
