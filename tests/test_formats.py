@@ -415,6 +415,36 @@ def test_llmc_shards_split_at_the_delimiter_and_find_what_parquet_finds(pretrain
     assert list(core.sample(half + 1)["ids"]) == rows[half + 1]
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_llmc_clean_writes_shards_llmc_reads_without_the_dropped_documents(pretraining_docs, tmp_path, version):
+    d = tmp_path / "web"
+    half = len(pretraining_docs) // 2
+    llmc_write(pretraining_docs[:half], d / "web_000000.bin", version)
+    llmc_write(pretraining_docs[half:], d / "web_000001.bin", version, head=[5, 6, 7])
+    vocab = 50257 if version == 1 else 128256
+    (tmp_path / "tokscan.toml").write_text(f'profile = "{tmp_path / "p.toml"}"\nfail_on = "warning"\n')
+    (tmp_path / "p.toml").write_text(f'base = "plain"\nname = "pretrain"\nvocab_size = {vocab}\n')
+    report_path = tmp_path / "report.json"
+    assert run_cli("scan", str(d), "--json", str(report_path), "-q", cwd=tmp_path).returncode == 1
+    report = tokscan.Report.load(report_path)
+    dropped = {f["row"] for f in report.flagged if f["severity"] in ("warning", "error")}
+    assert {report.flagged_rows("duplicate")[0], 10} <= dropped
+
+    out = tmp_path / "clean"
+    proc = run_cli("clean", str(d), "--report", str(report_path), "--out", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.glob("*.bin")) == ["web_000000.bin", "web_000001.bin"]
+    before, after = tokscan._core.Corpus([str(d)], {}), tokscan._core.Corpus([str(out)], {})
+    kept = [before.sample(i)["ids"].tolist() for i in range(len(before)) if i not in dropped]
+    assert [after.sample(i)["ids"].tolist() for i in range(len(after))] == kept
+    # Each shard keeps llm.c's header (magic, version) with the new token count; the core checks it at open.
+    for p in out.glob("*.bin"):
+        magic, ver, count = np.fromfile(p, dtype="<i4", count=3)
+        assert (magic, ver) == (20240520, version) and count == (p.stat().st_size - 1024) // (2 * version)
+    again = tokscan.scan(out, profile=tmp_path / "p.toml")
+    assert again.failures("warning") == {} and again.n_samples == len(kept)
+
+
 def test_llmc_category_folders_and_explicit_files(pretraining_docs, tmp_path):
     a = llmc_write(pretraining_docs[:30], tmp_path / "category=web" / "a.bin", 1)
     b = llmc_write(pretraining_docs[30:], tmp_path / "category=code" / "b.bin", 2)

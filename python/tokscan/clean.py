@@ -134,6 +134,8 @@ def clean(
             _clean_megatron(src, dst, keep)
         elif fmt == "jsonl":
             _clean_jsonl(src, dst, keep)
+        elif fmt == "llmc":
+            _clean_llmc(src, dst, keep, corpus, start)
         else:
             raise UsageError(f"{src}: tokscan clean cannot write the {fmt} format")
         files.append({"source": str(src), "output": str(dst), "samples": n, "kept": int(keep.sum())})
@@ -275,6 +277,36 @@ def _clean_megatron(src: Path, dst: Path, keep: np.ndarray) -> None:
     cat = np.concatenate(new_lengths) if new_lengths else np.zeros(0, np.int32)
     kept_modes = (np.concatenate(new_modes) if new_modes else np.zeros(0, np.int8)) if modes is not None else None
     write_megatron_index(dst.with_suffix(".idx"), dtype, cat, np.array(new_docs, dtype=np.int64), kept_modes)
+
+
+#: llm.c's `dev/data/data_common.py`: a header of 256 little-endian int32 (magic, version, token count).
+LLMC_HEADER_INTS = 256
+LLMC_DTYPE = {1: "<u2", 2: "<u4"}
+#: Samples read through the core at a time.
+LLMC_CHUNK = 4096
+
+
+def _clean_llmc(src: Path, dst: Path, keep: np.ndarray, corpus: Any, start: int) -> None:
+    """The shard's header with the new token count, then each kept sample's tokens (its leading delimiter
+    included, so every document still starts with one). The samples, split where the core splits them, are
+    read through the core chunk by chunk."""
+    header = np.fromfile(src, dtype="<i4", count=LLMC_HEADER_INTS)
+    dtype = LLMC_DTYPE[int(header[1])]  # the core opened this file, so the version is one of these
+    written = 0
+    with open(dst, "wb") as out:
+        out.write(header.tobytes())
+        for a in range(0, len(keep), LLMC_CHUNK):
+            b = min(len(keep), a + LLMC_CHUNK)
+            if not keep[a:b].any():
+                continue
+            for s, k in zip(corpus.fetch_range(start + a, start + b), keep[a:b], strict=True):
+                if k:
+                    ids = np.asarray(s.ids).astype(dtype, copy=False)
+                    out.write(ids.tobytes())
+                    written += len(ids)
+        header[2] = written
+        out.seek(0)
+        out.write(header.tobytes())
 
 
 def _jsonl_codec(path: Path) -> str | None:
