@@ -19,13 +19,11 @@ use rayon::prelude::*;
 use serde_json::value::RawValue;
 
 use super::{
-    Batch, ColumnNames, Finding, Finish, Format, Offsets, Ragged, RaggedMask, Source, Tokens,
-    UnitSpan,
+    plan_units, Batch, ColumnNames, Finding, Finish, Format, Offsets, Ragged, RaggedMask, Source,
+    Tokens, UnitSpan,
 };
 use crate::error::{Error, Result};
 use crate::token::MaskSlice;
-
-const UNIT_TOKENS: i64 = 1 << 22;
 
 /// How the file is compressed, from its name.
 fn codec(path: &Path) -> &'static str {
@@ -407,24 +405,6 @@ impl JsonlShard {
         s.units = plan_units(&s.offsets);
         Ok(s)
     }
-}
-
-fn plan_units(offs: &[i64]) -> Vec<UnitSpan> {
-    let rows = offs.len() - 1;
-    let mut units = Vec::new();
-    let mut start = 0;
-    while start < rows {
-        let mut end = start + 1;
-        while end < rows && offs[end] - offs[start] < UNIT_TOKENS {
-            end += 1;
-        }
-        units.push(UnitSpan {
-            first_row: start as u64,
-            rows: (end - start) as u64,
-        });
-        start = end;
-    }
-    units
 }
 
 impl Source for JsonlShard {

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 use rayon::prelude::*;
 
-use super::{Batch, Format, Offsets, Ragged, Source, Tokens, UnitSpan};
+use super::{plan_units, Batch, Format, Offsets, Ragged, Source, Tokens, UnitSpan};
 use crate::error::{Error, Result};
 
 /// `header[0]` of every llm.c token file.
@@ -181,7 +181,7 @@ impl LlmcShard {
             Tokens::U32(t) => sample_offsets(t, header.delimiter()),
             _ => unreachable!("llm.c tokens are uint16 or uint32"),
         };
-        shard.units = super::megatron::plan_units(&shard.offsets);
+        shard.units = plan_units(&shard.offsets);
         Ok(shard)
     }
 

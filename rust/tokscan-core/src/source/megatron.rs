@@ -13,13 +13,11 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
-use super::{Batch, Format, Offsets, Ragged, Source, Tokens, UnitSpan};
+use super::{plan_units, Batch, Format, Offsets, Ragged, Source, Tokens, UnitSpan};
 use crate::error::{Error, Result};
 
 /// The first 9 bytes of every `.idx`.
 pub const IDX_MAGIC: &[u8; 9] = b"MMIDIDX\x00\x00";
-/// Target tokens per unit of work.
-const UNIT_TOKENS: i64 = 1 << 22;
 
 /// megatron-core's `DType` codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,24 +231,6 @@ fn whole(v: f64) -> i64 {
     } else {
         -1
     }
-}
-
-pub(super) fn plan_units(offs: &[i64]) -> Vec<UnitSpan> {
-    let rows = offs.len() - 1;
-    let mut units = Vec::new();
-    let mut start = 0;
-    while start < rows {
-        let mut end = start + 1;
-        while end < rows && offs[end] - offs[start] < UNIT_TOKENS {
-            end += 1;
-        }
-        units.push(UnitSpan {
-            first_row: start as u64,
-            rows: (end - start) as u64,
-        });
-        start = end;
-    }
-    units
 }
 
 impl Source for MegatronShard {

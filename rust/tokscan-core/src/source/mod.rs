@@ -77,6 +77,29 @@ pub struct UnitSpan {
     pub rows: u64,
 }
 
+/// Target tokens per unit of work of the formats whose rows are ranges of one flat token array.
+const UNIT_TOKENS: i64 = 1 << 22;
+
+/// Consecutive rows of about [`UNIT_TOKENS`] tokens (at least one row each), covering every row, from the
+/// rows' token offsets (`offs.len()` = rows + 1): the units of NumPy, JSONL, Megatron and llm.c sources.
+pub(crate) fn plan_units(offs: &[i64]) -> Vec<UnitSpan> {
+    let rows = offs.len() - 1;
+    let mut units = Vec::new();
+    let mut start = 0;
+    while start < rows {
+        let mut end = start + 1;
+        while end < rows && offs[end] - offs[start] < UNIT_TOKENS {
+            end += 1;
+        }
+        units.push(UnitSpan {
+            first_row: start as u64,
+            rows: (end - start) as u64,
+        });
+        start = end;
+    }
+    units
+}
+
 /// One opened input of any format. Everything above this trait (the scan, the corpus, the binding) is
 /// format-agnostic.
 pub trait Source: Send + Sync {

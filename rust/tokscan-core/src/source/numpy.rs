@@ -10,7 +10,7 @@ use arrow_array::RecordBatchReader;
 use memmap2::Mmap;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use super::{Batch, Format, Offsets, Ragged, RaggedMask, Source, Tokens, UnitSpan};
+use super::{plan_units, Batch, Format, Offsets, Ragged, RaggedMask, Source, Tokens, UnitSpan};
 use crate::error::{Error, Result};
 use crate::token::MaskSlice;
 
@@ -348,9 +348,6 @@ impl NumpyShard {
     }
 }
 
-/// Target tokens per NumPy work unit.
-const UNIT_TOKENS: i64 = 1 << 22;
-
 impl Source for NumpyShard {
     fn path(&self) -> &Path {
         &self.dir
@@ -410,25 +407,6 @@ impl Source for NumpyShard {
     fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
         Ok(self.sample_ids.clone())
     }
-}
-
-/// Consecutive samples of about `UNIT_TOKENS` tokens (at least one sample each), covering every row.
-fn plan_units(offs: &[i64]) -> Vec<UnitSpan> {
-    let rows = offs.len() - 1;
-    let mut units = Vec::new();
-    let mut start = 0;
-    while start < rows {
-        let mut end = start + 1;
-        while end < rows && offs[end] - offs[start] < UNIT_TOKENS {
-            end += 1;
-        }
-        units.push(UnitSpan {
-            first_row: start as u64,
-            rows: (end - start) as u64,
-        });
-        start = end;
-    }
-    units
 }
 
 type Labels = Option<Vec<Option<String>>>;
