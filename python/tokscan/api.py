@@ -65,6 +65,7 @@ def scan(
     policy: Mapping[str, str | int] | None = None,
     fail_on: str = "error",
     ngram_coverage: bool = False,
+    prompts: str | os.PathLike[str] | None = None,
     trust_remote_code: bool = False,
     progress: ProgressCallback | None = None,
     poll_interval: float = 0.1,
@@ -79,6 +80,9 @@ def scan(
     tolerated count or a rate like "0.5%") and `fail_on` the level that fails the run: the report's
     `anomalies[code].status` and `verdict` follow them. `severities` (code -> severity) is a shorthand.
     `ngram_coverage` adds each category's distribution of repeated 10-gram coverage (costs ~20 % of the scan).
+    Samples are paired with the prompts files found beside their shards (a `prompts.jsonl` in a category
+    folder), or with `prompts`, one prompts file for the whole corpus: the report's `pairing` section and the
+    `prompt_missing` / `prompt_mismatch` / `prompts_shifted` codes.
     `progress` is called from the calling thread with the live counters while the scan runs (the GIL is
     released meanwhile); Ctrl-C cancels the scan cleanly, with or without it.
     `engine="ray"` runs the same scan on a Ray cluster (`address`, else `RAY_ADDRESS`, else a local one;
@@ -93,6 +97,8 @@ def scan(
     if engine not in ("local", "ray"):
         raise UsageError(f"engine must be 'local' or 'ray', got {engine!r}")
     if engine == "ray":
+        if prompts is not None:
+            raise UsageError("pairing with prompts runs in the local engine only (engine='local')")
         if isinstance(profile, _core.Profile):
             raise UsageError("engine='ray' needs the profile by name or TOML file: every worker loads it")
         from .distributed import scan_ray
@@ -122,6 +128,7 @@ def scan(
         dict(policy or {}),
         fail_on,
         ngram_coverage,
+        None if prompts is None else [os.fspath(prompts)],
     )
     if progress is None:
         return Report._from_core(job.run())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -142,6 +143,45 @@ def print_drift(drifts, console: Console, baseline: object) -> None:
     console.print(f"[bold red]DRIFT[/]: {len(drifts)} finding(s)")
 
 
+def print_pairing(pairing: list[dict], console: Console) -> None:
+    """One line per prompts file: how samples and records paired, and what disagreed."""
+    for p in pairing:
+        what = p["category"] or "the whole corpus"
+        parts = [f"{_num(p['paired'])} of {_num(p['samples'])} samples paired"]
+        for key, label in (
+            ("samples_without_record", "without a record"),
+            ("mismatched", "mismatched"),
+            ("shifted", "shifted"),
+            ("records_without_sample", "record(s) without a sample"),
+            ("duplicate_ids", "duplicate id(s)"),
+        ):
+            if p[key]:
+                parts.append(f"[red]{_num(p[key])} {label}[/]")
+        how = "by id" if p["matched_by"] == "id" else "by line"
+        basis = "tokens" if p["compared"] == "tokens" else "turns and sizes"
+        if p.get("bytes_per_token"):
+            basis += f", {p['bytes_per_token']:.2f} bytes/token"
+        console.print(
+            f"[bold]prompts[/] {escape(p['path'])} ({escape(what)}, {how}, {basis}): " + ", ".join(parts),
+            highlight=False,
+        )
+        for s in p["shifts"][:3]:
+            console.print(
+                f"  [red]shifted by {s['offset']:+d}[/] from row {s['from_row']} to {s['to_row']} "
+                f"(record line {s['from_line']} on): sample i matches record i{s['offset']:+d}",
+                highlight=False,
+            )
+
+
+def print_skipped(skipped: list[dict], console: Console, limit: int = 5) -> None:
+    """What a directory scan left aside, so nothing is dropped without a word."""
+    if not skipped:
+        return
+    shown = ", ".join(f"{escape(s['path'])} ({escape(s['reason'])})" for s in skipped[:limit])
+    more = f" and {len(skipped) - limit} more (see the JSON report's 'skipped')" if len(skipped) > limit else ""
+    console.print(f"[dim]skipped {len(skipped)} non-corpus file(s): {shown}{more}[/]", highlight=False)
+
+
 def print_summary(
     report: Report, console: Console, fail_on: str = "error", seconds: float | None = None, policy=None
 ) -> None:
@@ -155,6 +195,8 @@ def print_summary(
         f"{len(d['inputs'])} input(s) · {_num(report.n_samples)} samples · {_tokens(report.n_tokens)} tokens{speed}"
     )
     console.print(category_table(report, console.width))
+    print_pairing(d.get("pairing") or [], console)
+    print_skipped(d.get("skipped") or [], console)
     if any(a["count"] for a in report.anomalies.values()):
         console.print(anomaly_table(report, console.width))
     else:

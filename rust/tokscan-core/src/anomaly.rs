@@ -85,6 +85,9 @@ codes! {
     MalformedLine = 18, "malformed_line", Error, "a JSONL line that is not a JSON object with integer token ids (position: the line number)";
     FinishReasonMismatch = 19, "finish_reason_mismatch", Error, "the generator's finish_reason disagrees with the ids: length on a completion that ended, stop on one that did not";
     TokenCountMismatch = 20, "token_count_mismatch", Error, "the generator's prompt_tokens / completion_tokens disagree with the stored ids";
+    PromptMissing = 21, "prompt_missing", Error, "no record of the paired prompts file belongs to this sample (its id, or its line when pairing by position, is not there)";
+    PromptMismatch = 22, "prompt_mismatch", Error, "the paired prompt record disagrees with the sample's prompt: its turns (system prompt, user and assistant turns) or sizes (bytes per token far from the corpus's), or with a tokenizer its rendered tokens (position: the first difference)";
+    PromptsShifted = 23, "prompts_shifted", Error, "one of a run of samples that each match the prompt record at the same offset from their own: the prompts file is shifted or reordered (the offset is in the report's pairing section)";
 }
 
 /// Number of codes; per-sample arrays are sized by it.
@@ -114,7 +117,12 @@ impl Scope {
 impl Code {
     pub fn scope(self) -> Scope {
         match self {
-            Code::Duplicate | Code::SampleIdDuplicate | Code::LengthOutlier => Scope::Corpus,
+            Code::Duplicate
+            | Code::SampleIdDuplicate
+            | Code::LengthOutlier
+            | Code::PromptMissing
+            | Code::PromptMismatch
+            | Code::PromptsShifted => Scope::Corpus,
             Code::MalformedLine | Code::FinishReasonMismatch | Code::TokenCountMismatch => {
                 Scope::Source
             }

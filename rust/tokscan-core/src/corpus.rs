@@ -5,7 +5,9 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::source::{self, with_tokens, Batch, ColumnNames, Input, Source, DEFAULT_CATEGORY};
+use crate::source::{
+    self, with_tokens, Batch, ColumnNames, Input, PromptsFile, Skipped, Source, DEFAULT_CATEGORY,
+};
 
 /// One unit of parallel work of the whole corpus.
 #[derive(Debug, Clone, Copy)]
@@ -35,6 +37,10 @@ pub struct SampleData {
 
 pub struct Corpus {
     pub inputs: Vec<Input>,
+    /// Prompts files found beside the shards (see [`crate::pairing`]).
+    pub prompts: Vec<PromptsFile>,
+    /// What discovery left aside, with the reason.
+    pub skipped: Vec<Skipped>,
     pub sources: Vec<Box<dyn Source>>,
     /// `starts[k]` is the global row of source k's first sample; the last entry is the total.
     pub starts: Vec<u64>,
@@ -45,7 +51,8 @@ impl Corpus {
     /// `open_all`, inputs open in parallel on the current rayon pool.
     pub fn open(paths: &[String], columns: &ColumnNames) -> Result<Corpus> {
         use rayon::prelude::*;
-        let inputs = source::discover(paths)?;
+        let found = source::discover_all(paths)?;
+        let inputs = found.inputs;
         // Collect every result before picking the first error in path order, so the error reported does not
         // depend on which thread failed first.
         let opened: Vec<Result<Box<dyn Source>>> = inputs
@@ -62,6 +69,8 @@ impl Corpus {
         starts.push(total);
         Ok(Corpus {
             inputs,
+            prompts: found.prompts,
+            skipped: found.skipped,
             sources,
             starts,
         })

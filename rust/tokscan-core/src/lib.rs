@@ -11,6 +11,7 @@ pub mod corpus;
 pub mod crosscheck;
 pub mod error;
 pub mod json;
+pub mod pairing;
 pub mod plan;
 pub mod policy;
 pub mod profile;

@@ -124,6 +124,18 @@ pub struct Report {
     pub anomalies: BTreeMap<String, AnomalySummary>,
     pub verdict: Verdict,
     pub flagged: Vec<Flagged>,
+    /// Files and folders a directory scan left aside, with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedInfo>,
+    /// One entry per prompts file the samples were paired with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pairing: Vec<crate::pairing::PairingReport>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SkippedInfo {
+    pub path: String,
+    pub reason: String,
 }
 
 /// Severity of each code, with the policy's overrides applied.
@@ -291,5 +303,7 @@ pub fn build_report(
         anomalies,
         verdict,
         flagged,
+        skipped: Vec::new(),
+        pairing: Vec::new(),
     }
 }

@@ -11,6 +11,7 @@ use crate::check::{check_sample, Scratch};
 use crate::corpus::Corpus;
 use crate::crosscheck;
 use crate::error::{Error, Result};
+use crate::pairing::{pair_sample, Pairing, PromptEncoder, PromptShape};
 use crate::plan::Task;
 use crate::policy::Policy;
 use crate::profile::Profile;
@@ -32,6 +33,11 @@ pub struct ScanOptions {
     /// Compute each completion's repeated 10-gram coverage (`ngram_coverage` in the report). Off by
     /// default: it costs ~20 % of a single-thread Parquet scan (benches/README.md).
     pub ngram_coverage: bool,
+    /// A prompts file for the whole corpus (`--prompts`); by default the prompts files found beside the
+    /// shards pair with them.
+    pub prompts: Vec<std::path::PathBuf>,
+    /// Renders and tokenizes prompt records, so that pairing compares tokens, not only shapes and sizes.
+    pub encoder: Option<std::sync::Arc<dyn PromptEncoder>>,
 }
 
 /// Live counters a caller can poll from another thread, and the cancel switch.
@@ -64,8 +70,28 @@ pub fn scan(
     opts: &ScanOptions,
     progress: &Progress,
 ) -> Result<Report> {
-    let (partial, records, inputs) = scan_parts(paths, profile, opts, progress)?;
-    finish(partial, &records, profile, inputs, opts)
+    with_pool(opts.threads, || {
+        let corpus = Corpus::open(paths, &opts.columns)?;
+        let pairing = Pairing::of(&corpus, &opts.prompts, opts.encoder.clone())?;
+        let (partial, records) = scan_corpus(&corpus, pairing.as_ref(), profile, opts, progress)?;
+        let mut report = finish(
+            partial,
+            &records,
+            profile,
+            input_infos(&corpus),
+            opts,
+            pairing.as_ref(),
+        )?;
+        report.skipped = corpus
+            .skipped
+            .iter()
+            .map(|s| crate::report::SkippedInfo {
+                path: s.path.display().to_string(),
+                reason: s.reason.clone(),
+            })
+            .collect();
+        Ok(report)
+    })
 }
 
 /// The report of a scanned corpus: runs the corpus-wide checks on its records in this process.
@@ -75,19 +101,28 @@ pub fn finish(
     profile: &Profile,
     inputs: Vec<InputInfo>,
     opts: &ScanOptions,
+    pairing: Option<&Pairing>,
 ) -> Result<Report> {
     if partial.n_samples() == 0 {
         return Err(no_samples(&inputs));
     }
-    let corpus_flagged = crosscheck::local(&partial, records);
-    Ok(build_report(
+    let mut corpus_flagged = crosscheck::local(&partial, records);
+    let mut pairing_reports = Vec::new();
+    if let Some(p) = pairing {
+        let (flagged, reports) = crate::pairing::resolve(p, records);
+        corpus_flagged = crate::summary::merge_by_row(corpus_flagged, flagged);
+        pairing_reports = reports;
+    }
+    let mut report = build_report(
         partial,
         corpus_flagged,
         profile,
         inputs,
         &opts.policy,
         opts.ngram_coverage,
-    ))
+    );
+    report.pairing = pairing_reports;
+    Ok(report)
 }
 
 /// The usage error for a corpus with no sample.
@@ -115,31 +150,28 @@ pub fn input_infos(corpus: &Corpus) -> Vec<InputInfo> {
         .collect()
 }
 
-/// Scans `paths` into the merged partial summary, the per-unit sample records (in row order) and the input
-/// descriptions: everything [`finish`] needs.
-pub fn scan_parts(
-    paths: &[String],
+/// Scans every unit of an opened corpus on the current pool: the merged partial summary and the per-unit
+/// sample records (in row order), everything [`finish`] needs.
+pub fn scan_corpus(
+    corpus: &Corpus,
+    pairing: Option<&Pairing>,
     profile: &Profile,
     opts: &ScanOptions,
     progress: &Progress,
-) -> Result<(Partial, Vec<Records>, Vec<InputInfo>)> {
-    with_pool(opts.threads, || {
-        let corpus = Corpus::open(paths, &opts.columns)?;
-        let units: Vec<UnitRef<'_>> = corpus
-            .units()
-            .into_iter()
-            .map(|u| UnitRef {
-                source: corpus.sources[u.source].as_ref(),
-                source_index: u.source as u32,
-                default_category: corpus.default_category(u.source),
-                index: u.index,
-                base_row: u.base_row,
-            })
-            .collect();
-        let total_tokens: u64 = corpus.sources.iter().filter_map(|s| s.tokens_hint()).sum();
-        let (partial, records) = scan_units(&units, profile, opts, progress, total_tokens)?;
-        Ok((partial, records, input_infos(&corpus)))
-    })
+) -> Result<(Partial, Vec<Records>)> {
+    let units: Vec<UnitRef<'_>> = corpus
+        .units()
+        .into_iter()
+        .map(|u| UnitRef {
+            source: corpus.sources[u.source].as_ref(),
+            source_index: u.source as u32,
+            default_category: corpus.default_category(u.source),
+            index: u.index,
+            base_row: u.base_row,
+        })
+        .collect();
+    let total_tokens: u64 = corpus.sources.iter().filter_map(|s| s.tokens_hint()).sum();
+    scan_units(&units, profile, opts, progress, total_tokens, pairing)
 }
 
 /// Scans one task of a cluster scan ([`crate::plan`]): opens only the task's inputs and scans its units.
@@ -178,7 +210,7 @@ pub fn scan_task(
                 base_row: u.base_row,
             });
         }
-        let (partial, mut records) = scan_units(&units, profile, opts, progress, 0)?;
+        let (partial, mut records) = scan_units(&units, profile, opts, progress, 0, None)?;
         let mut all = Records::default();
         for r in records.drain(..) {
             all.append(r);
@@ -212,6 +244,7 @@ fn scan_units(
     opts: &ScanOptions,
     progress: &Progress,
     tokens_total: u64,
+    pairing: Option<&Pairing>,
 ) -> Result<(Partial, Vec<Records>)> {
     progress
         .units_total
@@ -222,7 +255,7 @@ fn scan_units(
     let parts: Vec<Result<(Partial, Records)>> = units
         .par_iter()
         .map(|u| {
-            let r = scan_unit(u, profile, progress, opts.ngram_coverage);
+            let r = scan_unit(u, profile, progress, opts.ngram_coverage, pairing);
             if matches!(r, Err(ref e) if !matches!(e, Error::Interrupted)) {
                 progress.cancel();
             }
@@ -258,6 +291,8 @@ struct UnitCtx<'a> {
     scratch: Scratch,
     next_row: u64,
     coverage: bool,
+    pairing: Option<&'a Pairing>,
+    shape: PromptShape,
 }
 
 /// Test-only switch: with this variable set, every work unit panics, so tests can prove that a panic on a
@@ -269,6 +304,7 @@ fn scan_unit(
     profile: &Profile,
     progress: &Progress,
     coverage: bool,
+    pairing: Option<&Pairing>,
 ) -> Result<(Partial, Records)> {
     if std::env::var_os(PANIC_SWITCH).is_some() {
         panic!("{PANIC_SWITCH} is set: deliberate panic in a scan worker");
@@ -282,6 +318,8 @@ fn scan_unit(
         scratch: Scratch::default(),
         next_row: unit.base_row,
         coverage,
+        pairing,
+        shape: PromptShape::default(),
     };
     let mut on_batch = |b: &Batch<'_>| -> Result<()> {
         if progress.cancelled() {
@@ -364,18 +402,38 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
             .categories
             .and_then(|c| c[i].as_deref())
             .unwrap_or(ctx.default_category);
-        let cat = ctx.partial.category(cat_name);
         let mut facts = check_sample(
             ctx.profile,
             seq,
             prompt_len,
             mask,
             &mut ctx.scratch,
-            &mut cat.special_counts,
+            &mut ctx.partial.category(cat_name).special_counts,
         );
         if let Some(found) = b.findings.map(|f| f[i]) {
             apply_finding(&mut facts, found);
         }
+        let sample_id = b.sample_ids.and_then(|s| s[i].as_deref());
+        if let Some(pairing) = ctx.pairing {
+            let fact = pair_sample(
+                pairing,
+                ctx.profile,
+                ctx.source as usize,
+                ctx.next_row,
+                sample_id,
+                seq,
+                prompt_len,
+                &ctx.scratch,
+                &mut ctx.shape,
+            );
+            if let Some(fact) = fact {
+                if fact.record.is_none() {
+                    facts.flag(Code::PromptMissing, None);
+                }
+                ctx.records.pairs.push(fact);
+            }
+        }
+        let cat = ctx.partial.category(cat_name);
         let (cs, ce) = (facts.completion.0 as usize, facts.completion.1 as usize);
         cat.add_lengths(&facts.lengths);
         cat.add_codes(facts.flags);
@@ -393,7 +451,6 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
         let row = ctx.next_row;
         ctx.next_row += 1;
         tokens += seq.len() as u64;
-        let sample_id = b.sample_ids.and_then(|s| s[i].as_deref());
         let category = ctx.records.category_index(cat_name);
         ctx.records.rows.push(SampleRecord {
             row,

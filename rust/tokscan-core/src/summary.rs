@@ -179,6 +179,15 @@ pub struct FlaggedSample {
 impl FlaggedSample {
     /// Adds what the corpus-wide checks found about the same row.
     pub fn absorb(&mut self, other: FlaggedSample) {
+        match (&mut self.detail, other.detail) {
+            (Some(mine), Some(theirs)) => {
+                for c in crate::anomaly::codes_in(other.flags & !self.flags) {
+                    mine.positions[c.index()] = theirs.positions[c.index()];
+                }
+            }
+            (None, Some(theirs)) => self.detail = Some(theirs),
+            _ => {}
+        }
         self.flags |= other.flags;
         if self.duplicate_of.is_none() {
             self.duplicate_of = other.duplicate_of;
@@ -300,6 +309,9 @@ pub struct SampleRecord {
 pub struct Records {
     pub categories: Vec<String>,
     pub rows: Vec<SampleRecord>,
+    /// Pairing facts of the samples whose input pairs with a prompts file, in row order.
+    #[serde(default)]
+    pub pairs: Vec<crate::pairing::PairFact>,
 }
 
 impl Records {
@@ -322,6 +334,7 @@ impl Records {
             r.category = remap[r.category as usize];
             r
         }));
+        self.pairs.extend(other.pairs);
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {

@@ -286,7 +286,7 @@ fn policy_sample_mask(
 #[pymethods]
 impl PyScan {
     #[new]
-    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error", ngram_coverage=false))]
+    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error", ngram_coverage=false, prompts=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -298,6 +298,7 @@ impl PyScan {
         policy: Option<&Bound<'_, PyDict>>,
         fail_on: &str,
         ngram_coverage: bool,
+        prompts: Option<Vec<std::path::PathBuf>>,
     ) -> PyResult<Self> {
         let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
         let policy = parse_policy(policy, severities, fail_on).map_err(|e| to_py(py, e))?;
@@ -309,6 +310,8 @@ impl PyScan {
                 threads,
                 policy,
                 ngram_coverage,
+                prompts: prompts.unwrap_or_default(),
+                encoder: None,
             },
             progress: Arc::new(Progress::default()),
         })

@@ -78,7 +78,7 @@ pub struct SampleFacts {
 }
 
 impl SampleFacts {
-    fn flag(&mut self, code: Code, pos: Option<usize>) {
+    pub fn flag(&mut self, code: Code, pos: Option<usize>) {
         if self.flags & code.bit() == 0 {
             self.flags |= code.bit();
             self.positions[code.index()] = pos.map_or(NO_POS, |p| p as u32);

@@ -48,6 +48,52 @@ pub fn is_jsonl_name(path: &Path) -> bool {
     n.ends_with(".jsonl") || n.ends_with(".ndjson")
 }
 
+/// Longest first line read to decide whether a JSONL file is a prompts file.
+const SNIFF_LINE_BYTES: u64 = 64 << 20;
+
+/// Is this JSONL file a prompts file rather than a shard: does its first record carry a `messages` list and no
+/// token ids (no top-level array of integers, no `outputs[].token_ids`)? A file whose first line is not a JSON
+/// object is not a prompts file (its reader says what is wrong with it).
+pub fn is_prompts_file(path: &Path) -> Result<bool> {
+    use std::io::BufRead;
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let reader: Box<dyn Read> = match codec(path) {
+        "gz" => Box::new(flate2::read::MultiGzDecoder::new(file)),
+        "zst" => Box::new(
+            zstd::stream::read::Decoder::new(file)
+                .map_err(|e| Error::invalid(path, format!("not a readable zstd file: {e}")))?,
+        ),
+        _ => Box::new(file),
+    };
+    let mut lines = std::io::BufReader::new(reader.take(SNIFF_LINE_BYTES));
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match lines.read_until(b'\n', &mut line) {
+            Ok(0) => return Ok(false),
+            Ok(_) if line.iter().all(u8::is_ascii_whitespace) => continue,
+            Ok(_) => break,
+            // A file that cannot be decompressed is not a prompts file; its reader reports it.
+            Err(_) => return Ok(false),
+        }
+    }
+    let Ok(obj) = serde_json::from_slice::<HashMap<String, &RawValue>>(&line) else {
+        return Ok(false);
+    };
+    let is_ids =
+        |v: &RawValue| serde_json::from_str::<Vec<i64>>(v.get()).is_ok_and(|a| !a.is_empty());
+    let has_messages = obj
+        .get("messages")
+        .is_some_and(|m| m.get().trim_start().starts_with('['));
+    let has_ids = obj.iter().any(|(k, v)| {
+        is_ids(v)
+            || (k == "outputs"
+                && serde_json::from_str::<Vec<HashMap<String, &RawValue>>>(v.get())
+                    .is_ok_and(|o| o.iter().any(|x| x.contains_key("token_ids"))))
+    });
+    Ok(has_messages && !has_ids)
+}
+
 /// One parsed line.
 #[derive(Debug, Default)]
 struct Line {

@@ -273,23 +273,56 @@ impl Batch<'_> {
     }
 }
 
+/// A file or folder a directory scan left aside, and why (listed in the report, never dropped in silence).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+/// A prompts file found beside the shards (`{"id"?, "messages": [...], "tools"?: [...]}` per line): it pairs
+/// with the inputs under its folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptsFile {
+    pub path: PathBuf,
+    /// The folder whose inputs it pairs with.
+    pub dir: PathBuf,
+    /// The folder is below a path the user named, so its name is the category of its inputs (a prompts file
+    /// at the top of the scan names none).
+    pub names_category: bool,
+}
+
+/// What discovery found: the inputs to read (sorted by path), the prompts files beside them and what it left
+/// aside.
+#[derive(Debug, Clone, Default)]
+pub struct Discovery {
+    pub inputs: Vec<Input>,
+    pub prompts: Vec<PromptsFile>,
+    pub skipped: Vec<Skipped>,
+}
+
 /// Expands the user's paths (files, directories searched recursively, globs) into sorted inputs.
 pub fn discover(paths: &[String]) -> Result<Vec<Input>> {
+    discover_all(paths).map(|d| d.inputs)
+}
+
+/// Expands the user's paths into sorted inputs, the prompts files found in the folders searched, and what
+/// was left aside. A file named explicitly is read strictly (its reader says what is wrong with it); a folder
+/// is read as it is laid out: shards are inputs, a JSONL file whose records carry `messages` and no token ids
+/// is a prompts file, and anything else is listed as skipped with the reason. The same file reached twice
+/// (a symlink, a hard link, overlapping paths) is read once.
+pub fn discover_all(paths: &[String]) -> Result<Discovery> {
     if paths.is_empty() {
         return Err(Error::Usage("no input paths given".into()));
     }
-    let mut found = Vec::new();
+    let mut w = Walk::default();
     for p in paths {
         let path = Path::new(p);
         if path.exists() {
-            discover_path(path, path, &mut found, &mut HashSet::new())?;
+            w.path(path, path)?;
         } else if is_megatron_idx(&megatron::idx_path(path)) {
             // A Megatron data prefix (`data_text_document` for `data_text_document.{bin,idx}`).
-            found.push(Input {
-                path: megatron::bin_path(path),
-                format: Format::Megatron,
-                hive_category: hive_category(path, path),
-            });
+            w.push(path, megatron::bin_path(path), Format::Megatron, path);
         } else if p.contains(['*', '?', '[']) {
             let matches =
                 glob::glob(p).map_err(|e| Error::Usage(format!("{p}: bad glob pattern: {e}")))?;
@@ -297,7 +330,7 @@ pub fn discover(paths: &[String]) -> Result<Vec<Input>> {
             for m in matches {
                 let m = m.map_err(|e| Error::io(e.path(), std::io::Error::other(e.to_string())))?;
                 any = true;
-                discover_path(&m, &m, &mut found, &mut HashSet::new())?;
+                w.path(&m, &m)?;
             }
             if !any {
                 return Err(Error::Usage(format!("{p}: no files match")));
@@ -308,10 +341,258 @@ pub fn discover(paths: &[String]) -> Result<Vec<Input>> {
             });
         }
     }
-    found.sort_by(|a, b| a.path.cmp(&b.path));
-    found.dedup_by(|a, b| a.path == b.path);
-    Ok(found)
+    let mut d = Discovery {
+        inputs: w.inputs,
+        prompts: w.prompts,
+        skipped: w.skipped,
+    };
+    d.inputs.sort_by(|a, b| a.path.cmp(&b.path));
+    d.inputs.dedup_by(|a, b| a.path == b.path);
+    // A folder holding a prompts file names the category of the shards under it (unless a `category=NAME`
+    // folder already does): the drafter layout `data/B1_glaive/{shards, prompts.jsonl}`.
+    for i in &mut d.inputs {
+        if i.hive_category.is_none() {
+            i.hive_category = prompts_for(&d.prompts, &i.path)
+                .filter(|p| p.names_category)
+                .and_then(|p| p.dir.file_name())
+                .map(|n| n.to_string_lossy().into_owned());
+        }
+    }
+    d.prompts.sort_by(|a, b| a.path.cmp(&b.path));
+    d.skipped.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(d)
 }
+
+/// The prompts file that pairs with the input at `path`: the one in its nearest folder.
+pub fn prompts_for<'p>(prompts: &'p [PromptsFile], path: &Path) -> Option<&'p PromptsFile> {
+    prompts
+        .iter()
+        .filter(|p| path.starts_with(&p.dir) && path != p.dir)
+        .max_by_key(|p| p.dir.components().count())
+}
+
+/// Discovery's state: what it found so far and the files it has already taken (by device and inode, so a
+/// file reached twice through a symlink or a hard link is read once).
+#[derive(Default)]
+struct Walk {
+    inputs: Vec<Input>,
+    prompts: Vec<PromptsFile>,
+    skipped: Vec<Skipped>,
+    dirs: HashSet<PathBuf>,
+    files: std::collections::HashMap<(u64, u64), PathBuf>,
+}
+
+/// A file's identity: `(device, inode)` where the platform has them, else its canonical path's hash.
+fn file_key(path: &Path, meta: &std::fs::Metadata) -> (u64, u64) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let _ = path;
+        (meta.dev(), meta.ino())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        (
+            0,
+            xxhash_rust::xxh3::xxh3_64(canon.to_string_lossy().as_bytes()),
+        )
+    }
+}
+
+/// Files in a folder that belong to a tokenizer, not to the corpus.
+const TOKENIZER_FILES: &[&str] = &[
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "tokenizer.model",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+];
+
+fn is_tokenizer_dir(dir: &Path) -> bool {
+    dir.join("tokenizer_config.json").is_file()
+        || dir.join("tokenizer.json").is_file()
+        || std::fs::read_dir(dir).is_ok_and(|rd| {
+            rd.flatten().any(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.ends_with(".tiktoken"))
+            })
+        })
+}
+
+impl Walk {
+    fn skip(&mut self, path: &Path, reason: impl Into<String>) {
+        self.skipped.push(Skipped {
+            path: path.to_path_buf(),
+            reason: reason.into(),
+        });
+    }
+
+    /// Takes `path` as an input of `format` unless the same file was taken already (then it is listed as
+    /// skipped, naming the first path).
+    fn push(&mut self, root: &Path, path: PathBuf, format: Format, hive_from: &Path) {
+        if let Ok(meta) = std::fs::metadata(&path) {
+            if meta.is_file() {
+                let key = file_key(&path, &meta);
+                if let Some(first) = self.files.get(&key) {
+                    if first != &path {
+                        let why = format!("the same file as {}", first.display());
+                        self.skip(&path, why);
+                    }
+                    return;
+                }
+                self.files.insert(key, path.clone());
+            }
+        }
+        self.inputs.push(Input {
+            path,
+            format,
+            hive_category: hive_category(root, hive_from),
+        });
+    }
+
+    /// A path the user named (or a glob matched): strict for a file, laid-out reading for a folder.
+    fn path(&mut self, root: &Path, path: &Path) -> Result<()> {
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        if meta.is_file() {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name == "tokens.npy" {
+                let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+                self.push(root, dir.clone(), Format::Numpy, &dir);
+            } else {
+                // A file named explicitly is recognised by its content, else its extension; anything else is
+                // refused with the list of formats.
+                let format = match sniff_file(path)? {
+                    Some(f) => f,
+                    None => return Err(Error::invalid(path, NOT_A_CORPUS_FILE)),
+                };
+                let p = if format == Format::Megatron {
+                    megatron::bin_path(path)
+                } else {
+                    path.to_path_buf()
+                };
+                self.push(root, p, format, path);
+            }
+            return Ok(());
+        }
+        if !meta.is_dir() {
+            return Err(Error::invalid(
+                path,
+                "not a regular file or directory (a FIFO, socket or device is not read)",
+            ));
+        }
+        let before = self.inputs.len();
+        self.dir(root, path)?;
+        if self.inputs.len() == before && path == root {
+            return Err(Error::invalid(
+                path,
+                format!("no corpus found ({FORMATS_LIST})"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A folder, read as it is laid out.
+    fn dir(&mut self, root: &Path, path: &Path) -> Result<()> {
+        let canon = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
+        if !self.dirs.insert(canon) {
+            return Ok(()); // a symlink loop or a directory reached twice
+        }
+        if is_numpy_dir(path) {
+            self.push(root, path.to_path_buf(), Format::Numpy, path);
+            return Ok(());
+        }
+        if let Some(files) = hf_data_files(path)? {
+            for f in files {
+                self.push(root, f.clone(), Format::Arrow, &f);
+            }
+            return Ok(());
+        }
+        if path != root && is_tokenizer_dir(path) {
+            self.skip(path, "a tokenizer directory");
+            return Ok(());
+        }
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| Error::io(path, e))?
+            .map(|e| e.map(|e| e.path()).map_err(|e| Error::io(path, e)))
+            .collect::<Result<_>>()?;
+        entries.sort();
+        let tokenizer_here = path == root && is_tokenizer_dir(path);
+        for entry in entries {
+            let name = entry
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if name.starts_with('.') || name.starts_with('_') {
+                // Hidden files and folders (`.git`, `_SUCCESS`, `.cache`) are metadata, not shards.
+                self.skip(&entry, "hidden (name starts with '.' or '_')");
+                continue;
+            }
+            let meta = match std::fs::metadata(&entry) {
+                Ok(m) => m,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    self.skip(&entry, "a broken symbolic link");
+                    continue;
+                }
+                Err(e) => return Err(Error::io(&entry, e)),
+            };
+            if meta.is_dir() {
+                self.dir(root, &entry)?;
+                continue;
+            }
+            if !meta.is_file() {
+                self.skip(
+                    &entry,
+                    "not a regular file (a FIFO, socket or device is not read)",
+                );
+                continue;
+            }
+            if tokenizer_here && TOKENIZER_FILES.contains(&name.as_str()) {
+                self.skip(&entry, "a tokenizer file");
+                continue;
+            }
+            if name.ends_with(".idx") && megatron_idx_in_dir(&entry)? {
+                self.push(root, megatron::bin_path(&entry), Format::Megatron, &entry);
+            } else if is_bin(&entry) && is_megatron_idx(&megatron::idx_path(&entry)) {
+                // The data half of a Megatron pair: taken with its `.idx`.
+            } else if is_bin(&entry) {
+                if llmc::file_has_magic(&entry) {
+                    self.push(root, entry.clone(), Format::Llmc, &entry);
+                } else {
+                    // Model weights and other binaries are not llm.c token files.
+                    self.skip(
+                        &entry,
+                        "a .bin file that is neither llm.c tokens nor half of a Megatron pair",
+                    );
+                }
+            } else if let Some(format) = by_extension(&entry) {
+                if format == Format::Jsonl && jsonl::is_prompts_file(&entry)? {
+                    self.prompts.push(PromptsFile {
+                        path: entry.clone(),
+                        dir: path.to_path_buf(),
+                        names_category: path != root,
+                    });
+                    continue;
+                }
+                self.push(root, entry.clone(), format, &entry);
+            } else if name.ends_with(".idx") {
+                self.skip(&entry, "an .idx file that is not a Megatron index");
+            } else {
+                self.skip(&entry, "not a corpus file (no known format)");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The formats a folder is searched for.
+const FORMATS_LIST: &str = "Parquet *.parquet, Arrow IPC *.arrow / *.feather, Megatron *.bin + *.idx, llm.c *.bin, JSONL *.jsonl[.gz|.zst], NumPy tokens.npy";
+
+/// Why a file named explicitly is refused when neither its content nor its extension says its format.
+const NOT_A_CORPUS_FILE: &str = "not a corpus file (no known format: Parquet *.parquet, Arrow IPC *.arrow / *.feather, Megatron *.bin + *.idx, llm.c *.bin, JSONL *.jsonl[.gz|.zst], NumPy tokens.npy)";
 
 /// The innermost `category=NAME` folder on the path, if any.
 fn hive_category(_root: &Path, path: &Path) -> Option<String> {
@@ -350,6 +631,15 @@ fn is_megatron_idx(idx: &Path) -> bool {
     let mut magic = [0u8; 9];
     std::fs::File::open(idx).is_ok_and(|mut f| f.read_exact(&mut magic).is_ok())
         && &magic == megatron::IDX_MAGIC
+}
+
+/// Like [`is_megatron_idx`] for a file found in a folder: one that exists but cannot be read is an error
+/// naming it, not a file silently passed over.
+fn megatron_idx_in_dir(idx: &Path) -> Result<bool> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(idx).map_err(|e| Error::io(idx, e))?;
+    let mut magic = [0u8; 9];
+    Ok(f.read_exact(&mut magic).is_ok() && &magic == megatron::IDX_MAGIC)
 }
 
 fn is_bin(path: &Path) -> bool {
@@ -418,109 +708,6 @@ fn hf_data_files(dir: &Path) -> Result<Option<Vec<PathBuf>>> {
         })
         .collect::<Result<Vec<_>>>()
         .map(Some)
-}
-
-fn discover_path(
-    root: &Path,
-    path: &Path,
-    out: &mut Vec<Input>,
-    seen: &mut HashSet<PathBuf>,
-) -> Result<()> {
-    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-    if meta.is_file() {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name == "tokens.npy" {
-            let dir = path.parent().unwrap_or(Path::new("."));
-            out.push(Input {
-                path: dir.to_path_buf(),
-                format: Format::Numpy,
-                hive_category: hive_category(root, dir),
-            });
-        } else {
-            // A file named explicitly is recognised by its content, else its extension; anything else is read
-            // as Parquet and the reader says if it is not.
-            let format = sniff_file(path)?.unwrap_or(Format::Parquet);
-            out.push(Input {
-                path: if format == Format::Megatron {
-                    megatron::bin_path(path)
-                } else {
-                    path.to_path_buf()
-                },
-                format,
-                hive_category: hive_category(root, path),
-            });
-        }
-        return Ok(());
-    }
-    if !meta.is_dir() {
-        return Err(Error::invalid(path, "not a file or directory"));
-    }
-    let canon = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
-    if !seen.insert(canon) {
-        return Ok(()); // a symlink loop or a directory reached twice
-    }
-    if is_numpy_dir(path) {
-        out.push(Input {
-            path: path.to_path_buf(),
-            format: Format::Numpy,
-            hive_category: hive_category(root, path),
-        });
-        return Ok(());
-    }
-    let before = out.len();
-    if let Some(files) = hf_data_files(path)? {
-        for f in files {
-            out.push(Input {
-                hive_category: hive_category(root, &f),
-                path: f,
-                format: Format::Arrow,
-            });
-        }
-        return Ok(());
-    }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-        .map_err(|e| Error::io(path, e))?
-        .map(|e| e.map(|e| e.path()).map_err(|e| Error::io(path, e)))
-        .collect::<Result<_>>()?;
-    entries.sort();
-    for entry in entries {
-        let name = entry.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.starts_with('.') || name.starts_with('_') {
-            continue;
-        }
-        if entry.is_dir() {
-            discover_path(root, &entry, out, seen)?;
-        } else if name.ends_with(".idx") && is_megatron_idx(&entry) {
-            out.push(Input {
-                path: megatron::bin_path(&entry),
-                format: Format::Megatron,
-                hive_category: hive_category(root, &entry),
-            });
-        } else if is_bin(&entry)
-            && !megatron::idx_path(&entry).is_file()
-            && llmc::file_has_magic(&entry)
-        {
-            // Other `.bin` files (model weights, a Megatron pair's data) are not llm.c token files.
-            out.push(Input {
-                path: entry.clone(),
-                format: Format::Llmc,
-                hive_category: hive_category(root, &entry),
-            });
-        } else if let Some(format) = by_extension(&entry) {
-            out.push(Input {
-                path: entry.clone(),
-                format,
-                hive_category: hive_category(root, &entry),
-            });
-        }
-    }
-    if out.len() == before && path == root {
-        return Err(Error::invalid(
-            path,
-            "no corpus found (Parquet *.parquet, Arrow IPC *.arrow / *.feather, Megatron *.bin + *.idx, llm.c *.bin, JSONL *.jsonl[.gz|.zst], NumPy tokens.npy)",
-        ));
-    }
-    Ok(())
 }
 
 /// Picks the typed slice out of a [`Tokens`] when its element type is `Self`.

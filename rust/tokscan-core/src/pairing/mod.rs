@@ -1,0 +1,642 @@
+//! Pairing every sample with the prompt record it was generated from, as part of the scan.
+//!
+//! A prompts file pairs with the inputs under its folder ([`crate::source::prompts_for`]), or with the whole
+//! corpus when named with `--prompts`. A sample finds its record by id (the record's `id` / `sample_id` field
+//! against the sample's id) or, when either side has none, by position: sample N of the folder is record N.
+//!
+//! Without a tokenizer, a sample and its record are compared by what survives tokenization: the shape of the
+//! conversation (a system prompt or not, the number of user and assistant turns) and its sizes. One model's
+//! tokenizer keeps a steady ratio of UTF-8 bytes to tokens, so the ratio of a record's message bytes to the
+//! sample's turn tokens is calibrated on the corpus itself (per prompts file) and a pair far off it is
+//! suspect. Every sample is also compared with the records next to its own ([`SHIFT_WINDOW`] either side),
+//! so that a run of samples that each fit the record at the same offset is reported as a shifted prompts
+//! file. With a tokenizer ([`PromptEncoder`]), each record is rendered through the chat template and
+//! tokenized, and must be the sample's prompt token for token.
+//!
+//! The per-sample part runs in the scan's workers ([`pair_sample`]); the corpus-wide part (calibration, runs,
+//! records without a sample) runs once at the end ([`resolve`]).
+
+pub mod records;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::anomaly::Code;
+use crate::check::{Scratch, Turn};
+use crate::corpus::Corpus;
+use crate::error::Result;
+use crate::profile::{kind, Profile, Role};
+use crate::source::prompts_for;
+use crate::summary::{FlaggedSample, Records};
+use crate::token::TokenId;
+
+pub use records::{PromptRecord, PromptSet};
+
+/// How many records either side of its own a sample is compared with, to tell a shift from a mismatch.
+pub const SHIFT_WINDOW: usize = 3;
+/// Consecutive samples that must fit the record at the same offset before it is called a shift (one sample
+/// fitting a neighbour is more likely two similar prompts).
+pub const MIN_SHIFT_RUN: usize = 3;
+/// Turns shorter than this many tokens say little about the bytes-per-token ratio and are not compared.
+const MIN_TURN_TOKENS: u32 = 16;
+/// Band around the calibrated ratio (natural log): never narrower than ×1.6, never wider than ×2.5.
+const MIN_TOLERANCE: f64 = 0.47;
+const MAX_TOLERANCE: f64 = 0.92;
+/// Samples per prompts file needed to calibrate the ratio; with fewer, sizes are not judged.
+const MIN_CALIBRATION: usize = 20;
+/// Lines listed per finding kind in the report (the counts are always complete).
+const LIST_LIMIT: usize = 20;
+
+/// Renders a prompt record (its raw JSON line) through the model's chat template and tokenizes it.
+pub trait PromptEncoder: Send + Sync + std::fmt::Debug {
+    fn encode(&self, record: &str) -> Result<Vec<u32>>;
+    /// Where the tokenizer came from, for the report.
+    fn describe(&self) -> String;
+}
+
+/// The prompts files of a scan and which inputs pair with which.
+#[derive(Debug)]
+pub struct Pairing {
+    pub sets: Vec<PromptSet>,
+    /// Per input of the corpus: the index of its prompts file.
+    pub source_set: Vec<Option<u32>>,
+    /// Per prompts file: the global row of its first sample, and its number of samples.
+    pub first_row: Vec<u64>,
+    pub samples: Vec<u64>,
+    pub encoder: Option<Arc<dyn PromptEncoder>>,
+}
+
+impl Pairing {
+    /// The pairing of an opened corpus: the prompts files discovery found beside its shards, or `explicit`
+    /// (one file for the whole corpus). `None` when there are none.
+    pub fn of(
+        corpus: &Corpus,
+        explicit: &[PathBuf],
+        encoder: Option<Arc<dyn PromptEncoder>>,
+    ) -> Result<Option<Pairing>> {
+        let keep_raw = encoder.is_some();
+        let sets: Vec<PromptSet> = if explicit.is_empty() {
+            corpus
+                .prompts
+                .iter()
+                .map(|p| {
+                    let category = p
+                        .names_category
+                        .then(|| p.dir.file_name())
+                        .flatten()
+                        .map(|n| n.to_string_lossy().into_owned());
+                    PromptSet::read(&p.path, Some(p.dir.clone()), category, keep_raw)
+                })
+                .collect::<Result<_>>()?
+        } else {
+            if explicit.len() > 1 {
+                return Err(crate::error::Error::Usage(
+                    "--prompts names one file for the whole corpus; put one prompts.jsonl in each category folder to pair several".into(),
+                ));
+            }
+            vec![PromptSet::read(&explicit[0], None, None, keep_raw)?]
+        };
+        if sets.is_empty() {
+            return Ok(None);
+        }
+        let source_set: Vec<Option<u32>> = corpus
+            .inputs
+            .iter()
+            .map(|i| {
+                if !explicit.is_empty() {
+                    return Some(0);
+                }
+                prompts_for(&corpus.prompts, &i.path)
+                    .and_then(|p| sets.iter().position(|s| s.path == p.path).map(|k| k as u32))
+            })
+            .collect();
+        let mut first_row = vec![u64::MAX; sets.len()];
+        let mut samples = vec![0u64; sets.len()];
+        for (k, s) in source_set.iter().enumerate() {
+            if let Some(s) = s {
+                first_row[*s as usize] = first_row[*s as usize].min(corpus.starts[k]);
+                samples[*s as usize] += corpus.starts[k + 1] - corpus.starts[k];
+            }
+        }
+        Ok(Some(Pairing {
+            sets,
+            source_set,
+            first_row,
+            samples,
+            encoder,
+        }))
+    }
+}
+
+/// How well a sample fits one record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fit {
+    /// No record at this offset.
+    pub absent: bool,
+    /// The conversation's shape agrees (system prompt, user and assistant turns).
+    pub shape: bool,
+    /// ln(record bytes / sample tokens) × 1000 over the compared turns; [`NO_RATIO`] when too short.
+    pub log_ratio: i16,
+    /// Largest departure of one turn's ratio from the sample's own (× 1000).
+    pub spread: i16,
+    /// With a tokenizer: the first position where the rendering and the sample differ ([`TOKENS_MATCH`] when
+    /// the rendering is the sample's prompt, [`NOT_RENDERED`] when not compared).
+    pub first_diff: u32,
+}
+
+pub const NO_RATIO: i16 = i16::MIN;
+pub const TOKENS_MATCH: u32 = u32::MAX;
+pub const NOT_RENDERED: u32 = u32::MAX - 1;
+
+impl Fit {
+    const ABSENT: Fit = Fit {
+        absent: true,
+        shape: false,
+        log_ratio: NO_RATIO,
+        spread: 0,
+        first_diff: NOT_RENDERED,
+    };
+}
+
+/// What the scan learnt about one sample's pairing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairFact {
+    pub row: u64,
+    pub set: u32,
+    /// The record it paired with (index into the set), when one did.
+    pub record: Option<u32>,
+    pub by_id: bool,
+    /// Fits with records at offsets `-SHIFT_WINDOW..=SHIFT_WINDOW` from its own (index `SHIFT_WINDOW` is its
+    /// own record).
+    pub fits: [Fit; 2 * SHIFT_WINDOW + 1],
+}
+
+/// The sample's prompt as the parser saw it: the turns before the final assistant turn.
+#[derive(Debug, Default)]
+pub struct PromptShape {
+    pub system: bool,
+    pub users: u16,
+    pub assistants: u16,
+    pub system_tokens: u32,
+    pub user_tokens: Vec<u32>,
+}
+
+fn content_tokens<T: TokenId>(profile: &Profile, tokens: &[T], t: &Turn) -> u32 {
+    let mut end = t.end.min(tokens.len());
+    if end > t.content_start {
+        let last = tokens[end - 1].id();
+        if profile
+            .special_slot(last)
+            .is_some_and(|s| profile.specials[s as usize].kind & kind::TERMINATOR != 0)
+        {
+            end -= 1;
+        }
+    }
+    end.saturating_sub(t.content_start) as u32
+}
+
+/// The prompt's shape from the structure `check_sample` left in `scratch`.
+pub fn prompt_shape<T: TokenId>(
+    profile: &Profile,
+    tokens: &[T],
+    scratch: &Scratch,
+    out: &mut PromptShape,
+) {
+    let p = &scratch.parsed;
+    out.system = false;
+    out.users = 0;
+    out.assistants = 0;
+    out.system_tokens = 0;
+    out.user_tokens.clear();
+    if let Some((a, b)) = p.implicit_system {
+        out.system = b > a;
+        out.system_tokens = (b - a) as u32;
+    }
+    for t in scratch.turns.iter().filter(|t| t.start < p.cs) {
+        let final_turn = t.role == Role::Assistant && t.content_start == p.prefill_start;
+        if final_turn {
+            continue;
+        }
+        match t.role {
+            Role::System => {
+                let n = content_tokens(profile, tokens, t);
+                out.system |= n > 0;
+                out.system_tokens += n;
+            }
+            Role::User => {
+                out.users += 1;
+                out.user_tokens.push(content_tokens(profile, tokens, t));
+            }
+            Role::Assistant => out.assistants += 1,
+            Role::Tool => {}
+        }
+    }
+}
+
+fn milli(x: f64) -> i16 {
+    (x * 1000.0).round().clamp(-32000.0, 32000.0) as i16
+}
+
+/// How `shape` fits `rec` without a tokenizer.
+fn shape_fit(rec: &PromptRecord, shape: &PromptShape) -> Fit {
+    // Tools declared are rendered into the system prompt by some templates; tool results become user turns in
+    // others: only what every family renders the same way is compared.
+    let mut ok = rec.assistants == shape.assistants;
+    if !rec.tools_declared {
+        ok &= rec.system == shape.system;
+    }
+    let users_comparable = rec.tool_results == 0 && !rec.tools_declared;
+    if users_comparable {
+        ok &= rec.users == shape.users;
+    }
+    let mut pairs: Vec<(u32, u32)> = Vec::with_capacity(shape.user_tokens.len() + 1);
+    if !rec.tools_declared && rec.system && shape.system {
+        pairs.push((rec.system_bytes, shape.system_tokens));
+    }
+    if users_comparable && rec.users == shape.users {
+        pairs.extend(
+            rec.user_bytes
+                .iter()
+                .copied()
+                .zip(shape.user_tokens.iter().copied()),
+        );
+    }
+    let (b, t): (u64, u64) = pairs.iter().fold((0, 0), |(b, t), &(x, y)| {
+        (b + u64::from(x), t + u64::from(y))
+    });
+    let (log_ratio, spread) = if t >= u64::from(MIN_TURN_TOKENS) && b > 0 {
+        let lr = (b as f64 / t as f64).ln();
+        let spread = pairs
+            .iter()
+            .filter(|&&(x, y)| y >= MIN_TURN_TOKENS && x > 0)
+            .map(|&(x, y)| ((f64::from(x) / f64::from(y)).ln() - lr).abs())
+            .fold(0.0f64, f64::max);
+        (milli(lr), milli(spread))
+    } else {
+        (NO_RATIO, 0)
+    };
+    Fit {
+        absent: false,
+        shape: ok,
+        log_ratio,
+        spread,
+        first_diff: NOT_RENDERED,
+    }
+}
+
+/// Where the rendering and the sample's prompt first differ ([`TOKENS_MATCH`] when the rendering is the
+/// sample's prompt: a prefix of the sample, and the whole stored prompt when prompt and completion are stored
+/// apart).
+fn first_difference<T: TokenId>(tokens: &[T], prompt_len: Option<usize>, rendered: &[u32]) -> u32 {
+    let head = match prompt_len {
+        Some(pl) => &tokens[..pl.min(tokens.len())],
+        None => tokens,
+    };
+    let n = rendered.len().min(head.len());
+    if let Some(i) = (0..n).find(|&i| head[i].id() != rendered[i]) {
+        return i as u32;
+    }
+    let whole = prompt_len.map_or(head.len() >= rendered.len(), |pl| pl == rendered.len());
+    if whole {
+        TOKENS_MATCH
+    } else {
+        n as u32
+    }
+}
+
+/// Pairs one sample, in a scan worker: finds its record and measures its fit with it and its neighbours.
+#[allow(clippy::too_many_arguments)]
+pub fn pair_sample<T: TokenId>(
+    pairing: &Pairing,
+    profile: &Profile,
+    source: usize,
+    row: u64,
+    sample_id: Option<&str>,
+    tokens: &[T],
+    prompt_len: Option<usize>,
+    scratch: &Scratch,
+    shape: &mut PromptShape,
+) -> Option<PairFact> {
+    let set_index = pairing.source_set.get(source).copied().flatten()?;
+    let set = &pairing.sets[set_index as usize];
+    let ordinal = row - pairing.first_row[set_index as usize];
+    let (record, by_id) = match (set.id_field, sample_id) {
+        (Some(_), Some(id)) => (set.by_id.get(id).copied(), true),
+        _ => (
+            (ordinal < set.records.len() as u64).then_some(ordinal as u32),
+            false,
+        ),
+    };
+    let mut fact = PairFact {
+        row,
+        set: set_index,
+        record,
+        by_id,
+        fits: [Fit::ABSENT; 2 * SHIFT_WINDOW + 1],
+    };
+    let Some(own) = record else {
+        return Some(fact);
+    };
+    if profile.rules.plain {
+        // Plain text has no turns to compare: the record only has to exist.
+        fact.fits[SHIFT_WINDOW] = Fit {
+            absent: false,
+            shape: true,
+            log_ratio: NO_RATIO,
+            spread: 0,
+            first_diff: NOT_RENDERED,
+        };
+        return Some(fact);
+    }
+    prompt_shape(profile, tokens, scratch, shape);
+    // Neighbours are compared in the file's order, which is the samples' order only when pairing by line; a
+    // sample paired by id is compared with the records around its own too (a shifted id column).
+    let encoded = |j: usize| -> u32 {
+        let Some(enc) = &pairing.encoder else {
+            return NOT_RENDERED;
+        };
+        match set.records[j].raw.as_deref().map(|r| enc.encode(r)) {
+            Some(Ok(ids)) => first_difference(tokens, prompt_len, &ids),
+            _ => 0,
+        }
+    };
+    for (slot, fit) in fact.fits.iter_mut().enumerate() {
+        let j = own as i64 + slot as i64 - SHIFT_WINDOW as i64;
+        if j < 0 || j >= set.records.len() as i64 {
+            continue;
+        }
+        *fit = shape_fit(&set.records[j as usize], shape);
+    }
+    if pairing.encoder.is_some() {
+        let own_diff = encoded(own as usize);
+        fact.fits[SHIFT_WINDOW].first_diff = own_diff;
+        if own_diff != TOKENS_MATCH {
+            for slot in (0..fact.fits.len()).filter(|&s| s != SHIFT_WINDOW) {
+                if !fact.fits[slot].absent {
+                    let j = own as usize + slot - SHIFT_WINDOW;
+                    fact.fits[slot].first_diff = encoded(j);
+                }
+            }
+        }
+    }
+    Some(fact)
+}
+
+/// One prompts file in the report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PairingReport {
+    pub path: String,
+    /// The category its folder names (`null` for a file that pairs with the whole corpus).
+    pub category: Option<String>,
+    pub records: u64,
+    pub samples: u64,
+    /// `id` (the record field named in `id_field` against the sample id) or `line` (sample N is record N).
+    pub matched_by: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id_field: Option<String>,
+    /// Samples paired with a record whose prompt agrees.
+    pub paired: u64,
+    pub samples_without_record: u64,
+    pub records_without_sample: u64,
+    /// Line numbers of the first records without a sample.
+    pub records_without_sample_lines: Vec<u32>,
+    pub duplicate_ids: u64,
+    /// `{id, first_line, line}` of the first repeated ids.
+    pub duplicate_id_lines: Vec<DuplicateId>,
+    pub mismatched: u64,
+    pub shifted: u64,
+    pub shifts: Vec<Shift>,
+    /// How records were compared: `tokens` (rendered and tokenized) or `shape` (turns and sizes).
+    pub compared: String,
+    /// The calibrated UTF-8 bytes per token of the paired prompts (`null` when too few to calibrate).
+    pub bytes_per_token: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DuplicateId {
+    pub id: String,
+    pub first_line: u32,
+    pub line: u32,
+}
+
+/// A run of samples that each fit the record `offset` lines from their own.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Shift {
+    pub offset: i32,
+    pub from_row: u64,
+    pub to_row: u64,
+    /// The line of the record the first sample of the run paired with.
+    pub from_line: u32,
+    pub samples: u64,
+}
+
+/// Calibration of one prompts file: the median log ratio and the tolerance around it (× 1000).
+fn calibrate(facts: &[&PairFact]) -> Option<(f64, f64)> {
+    let mut v: Vec<f64> = facts
+        .iter()
+        .map(|f| f.fits[SHIFT_WINDOW])
+        .filter(|f| f.shape && f.log_ratio != NO_RATIO)
+        .map(|f| f64::from(f.log_ratio) / 1000.0)
+        .collect();
+    if v.len() < MIN_CALIBRATION {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v[v.len() / 2];
+    let mut dev: Vec<f64> = v.iter().map(|x| (x - m).abs()).collect();
+    dev.sort_by(f64::total_cmp);
+    let mad = dev[dev.len() / 2] * 1.4826;
+    Some((m, (5.0 * mad).clamp(MIN_TOLERANCE, MAX_TOLERANCE)))
+}
+
+fn fits(f: &Fit, cal: Option<(f64, f64)>, tokens: bool) -> bool {
+    if f.absent {
+        return false;
+    }
+    if tokens {
+        return f.first_diff == TOKENS_MATCH;
+    }
+    if !f.shape {
+        return false;
+    }
+    match cal {
+        Some((m, tol)) if f.log_ratio != NO_RATIO => {
+            (f64::from(f.log_ratio) / 1000.0 - m).abs() <= tol
+                && f64::from(f.spread) / 1000.0 <= MAX_TOLERANCE
+        }
+        _ => true,
+    }
+}
+
+/// The corpus-wide part of pairing: calibrates each prompts file's ratio, finds shifted runs and
+/// mismatches, and counts records without a sample. Returns the flagged samples (row-sorted) and the
+/// report's `pairing` section.
+pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, Vec<PairingReport>) {
+    let tokens = pairing.encoder.is_some();
+    let mut by_set: Vec<Vec<(&PairFact, &Records, usize)>> = vec![Vec::new(); pairing.sets.len()];
+    for r in records {
+        for f in &r.pairs {
+            // Rows are sorted in a unit's records: the sample's own record is found by row.
+            if let Ok(i) = r.rows.binary_search_by_key(&f.row, |s| s.row) {
+                by_set[f.set as usize].push((f, r, i));
+            }
+        }
+    }
+    let mut flagged = Vec::new();
+    let mut reports = Vec::new();
+    for (k, set) in pairing.sets.iter().enumerate() {
+        let mut facts = std::mem::take(&mut by_set[k]);
+        facts.sort_by_key(|(f, _, _)| f.row);
+        let plain: Vec<&PairFact> = facts.iter().map(|(f, _, _)| *f).collect();
+        let cal = if tokens { None } else { calibrate(&plain) };
+        let own_ok: Vec<bool> = plain
+            .iter()
+            .map(|f| fits(&f.fits[SHIFT_WINDOW], cal, tokens))
+            .collect();
+        // The nearest offset whose record fits, for each sample whose own record does not.
+        let alt: Vec<Option<i32>> = plain
+            .iter()
+            .zip(&own_ok)
+            .map(|(f, &ok)| {
+                if ok || f.record.is_none() {
+                    return None;
+                }
+                (1..=SHIFT_WINDOW as i32)
+                    .flat_map(|d| [d, -d])
+                    .find(|&d| fits(&f.fits[(SHIFT_WINDOW as i32 + d) as usize], cal, tokens))
+            })
+            .collect();
+        let mut codes = vec![0u64; plain.len()];
+        let mut shifts = Vec::new();
+        let mut i = 0;
+        while i < plain.len() {
+            let Some(d) = alt[i] else {
+                i += 1;
+                continue;
+            };
+            let mut j = i;
+            while j + 1 < plain.len()
+                && alt[j + 1] == Some(d)
+                && plain[j + 1].row == plain[j].row + 1
+            {
+                j += 1;
+            }
+            if j + 1 - i >= MIN_SHIFT_RUN {
+                for c in &mut codes[i..=j] {
+                    *c |= Code::PromptsShifted.bit();
+                }
+                let rec = plain[i].record.map_or(0, |r| set.records[r as usize].line);
+                shifts.push(Shift {
+                    offset: d,
+                    from_row: plain[i].row,
+                    to_row: plain[j].row,
+                    from_line: rec,
+                    samples: (j + 1 - i) as u64,
+                });
+            }
+            i = j + 1;
+        }
+        let mut used = vec![false; set.records.len()];
+        let mut missing = 0u64;
+        for (n, f) in plain.iter().enumerate() {
+            match f.record {
+                None => missing += 1,
+                Some(r) => {
+                    used[r as usize] = true;
+                    if !own_ok[n] && codes[n] == 0 {
+                        codes[n] |= Code::PromptMismatch.bit();
+                    }
+                }
+            }
+        }
+        let mut report = PairingReport {
+            path: set.path.display().to_string(),
+            category: set.category.clone(),
+            records: set.records.len() as u64,
+            samples: pairing.samples[k],
+            matched_by: if plain.iter().any(|f| f.by_id) {
+                "id"
+            } else {
+                "line"
+            }
+            .into(),
+            id_field: set.id_field.map(str::to_string),
+            paired: 0,
+            samples_without_record: missing,
+            records_without_sample: 0,
+            records_without_sample_lines: Vec::new(),
+            duplicate_ids: set.duplicate_ids.len() as u64,
+            duplicate_id_lines: set
+                .duplicate_ids
+                .iter()
+                .take(LIST_LIMIT)
+                .map(|(id, a, b)| DuplicateId {
+                    id: id.clone(),
+                    first_line: *a,
+                    line: *b,
+                })
+                .collect(),
+            mismatched: 0,
+            shifted: 0,
+            shifts,
+            compared: if tokens { "tokens" } else { "shape" }.into(),
+            bytes_per_token: cal.map(|(m, _)| (m.exp() * 1000.0).round() / 1000.0),
+        };
+        for (j, u) in used.iter().enumerate() {
+            if !u {
+                report.records_without_sample += 1;
+                if report.records_without_sample_lines.len() < LIST_LIMIT {
+                    report
+                        .records_without_sample_lines
+                        .push(set.records[j].line);
+                }
+            }
+        }
+        for (n, (f, recs, i)) in facts.iter().enumerate() {
+            let c = codes[n];
+            if c & Code::PromptsShifted.bit() != 0 {
+                report.shifted += 1;
+            } else if c & Code::PromptMismatch.bit() != 0 {
+                report.mismatched += 1;
+            } else if f.record.is_some() {
+                report.paired += 1;
+            }
+            if c != 0 {
+                let r = &recs.rows[*i];
+                let own = f.fits[SHIFT_WINDOW];
+                let pos = if own.first_diff < NOT_RENDERED {
+                    own.first_diff
+                } else {
+                    crate::check::NO_POS
+                };
+                flagged.push(FlaggedSample {
+                    row: r.row,
+                    source: r.source,
+                    category: recs.categories[r.category as usize].clone(),
+                    lengths: r.lengths,
+                    flags: c,
+                    sample_id: r.sample_id.as_deref().map(str::to_string),
+                    detail: (pos != crate::check::NO_POS).then(|| {
+                        let mut positions = vec![crate::check::NO_POS; crate::anomaly::N_CODES];
+                        positions[Code::PromptMismatch.index()] = pos;
+                        crate::summary::FlagDetail {
+                            positions,
+                            completion: (r.lengths.prompt, r.lengths.total),
+                            boundaries: Vec::new(),
+                            repetition: None,
+                        }
+                    }),
+                    duplicate_of: None,
+                });
+            }
+        }
+        reports.push(report);
+    }
+    flagged.sort_by_key(|f| f.row);
+    (flagged, reports)
+}
+
+#[cfg(test)]
+mod tests;

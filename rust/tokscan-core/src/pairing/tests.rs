@@ -1,0 +1,158 @@
+use super::*;
+
+fn rec(system: bool, users: &[u32]) -> PromptRecord {
+    PromptRecord {
+        line: 1,
+        system,
+        system_bytes: if system { 400 } else { 0 },
+        users: users.len() as u16,
+        user_bytes: users.to_vec(),
+        ..PromptRecord::default()
+    }
+}
+
+fn shape(system: bool, users: &[u32]) -> PromptShape {
+    PromptShape {
+        system,
+        users: users.len() as u16,
+        assistants: 0,
+        system_tokens: if system { 100 } else { 0 },
+        user_tokens: users.to_vec(),
+    }
+}
+
+#[test]
+fn a_fit_compares_shape_and_bytes_per_token() {
+    let f = shape_fit(&rec(true, &[800]), &shape(true, &[200]));
+    assert!(f.shape);
+    assert_eq!(f.log_ratio, milli(4f64.ln()));
+    assert_eq!(f.spread, 0);
+    // A missing system prompt is a different shape.
+    assert!(!shape_fit(&rec(false, &[800]), &shape(true, &[200])).shape);
+    // Another user turn count is a different shape.
+    assert!(!shape_fit(&rec(true, &[800, 10]), &shape(true, &[200])).shape);
+    // One turn far off the sample's own ratio shows in the spread.
+    let f = shape_fit(&rec(true, &[4000]), &shape(true, &[200]));
+    assert!(f.spread > 900, "{f:?}");
+    // Declared tools are rendered into the system prompt by some templates: not compared.
+    let mut r = rec(false, &[800]);
+    r.tools_declared = true;
+    assert!(shape_fit(&r, &shape(true, &[200])).shape);
+}
+
+fn fact(row: u64, record: u32, ratios: [Option<i16>; 7]) -> PairFact {
+    let mut fits = [Fit::ABSENT; 7];
+    for (f, r) in fits.iter_mut().zip(ratios) {
+        if let Some(r) = r {
+            *f = Fit {
+                absent: false,
+                shape: true,
+                log_ratio: r,
+                spread: 0,
+                first_diff: NOT_RENDERED,
+            };
+        }
+    }
+    PairFact {
+        row,
+        set: 0,
+        record: Some(record),
+        by_id: false,
+        fits,
+    }
+}
+
+fn pairing(n: usize) -> Pairing {
+    Pairing {
+        sets: vec![PromptSet {
+            path: "p.jsonl".into(),
+            dir: None,
+            category: None,
+            records: (0..n)
+                .map(|i| PromptRecord {
+                    line: i as u32 + 1,
+                    ..PromptRecord::default()
+                })
+                .collect(),
+            id_field: None,
+            by_id: Default::default(),
+            duplicate_ids: Vec::new(),
+        }],
+        source_set: vec![Some(0)],
+        first_row: vec![0],
+        samples: vec![n as u64],
+        encoder: None,
+    }
+}
+
+fn records_of(facts: Vec<PairFact>) -> Records {
+    let mut r = Records::default();
+    let c = r.category_index("a");
+    for f in &facts {
+        r.rows.push(crate::summary::SampleRecord {
+            row: f.row,
+            source: 0,
+            category: c,
+            lengths: Default::default(),
+            completion_hash: 0,
+            completion_len: 0,
+            sample_id: None,
+        });
+    }
+    r.pairs = facts;
+    r
+}
+
+#[test]
+fn a_run_that_fits_the_next_record_is_a_shift_and_a_lone_misfit_a_mismatch() {
+    let good = 1386; // ln 4
+    let bad = 3000;
+    let mut facts = Vec::new();
+    for row in 0..60u64 {
+        let mut r = [Some(good); 7];
+        if (30..40).contains(&row) {
+            // Rows 30..40 fit the record one line further on, not their own.
+            r[SHIFT_WINDOW] = Some(bad);
+            r[SHIFT_WINDOW - 1] = Some(bad);
+        }
+        if row == 50 {
+            r = [Some(bad); 7];
+        }
+        facts.push(fact(row, row as u32, r));
+    }
+    let (flagged, reports) = resolve(&pairing(64), &[records_of(facts)]);
+    let rows = |c: Code| {
+        flagged
+            .iter()
+            .filter(|f| f.flags & c.bit() != 0)
+            .map(|f| f.row)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(rows(Code::PromptsShifted), (30..40).collect::<Vec<_>>());
+    assert_eq!(rows(Code::PromptMismatch), vec![50]);
+    let r = &reports[0];
+    assert_eq!((r.paired, r.shifted, r.mismatched), (49, 10, 1));
+    assert_eq!(r.shifts.len(), 1);
+    assert_eq!(
+        (r.shifts[0].offset, r.shifts[0].from_row, r.shifts[0].to_row),
+        (1, 30, 39)
+    );
+    assert_eq!(r.records_without_sample, 4);
+    assert_eq!(r.records_without_sample_lines, vec![61, 62, 63, 64]);
+    assert_eq!(r.matched_by, "line");
+    assert!((r.bytes_per_token.unwrap() - 4.0).abs() < 0.01);
+}
+
+#[test]
+fn a_correctly_paired_corpus_with_varied_ratios_flags_nothing() {
+    // Bytes per token from 3 to 5.5 (prose, code, numbers): all within the band.
+    let facts = (0..200u64)
+        .map(|row| {
+            let lr = milli((3.0 + 2.5 * ((row * 37 % 100) as f64 / 100.0)).ln());
+            fact(row, row as u32, [Some(lr); 7])
+        })
+        .collect();
+    let (flagged, reports) = resolve(&pairing(200), &[records_of(facts)]);
+    assert!(flagged.is_empty());
+    assert_eq!(reports[0].paired, 200);
+}
