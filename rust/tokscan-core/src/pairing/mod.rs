@@ -451,6 +451,45 @@ fn calibrate(facts: &[&PairFact]) -> Option<(f64, f64)> {
     Some((m, (5.0 * mad).clamp(MIN_TOLERANCE, MAX_TOLERANCE)))
 }
 
+/// Margin (natural log) by which one record must fit better than the others to get a sample's vote.
+const VOTE_MARGIN: f64 = 0.15;
+
+/// How far a fit is from the calibrated ratio (`None`: not comparable, or a different shape).
+fn distance(f: &Fit, cal: Option<(f64, f64)>) -> Option<f64> {
+    if f.absent || !f.shape {
+        return None;
+    }
+    match cal {
+        Some((m, _)) if f.log_ratio != NO_RATIO => Some(
+            (f64::from(f.log_ratio) / 1000.0 - m).abs() + (f64::from(f.spread) / 1000.0) / 2.0,
+        ),
+        _ => None,
+    }
+}
+
+/// The offset of the record that fits a sample best by a clear margin (0: its own), or `None`.
+fn vote(f: &PairFact, cal: Option<(f64, f64)>, tokens: bool) -> Option<i32> {
+    f.record?;
+    let offsets = -(SHIFT_WINDOW as i32)..=SHIFT_WINDOW as i32;
+    let at = |d: i32| &f.fits[(SHIFT_WINDOW as i32 + d) as usize];
+    if tokens {
+        let matching: Vec<i32> = offsets.filter(|&d| at(d).first_diff == TOKENS_MATCH).collect();
+        return match matching.as_slice() {
+            [d] => Some(*d),
+            ds if ds.contains(&0) => Some(0),
+            _ => None,
+        };
+    }
+    let mut scored: Vec<(f64, i32)> = offsets
+        .filter_map(|d| distance(at(d), cal).map(|x| (x, d)))
+        .collect();
+    scored.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (best, d) = *scored.first()?;
+    let (_, tol) = cal?;
+    let clear = scored.get(1).is_none_or(|&(next, _)| next - best >= VOTE_MARGIN);
+    (clear && best <= tol).then_some(d)
+}
+
 fn fits(f: &Fit, cal: Option<(f64, f64)>, tokens: bool) -> bool {
     if f.absent {
         return false;
@@ -495,48 +534,47 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
             .iter()
             .map(|f| fits(&f.fits[SHIFT_WINDOW], cal, tokens))
             .collect();
-        // The nearest offset whose record fits, for each sample whose own record does not.
-        let alt: Vec<Option<i32>> = plain
-            .iter()
-            .zip(&own_ok)
-            .map(|(f, &ok)| {
-                if ok || f.record.is_none() {
-                    return None;
-                }
-                (1..=SHIFT_WINDOW as i32)
-                    .flat_map(|d| [d, -d])
-                    .find(|&d| fits(&f.fits[(SHIFT_WINDOW as i32 + d) as usize], cal, tokens))
-            })
-            .collect();
+        // Each sample votes for the offset whose record fits it best, by a clear margin: 0 for its own, `d`
+        // for the record `d` lines away, nothing when it cannot tell (similar neighbours).
+        let votes: Vec<Option<i32>> = plain.iter().map(|f| vote(f, cal, tokens)).collect();
         let mut codes = vec![0u64; plain.len()];
         let mut shifts = Vec::new();
         let mut i = 0;
         while i < plain.len() {
-            let Some(d) = alt[i] else {
-                i += 1;
-                continue;
+            let d = match votes[i] {
+                Some(d) if d != 0 => d,
+                _ => {
+                    i += 1;
+                    continue;
+                }
             };
-            let mut j = i;
+            // A run: consecutive samples voting for `d` or undecided, ending on a vote for `d`.
+            let (mut j, mut end, mut n_votes) = (i, i, 1usize);
             while j + 1 < plain.len()
-                && alt[j + 1] == Some(d)
                 && plain[j + 1].row == plain[j].row + 1
+                && plain[j + 1].record.is_some()
+                && matches!(votes[j + 1], None | Some(_) if votes[j + 1].is_none_or(|v| v == d))
             {
                 j += 1;
+                if votes[j] == Some(d) {
+                    end = j;
+                    n_votes += 1;
+                }
             }
-            if j + 1 - i >= MIN_SHIFT_RUN {
-                for c in &mut codes[i..=j] {
+            if n_votes >= MIN_SHIFT_RUN {
+                for c in &mut codes[i..=end] {
                     *c |= Code::PromptsShifted.bit();
                 }
                 let rec = plain[i].record.map_or(0, |r| set.records[r as usize].line);
                 shifts.push(Shift {
                     offset: d,
                     from_row: plain[i].row,
-                    to_row: plain[j].row,
+                    to_row: plain[end].row,
                     from_line: rec,
-                    samples: (j + 1 - i) as u64,
+                    samples: (end + 1 - i) as u64,
                 });
             }
-            i = j + 1;
+            i = end + 1;
         }
         let mut used = vec![false; set.records.len()];
         let mut missing = 0u64;

@@ -109,11 +109,17 @@ fn a_run_that_fits_the_next_record_is_a_shift_and_a_lone_misfit_a_mismatch() {
     let bad = 3000;
     let mut facts = Vec::new();
     for row in 0..60u64 {
-        let mut r = [Some(good); 7];
+        // Each sample fits its own record; its neighbours are other prompts, of other sizes.
+        let mut r = [Some(bad); 7];
+        r[SHIFT_WINDOW] = Some(good);
         if (30..40).contains(&row) {
             // Rows 30..40 fit the record one line further on, not their own.
             r[SHIFT_WINDOW] = Some(bad);
-            r[SHIFT_WINDOW - 1] = Some(bad);
+            r[SHIFT_WINDOW + 1] = Some(good);
+        }
+        if row == 35 {
+            // Undecided inside the run (its neighbours look alike): still part of the shift.
+            r[SHIFT_WINDOW + 2] = Some(good);
         }
         if row == 50 {
             r = [Some(bad); 7];

