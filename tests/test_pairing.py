@@ -220,3 +220,54 @@ def test_prompts_option_pairs_the_whole_corpus(tmp_path, data):
     assert p["category"] is None and p["matched_by"] == "line"
     # Record i is sample i+1's prompt: sample i matches the record one line up, from sample 1 on.
     assert {s["offset"] for s in p["shifts"]} == {-1} and p["shifted"] >= 0.7 * N_PER_CATEGORY
+
+
+def test_what_a_category_agrees_on_each_sample_is_held_to(tmp_path):
+    """A DeepSeek category whose samples all carry a system prompt but three: under the built-in profile (which
+    does not require one), those three are flagged as departing from their category, naming the feature."""
+    tok = _tokenizer()
+    rng = random.Random(3)
+    samples = []
+    n, without = 400, {7, 150, 311}  # 99.25 % have one: above the default 99 % majority
+    for i in range(n):
+        system = "" if i in without else demo.SYSTEMS[0]
+        user = " ".join(rng.choice(SENTENCES) for _ in range(rng.randint(1, 6)))
+        prompt = f"{demo.BOS}{system}{demo.USER}{user}{demo.ASSISTANT}{demo.THINK}"
+        completion = f"Thinking about {i}.{demo.UNTHINK}{rng.choice(SENTENCES)} ({i}){demo.EOS}"
+        p = list(tok.encode(prompt, add_special_tokens=False))
+        c = list(tok.encode(completion, add_special_tokens=False))
+        samples.append(synth.Sample(f"s{i}", "B5_math", p, c, 0, 0))
+    synth.write_parquet_full(samples, tmp_path / "c", n_shards=1)
+    r = tokscan.scan(tmp_path / "c", "deepseek")
+    flagged = {f["row"]: f for f in r.flagged if "departs_from_category" in f["codes"]}
+    assert set(flagged) == without
+    assert all(f["departs"] == {"system": {"value": "absent", "majority": "present"}} for f in flagged.values())
+    table = r.data["categories"]["B5_math"]["consistency"]
+    assert table["system"] == {"present": n - 3, "absent": 3}
+    assert table["mask_start"] == {"at_completion": n} and table["end_of_turn_trained"] == {"yes": n}
+    assert r.anomalies["departs_from_category"]["severity"] == "warning"
+    # Under a threshold the corpus does not reach, nothing departs.
+    profile = tmp_path / "p.toml"
+    profile.write_text('base = "deepseek"\nname = "lenient"\n\n[rules]\nconsistency_majority = 0.999\n')
+    r = tokscan.scan(tmp_path / "c", profile)
+    assert r.count("departs_from_category") == 0
+    # The terminal summary shows the category's structure on one line.
+    proc = run_cli("scan", str(tmp_path / "c"), "-p", "deepseek")
+    out = " ".join(proc.stdout.split())
+    assert "structure B5_math: " in out and "system=present 99." in out and "thinking=present" in out
+
+
+def test_show_finds_the_prompt_by_itself(tmp_path, data):
+    tree = write_tree(tmp_path, data, "parquet", records_of=_edit_missing_duplicate)
+    ids = [s.sample_id for s, _ in data[CATEGORIES[0]]]
+    proc = run_cli("show", str(tree), "--sample-id", ids[5], "-p", "deepseek", "--json", "-", "-q")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)["prompt_record"]
+    assert "B1_glaive/prompts.jsonl line 6 (paired by id)" in doc["match"]
+    assert doc["record"]["id"] == ids[5] and doc["rendering"] == {"status": "shape", "agrees": True, "why": doc["rendering"]["why"]}
+    proc = run_cli("show", str(tree), "--sample-id", ids[30], "-p", "deepseek")
+    assert proc.returncode == 0, proc.stderr
+    assert "no prompt record pairs with this sample" in " ".join(proc.stdout.split())
+    proc = run_cli("show", str(tree), "--sample-id", ids[3], "-p", "deepseek")
+    out = " ".join(proc.stdout.split())
+    assert "the record's turns agree with the sample's prompt" in out and "line 4 (paired by id)" in out

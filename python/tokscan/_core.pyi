@@ -18,6 +18,7 @@ __all__ = [
     "code_scopes",
     "codes",
     "discover_inputs",
+    "paired_record",
     "find_repeats",
     "finish_report",
     "merge_partials",
@@ -110,6 +111,13 @@ def check_one(
     profile: Profile, ids: list[int], prompt_len: int | None = None, mask: list[int] | None = None
 ) -> dict: ...
 def discover_inputs(paths: list[str]) -> list[tuple[str, str, str | None]]: ...
+def paired_record(
+    paths: list[str],
+    profile: Profile,
+    row: int,
+    columns: dict[str, str] | None = None,
+    prompts: str | None = None,
+) -> str | None: ...
 def code_scopes() -> dict[str, str]: ...
 
 # A scan spread over processes (tokscan.distributed): every result crosses processes as opaque bytes.

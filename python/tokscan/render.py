@@ -143,6 +143,24 @@ def print_drift(drifts, console: Console, baseline: object) -> None:
     console.print(f"[bold red]DRIFT[/]: {len(drifts)} finding(s)")
 
 
+def print_consistency(categories: dict, console: Console) -> None:
+    """One compact line per category: each structural feature's majority value, with its share where some
+    samples depart from it."""
+    for name, c in categories.items():
+        table = c.get("consistency") or {}
+        if not table:
+            continue
+        parts = []
+        for feature, counts in table.items():
+            total = sum(counts.values())
+            value, n = max(counts.items(), key=lambda kv: kv[1])
+            part = f"{feature}={value}"
+            if n < total:
+                part += f" [yellow]{n / total:.1%}[/]"
+            parts.append(part)
+        console.print(f"[bold]structure[/] {escape(name)}: " + " · ".join(parts), highlight=False)
+
+
 def print_pairing(pairing: list[dict], console: Console) -> None:
     """One line per prompts file: how samples and records paired, and what disagreed."""
     for p in pairing:
@@ -195,6 +213,7 @@ def print_summary(
         f"{len(d['inputs'])} input(s) · {_num(report.n_samples)} samples · {_tokens(report.n_tokens)} tokens{speed}"
     )
     console.print(category_table(report, console.width))
+    print_consistency(d.get("categories") or {}, console)
     print_pairing(d.get("pairing") or [], console)
     print_skipped(d.get("skipped") or [], console)
     if any(a["count"] for a in report.anomalies.values()):

@@ -120,6 +120,27 @@ def show(
             record, how = prompt_record(prompts, sample)
             check = prompt_check(sample, record, tok)
             doc["prompt_record"] = {"match": how, "record": record, "rendering": check}
+        else:
+            # The prompts file beside the sample's shards, paired as `scan` pairs it (by id, else by line).
+            from .. import _core
+
+            found = _core.paired_record([str(p) for p in path], prof, int(sample.row), dict(corpus.columns))
+            if found is not None:
+                paired = json.loads(found)
+                if paired["record"]:
+                    record = json.loads(paired["record"])
+                    how = f"{paired['path']} line {paired['line']} (paired by {paired['matched_by']})"
+                    check = prompt_check(sample, record, tok)
+                    if check.get("status") == "unchecked":
+                        check = {
+                            "status": "shape",
+                            "agrees": paired["shape_agrees"],
+                            "why": check.get("why", ""),
+                        }
+                else:
+                    how = f"{paired['path']}: no record pairs with this sample (paired by {paired['matched_by']})"
+                    check = {"status": "no record"}
+                doc["prompt_record"] = {"match": how, "record": record, "rendering": check}
         if json_out is not None:
             write_output(json_out, json.dumps(doc, indent=2, ensure_ascii=False))
         if not quiet and not stdout_taken(json_out):
@@ -185,5 +206,13 @@ def render_prompt_check(check: dict[str, Any]) -> None:
         )
         out.print(f"  sample:   {check['sample_text']!r}", highlight=False)
         out.print(f"  rendered: {check['rendered_text']!r}", highlight=False)
+    elif status == "shape":
+        if check["agrees"]:
+            out.print("[green]the record's turns agree with the sample's prompt[/] (system prompt, user and assistant turns)")
+        else:
+            out.print("[bold red]the record's turns disagree with the sample's prompt[/] (system prompt, user or assistant turns)")
+        out.print(f"[dim]tokens not compared: {check['why']}[/]", highlight=False)
+    elif status == "no record":
+        out.print("[bold red]no prompt record pairs with this sample[/]")
     elif status == "unchecked":
         out.print(f"[yellow]not checked against the sample's prompt[/]: {check['why']}", highlight=False)

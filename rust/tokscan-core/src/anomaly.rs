@@ -88,6 +88,7 @@ codes! {
     PromptMissing = 21, "prompt_missing", Error, "no record of the paired prompts file belongs to this sample (its id, or its line when pairing by position, is not there)";
     PromptMismatch = 22, "prompt_mismatch", Error, "the paired prompt record disagrees with the sample's prompt: its turns (system prompt, user and assistant turns) or sizes (bytes per token far from the corpus's), or with a tokenizer its rendered tokens (position: the first difference)";
     PromptsShifted = 23, "prompts_shifted", Error, "one of a run of samples that each match the prompt record at the same offset from their own: the prompts file is shifted or reordered (the offset is in the report's pairing section)";
+    DepartsFromCategory = 24, "departs_from_category", Warning, "a structural feature (system prompt, thinking, tool turns, tool calls, pre-fill, mask start, end of turn trained) differs from a strong majority of its category (the feature and the majority are in the report)";
 }
 
 /// Number of codes; per-sample arrays are sized by it.
@@ -122,7 +123,8 @@ impl Code {
             | Code::LengthOutlier
             | Code::PromptMissing
             | Code::PromptMismatch
-            | Code::PromptsShifted => Scope::Corpus,
+            | Code::PromptsShifted
+            | Code::DepartsFromCategory => Scope::Corpus,
             Code::MalformedLine | Code::FinishReasonMismatch | Code::TokenCountMismatch => {
                 Scope::Source
             }

@@ -147,7 +147,60 @@ pub fn repeats_from_bytes(b: &[u8]) -> Result<Vec<Repeat>> {
 /// Tukey's far-out fence (Q1 − 3·IQR, Q3 + 3·IQR) on `log2(length + 1)`, IQR floored at 0.5, for categories
 /// with at least [`OUTLIER_MIN_SAMPLES`] samples.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Fences(pub BTreeMap<String, (f64, f64)>);
+pub struct Fences(
+    pub BTreeMap<String, (f64, f64)>,
+    /// Per category with enough samples, the packed majority value of each structural feature
+    /// ([`crate::check::features`]; `NA` where no value holds the majority).
+    #[serde(default)]
+    pub BTreeMap<String, u32>,
+);
+
+/// Default share of a category a feature value must hold to be its majority, and samples needed to judge.
+pub const CONSISTENCY_MAJORITY: f64 = 0.99;
+pub const CONSISTENCY_MIN_SAMPLES: u64 = 100;
+
+/// Per category, the packed value of each feature that at least `majority` of its samples share (the
+/// samples the feature applies to, if at least `min_samples` of them).
+fn majorities(partial: &Partial) -> BTreeMap<String, u32> {
+    use crate::check::features::{FEATURES, NA};
+    let (bp, min) = partial.consistency;
+    let share = if bp == 0 {
+        CONSISTENCY_MAJORITY
+    } else {
+        f64::from(bp) / 10_000.0
+    };
+    let min = if min == 0 {
+        CONSISTENCY_MIN_SAMPLES
+    } else {
+        min
+    };
+    let mut out = BTreeMap::new();
+    for (name, c) in &partial.categories {
+        let mut packed = u32::MAX;
+        let mut any = false;
+        for f in 0..FEATURES.len() {
+            let counts: Vec<(u8, u64)> = c
+                .features
+                .range(((f as u16) << 4)..((f as u16 + 1) << 4))
+                .map(|(k, n)| ((k & 0xF) as u8, *n))
+                .collect();
+            let total: u64 = counts.iter().map(|(_, n)| n).sum();
+            let best = counts
+                .iter()
+                .max_by_key(|(v, n)| (*n, std::cmp::Reverse(*v)));
+            if let Some(&(v, n)) = best {
+                if total >= min && n < total && (n as f64) >= share * total as f64 && v != NA {
+                    packed = (packed & !(0xF << (4 * f))) | (u32::from(v) << (4 * f));
+                    any = true;
+                }
+            }
+        }
+        if any {
+            out.insert(name.clone(), packed);
+        }
+    }
+    out
+}
 
 impl Fences {
     pub fn of(partial: &Partial) -> Fences {
@@ -165,6 +218,7 @@ impl Fences {
                     )
                 })
                 .collect(),
+            majorities(partial),
         )
     }
 
@@ -212,6 +266,21 @@ pub fn resolve(records: &Records, repeats: &[Repeat], fences: &Fences) -> Vec<Fl
         if fences.is_outlier(category, r.lengths.total) {
             flags |= Code::LengthOutlier.bit();
         }
+        let mut departs = (0u32, 0u32, 0u32);
+        if let Some(&maj) = fences.1.get(category) {
+            use crate::check::features::{explained_by, get, FEATURES, NA};
+            for f in 0..FEATURES.len() {
+                let (m, v) = (get(maj, f), get(r.features, f));
+                if m != NA && v != NA && v != m && r.flags & explained_by(f) == 0 {
+                    departs.0 |= 1 << f;
+                }
+            }
+            if departs.0 != 0 {
+                departs.1 = maj;
+                departs.2 = r.features;
+                flags |= Code::DepartsFromCategory.bit();
+            }
+        }
         if flags != 0 {
             out.push(FlaggedSample {
                 row: r.row,
@@ -222,6 +291,7 @@ pub fn resolve(records: &Records, repeats: &[Repeat], fences: &Fences) -> Vec<Fl
                 sample_id: r.sample_id.as_deref().map(str::to_string),
                 detail: None,
                 duplicate_of: repeat.map(|x| x.first.clone()),
+                departs,
             });
         }
     }
@@ -270,6 +340,8 @@ mod tests {
                 completion_hash: hash,
                 completion_len: if hash == 0 { 0 } else { 10 },
                 sample_id: id.map(Box::from),
+                flags: 0,
+                features: u32::MAX,
             });
         }
         r

@@ -43,6 +43,10 @@ pub struct CategoryStats {
     pub ngram_coverage: Option<CoverageStats>,
     pub special_tokens: BTreeMap<String, u64>,
     pub anomalies: BTreeMap<String, u64>,
+    /// Samples per value of each structural feature (`system`, `thinking`, `tool_turns`, `tool_calls`,
+    /// `prefill`, `mask_start`, `end_of_turn_trained`), over the samples it applies to.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub consistency: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -93,10 +97,19 @@ pub struct Flagged {
     /// For `duplicate` / `sample_id_duplicate`: the first sample with the same completion / id.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub duplicate_of: Option<FirstSeen>,
+    /// For `departs_from_category`: per feature, the sample's value and its category's majority.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub departs: BTreeMap<String, Departure>,
     /// For `repetition`: the loop's block length and total span in tokens.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub repetition: Option<LoopInfo>,
     pub boundaries: Vec<Boundary>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Departure {
+    pub value: String,
+    pub majority: String,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -174,6 +187,19 @@ fn category_stats(c: &CategoryPartial, profile: &Profile, coverage: bool) -> Cat
             .iter()
             .map(|code| (code.as_str().to_string(), c.codes[code.index()]))
             .collect(),
+        consistency: {
+            use crate::check::features::{value_name, FEATURES};
+            let mut m: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+            for (k, n) in &c.features {
+                let f = usize::from(k >> 4);
+                if let Some(name) = FEATURES.get(f) {
+                    m.entry((*name).to_string())
+                        .or_default()
+                        .insert(value_name(f, (k & 0xF) as u8), *n);
+                }
+            }
+            m
+        },
     }
 }
 
@@ -227,6 +253,22 @@ fn flagged_entry(
             .filter(|_| f.flags & Code::Repetition.bit() != 0)
             .map(|(period, span)| LoopInfo { period, span }),
         boundaries,
+        departs: {
+            use crate::check::features::{get, value_name, FEATURES};
+            let (bits, maj, own) = f.departs;
+            (0..FEATURES.len())
+                .filter(|i| bits & (1 << i) != 0 && f.flags & Code::DepartsFromCategory.bit() != 0)
+                .map(|i| {
+                    (
+                        FEATURES[i].to_string(),
+                        Departure {
+                            value: value_name(i, get(own, i)),
+                            majority: value_name(i, get(maj, i)),
+                        },
+                    )
+                })
+                .collect()
+        },
         duplicate_of: f.duplicate_of,
         sample_id: f.sample_id,
         category: f.category,

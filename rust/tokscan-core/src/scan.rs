@@ -313,7 +313,10 @@ fn scan_unit(
         profile,
         source: unit.source_index,
         default_category: unit.default_category,
-        partial: Partial::new(profile.specials.len()),
+        partial: Partial {
+            consistency: profile.consistency(),
+            ..Partial::new(profile.specials.len())
+        },
         records: Records::default(),
         scratch: Scratch::default(),
         next_row: unit.base_row,
@@ -433,8 +436,10 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                 ctx.records.pairs.push(fact);
             }
         }
+        let features = crate::check::features::features(ctx.profile, seq, mask, &ctx.scratch);
         let cat = ctx.partial.category(cat_name);
         let (cs, ce) = (facts.completion.0 as usize, facts.completion.1 as usize);
+        cat.add_features(features);
         cat.add_lengths(&facts.lengths);
         cat.add_codes(facts.flags);
         if ctx.coverage {
@@ -460,6 +465,8 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
             completion_hash: if ce > cs { hash_ids(&seq[cs..ce]) } else { 0 },
             completion_len: (ce.saturating_sub(cs)) as u32,
             sample_id: sample_id.map(Box::from),
+            flags: facts.flags,
+            features,
         });
         if facts.flags != 0 {
             let boundaries = ctx
@@ -483,6 +490,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                     repetition: facts.repetition.map(|l| (l.period as u32, l.span as u32)),
                 }),
                 duplicate_of: None,
+                departs: (0, 0, 0),
             });
         }
     }

@@ -89,9 +89,25 @@ pub struct CategoryPartial {
     /// Samples flagged with each code (per-sample codes only; the corpus-wide ones are added when the report
     /// is built).
     pub codes: Vec<u64>,
+    /// Samples per structural feature value (`feature << 4 | value`, see [`crate::check::features`]).
+    #[serde(default)]
+    pub features: BTreeMap<u16, u64>,
 }
 
 impl CategoryPartial {
+    /// Counts one sample's packed features.
+    pub fn add_features(&mut self, packed: u32) {
+        for f in 0..crate::check::features::FEATURES.len() {
+            let v = crate::check::features::get(packed, f);
+            if v != crate::check::features::NA {
+                *self
+                    .features
+                    .entry(((f as u16) << 4) | u16::from(v))
+                    .or_insert(0) += 1;
+            }
+        }
+    }
+
     pub fn new(n_slots: usize) -> Self {
         CategoryPartial {
             special_counts: vec![0; n_slots],
@@ -125,6 +141,9 @@ impl CategoryPartial {
         self.coverage.merge(&other.coverage);
         add_into(&mut self.special_counts, &other.special_counts);
         add_into(&mut self.codes, &other.codes);
+        for (k, n) in &other.features {
+            *self.features.entry(*k).or_insert(0) += n;
+        }
     }
 }
 
@@ -174,6 +193,10 @@ pub struct FlaggedSample {
     pub detail: Option<FlagDetail>,
     /// For `duplicate` / `sample_id_duplicate`: the first sample with the same completion / id.
     pub duplicate_of: Option<FirstSeen>,
+    /// For `departs_from_category`: the features (bits) on which it departs from its category's majority,
+    /// that majority's packed values and its own.
+    #[serde(default)]
+    pub departs: (u32, u32, u32),
 }
 
 impl FlaggedSample {
@@ -191,6 +214,9 @@ impl FlaggedSample {
         self.flags |= other.flags;
         if self.duplicate_of.is_none() {
             self.duplicate_of = other.duplicate_of;
+        }
+        if other.departs.0 != 0 {
+            self.departs = other.departs;
         }
     }
 }
@@ -211,6 +237,10 @@ pub struct Partial {
     pub inputs: BTreeMap<u32, InputCounts>,
     /// Sorted by row.
     pub flagged: Vec<FlaggedSample>,
+    /// The profile's consistency thresholds `(majority in basis points, minimum samples)`, carried so that
+    /// any process that resolves the corpus-wide checks applies the same ones.
+    #[serde(default)]
+    pub consistency: (u32, u64),
 }
 
 impl Partial {
@@ -236,6 +266,7 @@ impl Partial {
     /// Adds `other` into `self`. The result is the same for any grouping and order of merges.
     pub fn merge(&mut self, other: Partial) {
         self.n_slots = self.n_slots.max(other.n_slots);
+        self.consistency = self.consistency.max(other.consistency);
         for (name, c) in &other.categories {
             self.category(name).merge(c);
         }
@@ -302,6 +333,12 @@ pub struct SampleRecord {
     pub completion_hash: u64,
     pub completion_len: u32,
     pub sample_id: Option<Box<str>>,
+    /// The per-sample codes it was flagged with (a corpus-wide check does not repeat what they explain).
+    #[serde(default)]
+    pub flags: u64,
+    /// Its structural features, packed ([`crate::check::features`]).
+    #[serde(default)]
+    pub features: u32,
 }
 
 /// Per-sample records of the units one scan (or one cluster task) read, in row order.
@@ -389,6 +426,7 @@ mod tests {
                     sample_id: None,
                     detail: None,
                     duplicate_of: None,
+                    departs: (0, 0, 0),
                 });
             }
             let e = p.inputs.entry(c as u32 % 2).or_default();

@@ -427,6 +427,28 @@ fn discover_inputs(
         .collect())
 }
 
+/// The prompt record that pairs with global row `row` (from the prompts file beside its shards, or `prompts`)
+/// as JSON `{path, line, matched_by, record, shape_agrees}`, or `None` when no prompts file pairs with it.
+#[pyfunction]
+#[pyo3(signature = (paths, profile, row, columns=None, prompts=None))]
+fn paired_record(
+    py: Python<'_>,
+    paths: Vec<String>,
+    profile: &PyProfile,
+    row: u64,
+    columns: Option<HashMap<String, String>>,
+    prompts: Option<std::path::PathBuf>,
+) -> PyResult<Option<String>> {
+    let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
+    let p = profile.inner.clone();
+    let found = detached(py, move || {
+        let corpus = tokscan_core::Corpus::open(&paths, &columns)?;
+        let explicit: Vec<std::path::PathBuf> = prompts.into_iter().collect();
+        tokscan_core::pairing::paired_record(&corpus, &p, &explicit, row)
+    })?;
+    Ok(found.map(|r| serde_json::to_string(&r).expect("plain data")))
+}
+
 /// `(name, bit, default severity, description)` of every anomaly code.
 #[pyfunction]
 fn codes() -> Vec<(&'static str, u32, &'static str, &'static str)> {
@@ -504,6 +526,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_json, m)?)?;
     m.add_function(wrap_pyfunction!(check_one, m)?)?;
     m.add_function(wrap_pyfunction!(discover_inputs, m)?)?;
+    m.add_function(wrap_pyfunction!(paired_record, m)?)?;
     m.add_function(wrap_pyfunction!(code_scopes, m)?)?;
     m.add_class::<distributed::PyTaskScan>()?;
     m.add_function(wrap_pyfunction!(distributed::plan_scan, m)?)?;

@@ -7,6 +7,7 @@ use crate::profile::{Profile, Role};
 use crate::repetition::{find_loop, Loop};
 use crate::token::{MaskSlice, TokenId};
 
+pub mod features;
 pub mod parse;
 pub mod rules;
 

@@ -149,7 +149,20 @@ pub fn loss_mask_misaligned<T: TokenId>(
         content_end: p.end.min(p.n_eff),
         eot: p.eot,
     };
-    mask_violation(m, p.n, tokens, profile, turns, spans)
+    if let Some(hit) = mask_violation(m, p.n, tokens, profile, turns, spans) {
+        return Some(hit);
+    }
+    // `[rules] end_of_turn_trained`: a model whose mask leaves the final end of turn at 0 never learns to stop.
+    match p.eot {
+        Some(e)
+            if profile.rules.end_of_turn_trained
+                && m.len() == p.n
+                && m.first_on(e..e + 1).is_none() =>
+        {
+            Some(Some(e))
+        }
+        _ => None,
+    }
 }
 
 /// An earlier assistant turn's content `[c, e)` is trained on or not: all 0, or 1 from its start through its

@@ -460,9 +460,9 @@ fn distance(f: &Fit, cal: Option<(f64, f64)>) -> Option<f64> {
         return None;
     }
     match cal {
-        Some((m, _)) if f.log_ratio != NO_RATIO => Some(
-            (f64::from(f.log_ratio) / 1000.0 - m).abs() + (f64::from(f.spread) / 1000.0) / 2.0,
-        ),
+        Some((m, _)) if f.log_ratio != NO_RATIO => {
+            Some((f64::from(f.log_ratio) / 1000.0 - m).abs() + (f64::from(f.spread) / 1000.0) / 2.0)
+        }
         _ => None,
     }
 }
@@ -473,7 +473,9 @@ fn vote(f: &PairFact, cal: Option<(f64, f64)>, tokens: bool) -> Option<i32> {
     let offsets = -(SHIFT_WINDOW as i32)..=SHIFT_WINDOW as i32;
     let at = |d: i32| &f.fits[(SHIFT_WINDOW as i32 + d) as usize];
     if tokens {
-        let matching: Vec<i32> = offsets.filter(|&d| at(d).first_diff == TOKENS_MATCH).collect();
+        let matching: Vec<i32> = offsets
+            .filter(|&d| at(d).first_diff == TOKENS_MATCH)
+            .collect();
         return match matching.as_slice() {
             [d] => Some(*d),
             ds if ds.contains(&0) => Some(0),
@@ -486,7 +488,9 @@ fn vote(f: &PairFact, cal: Option<(f64, f64)>, tokens: bool) -> Option<i32> {
     scored.sort_by(|a, b| a.0.total_cmp(&b.0));
     let (best, d) = *scored.first()?;
     let (_, tol) = cal?;
-    let clear = scored.get(1).is_none_or(|&(next, _)| next - best >= VOTE_MARGIN);
+    let clear = scored
+        .get(1)
+        .is_none_or(|&(next, _)| next - best >= VOTE_MARGIN);
     (clear && best <= tol).then_some(d)
 }
 
@@ -667,6 +671,7 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
                         }
                     }),
                     duplicate_of: None,
+                    departs: (0, 0, 0),
                 });
             }
         }
@@ -678,3 +683,76 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
 
 #[cfg(test)]
 mod tests;
+
+/// The prompt record a sample pairs with, as `show` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairedRecord {
+    pub path: String,
+    pub line: u32,
+    /// `id` or `line`.
+    pub matched_by: String,
+    /// The record's JSON line.
+    pub record: String,
+    /// The record's conversation shape (system prompt, user and assistant turns) agrees with the sample's.
+    pub shape_agrees: bool,
+}
+
+/// The record of the prompts file that pairs with global row `row` of `corpus` (found beside its shards, or
+/// `explicit`), with whether its shape agrees. `None` when no prompts file pairs with the sample's input;
+/// `Some` with an empty `record` when the file has no record for it.
+pub fn paired_record(
+    corpus: &Corpus,
+    profile: &Profile,
+    explicit: &[PathBuf],
+    row: u64,
+) -> Result<Option<PairedRecord>> {
+    let Some(mut pairing) = Pairing::of(corpus, explicit, None)? else {
+        return Ok(None);
+    };
+    let (k, _) = corpus.locate(row)?;
+    let Some(set_index) = pairing.source_set[k] else {
+        return Ok(None);
+    };
+    // Re-read the one file that pairs, keeping its lines.
+    let set = &pairing.sets[set_index as usize];
+    let full = PromptSet::read(&set.path, set.dir.clone(), set.category.clone(), true)?;
+    pairing.sets[set_index as usize] = full;
+    let sample = corpus
+        .samples(row, row + 1)?
+        .pop()
+        .ok_or_else(|| crate::error::Error::Usage(format!("row {row} is out of range")))?;
+    let mut scratch = Scratch::default();
+    let mut counts = vec![0u64; profile.specials.len()];
+    let mask = sample.mask.as_deref().map(crate::token::MaskSlice::U8);
+    crate::check::check_sample(
+        profile,
+        &sample.ids,
+        sample.prompt_len,
+        mask,
+        &mut scratch,
+        &mut counts,
+    );
+    let mut shape = PromptShape::default();
+    let fact = pair_sample(
+        &pairing,
+        profile,
+        k,
+        row,
+        sample.sample_id.as_deref(),
+        &sample.ids,
+        sample.prompt_len,
+        &scratch,
+        &mut shape,
+    );
+    let set = &pairing.sets[set_index as usize];
+    Ok(fact.map(|f| {
+        let rec = f.record.map(|r| &set.records[r as usize]);
+        PairedRecord {
+            path: set.path.display().to_string(),
+            line: rec.map_or(0, |r| r.line),
+            matched_by: if f.by_id { "id" } else { "line" }.into(),
+            record: rec.and_then(|r| r.raw.as_deref()).unwrap_or("").to_string(),
+            shape_agrees: f.fits[SHIFT_WINDOW].shape,
+        }
+    }))
+}

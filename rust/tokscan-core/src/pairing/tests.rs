@@ -97,6 +97,8 @@ fn records_of(facts: Vec<PairFact>) -> Records {
             completion_hash: 0,
             completion_len: 0,
             sample_id: None,
+            flags: 0,
+            features: u32::MAX,
         });
     }
     r.pairs = facts;

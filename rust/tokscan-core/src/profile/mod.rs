@@ -106,6 +106,17 @@ pub struct Profile {
 
 impl Profile {
     /// Length of the longest pre-fill that `tokens` starts with (0 when none does).
+    /// The consistency thresholds of [`crate::summary::Partial::consistency`]: `(basis points, samples)`, 0 for
+    /// the defaults.
+    pub fn consistency(&self) -> (u32, u64) {
+        (
+            self.rules
+                .consistency_majority
+                .map_or(0, |m| (m.clamp(0.5, 1.0) * 10_000.0).round() as u32),
+            self.rules.consistency_min_samples.unwrap_or(0),
+        )
+    }
+
     pub fn prefill_len<T: crate::token::TokenId>(&self, tokens: &[T]) -> usize {
         self.prefills
             .iter()

@@ -55,6 +55,17 @@ pub struct RulesSpec {
     /// end-of-turn token. Roles and end-of-turn tokens may then be left empty.
     #[serde(default)]
     pub plain: bool,
+    /// The final end of turn must be trained (mask 1 on it) when the sample has a loss mask: a model whose
+    /// masks leave it at 0 never learns to stop. Off by default (some trainers mask it).
+    #[serde(default)]
+    pub end_of_turn_trained: bool,
+    /// Share of a category (0..1) a structural feature value must hold before the samples without it are
+    /// flagged `departs_from_category` (default 0.99).
+    #[serde(default)]
+    pub consistency_majority: Option<f64>,
+    /// Samples a category needs before it is judged for consistency (default 100).
+    #[serde(default)]
+    pub consistency_min_samples: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
