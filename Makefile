@@ -10,19 +10,24 @@ export CARGO_TERM_COLOR ?= never
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
 
-# Python dependencies come from pyproject.toml (one list): the demo needs the runtime and `tokenizer` extra,
-# the tests and lint the `dev` extra on top.
-deps = $(shell python3 -c 'import sys, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
-	print(" ".join(repr(d) for d in [*p["dependencies"], *(x for e in sys.argv[1:] for x in p["optional-dependencies"][e])]))' $(1))
+# The interpreter the virtualenv is made from: any Python >= 3.10 (`make test PYTHON=python3.10`).
+PYTHON ?= python3
+PIP = $(PY) -m pip
 
-$(VENV)/.runtime: pyproject.toml
-	python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "maturin>=1.5,<2" $(call deps,tokenizer)
+# Python dependencies come from pyproject.toml (one list), read by tools/requirements.py on every supported
+# Python: the demo needs the runtime and `tokenizer` extra, the tests and lint the `dev` extra on top. Each
+# marker is touched only when its recipe succeeded; a virtualenv without one is half-made and is recreated.
+$(VENV)/.runtime: pyproject.toml tools/requirements.py
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "tokscan needs Python >= 3.10; $(PYTHON) is " + sys.version.split()[0] + " (make PYTHON=python3.X)")'
+	[ -f $@ ] || $(PYTHON) -m venv --clear $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PY) tools/requirements.py tokenizer > $(VENV)/requirements-runtime.txt
+	$(PIP) install --quiet "maturin>=1.5,<2" -r $(VENV)/requirements-runtime.txt
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime
-	$(PY) -m pip install --quiet $(call deps,tokenizer dev)
+	$(PY) tools/requirements.py tokenizer dev > $(VENV)/requirements-dev.txt
+	$(PIP) install --quiet -r $(VENV)/requirements-dev.txt
 	touch $@
 
 venv: $(VENV)/.runtime ## create the virtualenv with what the demo needs (runtime + tokenizer extra)
