@@ -32,14 +32,18 @@ $(VENV)/.dev: $(VENV)/.runtime
 
 venv: $(VENV)/.runtime ## create the virtualenv with what the demo needs (runtime + tokenizer extra)
 
+# PIP_QUIET: maturin installs the package's dependencies with pip, which otherwise prints a line per requirement
+# (~28 "Ignoring ...: markers" and "Requirement already satisfied" lines on every build).
 build: venv ## build the extension (release) into the virtualenv
-	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(BIN)):$$PATH $(BIN)/maturin develop --release --quiet
+	PIP_QUIET=1 VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(BIN)):$$PATH $(BIN)/maturin develop --release --quiet
 
 demo: build ## write the demo corpus and scan it
 	$(BIN)/tokscan demo demo-out
 
+# With tokscan-py named (it has no tests), dependency features resolve as for the extension, so the tests reuse
+# `make build`'s compiled arrow/parquet/core (same profile) instead of compiling them again.
 test-rust: ## Rust unit and property tests of the core
-	cargo test -p tokscan-core --release
+	cargo test --release -p tokscan-core -p tokscan-py
 
 browser: ## headless Chromium for the HTML report test (Debian package; skipped without root)
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
