@@ -155,52 +155,56 @@ def execute(a: ScanArgs) -> int:
             report, paths, tok, a.decode, columns, load_profile(profile, tok_dir, a.trust_remote_code)
         )
     drifts = compare(base, report, cfg.drift) if base is not None else None
+    written: list[str] = []  # "what -> where", said after the summary
     if a.json_out is not None:
         if stdout_taken(a.json_out):
             write_output(a.json_out, report.to_json())
         else:
             report.write_json(a.json_out)
+            written.append(f"JSON report -> {a.json_out}")
     elif a.fmt is OutputFormat.json:
         write_output(Path("-"), report.to_json())
     if a.junit_out is not None or a.fmt is OutputFormat.github:
         from .. import ciformat
 
         if a.junit_out is not None:
-            a.junit_out.write_text(ciformat.junit(report, fail_level, cfg.policy, drifts))
+            a.junit_out.write_text(ciformat.junit(report, drifts=drifts))
+            written.append(f"JUnit XML -> {a.junit_out}")
         if a.fmt is OutputFormat.github:
-            sys.stdout.write(ciformat.github(report, fail_level, cfg.policy, drifts))
+            sys.stdout.write(ciformat.github(report, drifts=drifts))
     if a.html_out is not None:
         report.write_html(
             a.html_out,
-            fail_level,
-            cfg.policy,
             command=shlex.join(a.argv) if a.argv else None,
             tokenizer=str(tok_dir) if tok_dir is not None else None,
             started=started,
             seconds=seconds,
         )
+        written.append(f"HTML report -> {a.html_out}")
     if a.exclude is not None:
         from ..clean import selected, write_exclusions
 
-        drop = selected(report, fail_level, a.exclude_code, cfg.policy)
+        drop = selected(report, codes=a.exclude_code)
         kind = write_exclusions(drop, a.exclude)
-        if text_out:
-            out.print(f"exclusion list: {len(drop)} sample(s) by {kind} -> {a.exclude}", highlight=False)
+        if not stdout_taken(a.exclude):
+            written.append(f"exclusion list: {len(drop)} sample(s) by {kind} -> {a.exclude}")
     if text_out:
         from ..render import print_decoded, print_drift, print_summary
 
-        print_summary(report, out, fail_level, seconds, cfg.policy)
+        print_summary(report, out, seconds=seconds)
         if "decoded" in report.data:
             print_decoded(report.data["decoded"], out)
         if drifts is not None:
             print_drift(drifts, out, a.baseline)
+        for line in written:
+            out.print(f"wrote {line}", highlight=False, soft_wrap=True)
     if a.hint and not a.quiet:
         from ..hints import profile_hint
 
         hint = profile_hint(report, paths, columns)
         if hint is not None:
             err.print(f"[bold yellow]hint:[/] {hint.message}", highlight=False, soft_wrap=True)
-    code = report.exit_code(fail_level, cfg.policy)
+    code = report.exit_code()
     return 1 if code or drifts else 0
 
 
@@ -272,7 +276,7 @@ def scan(
         typer.Option(
             "--ray",
             help="Run the scan on a Ray cluster (--ray-address, else RAY_ADDRESS, else a local one started for "
-            "the scan): the same report as a local scan. Needs: pip install 'tokscan[ray]'.",
+            "the scan): the same report as a local scan. Needs Ray (the `ray` extra).",
         ),
     ] = False,
     ray_address: Annotated[
