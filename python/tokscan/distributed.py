@@ -31,10 +31,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import _core
-from .errors import TokscanError, UsageError
+from .errors import TokscanError, UsageError, install_hint
 from .report import Report
 
-INSTALL_HINT = "pip install 'tokscan[ray]'"
 #: Environment variable (read on the driver) a test sets to hold the first attempt of the first scan task until
 #: its worker is killed (tests/test_ray.py): proves that a task whose worker dies is retried and the report is
 #: unchanged.
@@ -46,9 +45,9 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError as e:
-        raise UsageError(f"--ray / engine='ray' needs Ray, which is not installed: {INSTALL_HINT}") from e
+        raise UsageError(f"--ray / engine='ray' needs Ray, which is not installed: {install_hint('ray')}") from e
     if not hasattr(ray, "init"):  # a stray `ray/` folder (e.g. Ray's temp dir) on sys.path
-        raise UsageError(f"--ray / engine='ray' needs Ray, which is not installed: {INSTALL_HINT}")
+        raise UsageError(f"--ray / engine='ray' needs Ray, which is not installed: {install_hint('ray')}")
     return ray
 
 
