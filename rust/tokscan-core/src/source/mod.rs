@@ -437,9 +437,15 @@ fn discover_path(
                 hive_category: hive_category(root, dir),
             });
         } else {
-            // A file named explicitly is recognised by its content, else its extension; anything else is read
-            // as Parquet and the reader says if it is not.
-            let format = sniff_file(path)?.unwrap_or(Format::Parquet);
+            // A file named explicitly is recognised by its content, else its extension; anything else is not a
+            // corpus file (a README.md given by mistake), said as such rather than as a corrupt Parquet footer.
+            let format = sniff_file(path)?.ok_or_else(|| {
+                Error::invalid(
+                    path,
+                    "not a corpus file (no known format: Parquet, Arrow IPC/Feather, Megatron .bin/.idx, \
+                     nanoGPT/llm.c .bin, JSONL, or a NumPy corpus directory)",
+                )
+            })?;
             out.push(Input {
                 path: if format == Format::Megatron {
                     megatron::bin_path(path)
