@@ -197,7 +197,7 @@ def execute(a: ScanArgs) -> int:
         if drifts is not None:
             print_drift(drifts, out, a.baseline)
         for line in written:
-            out.print(f"wrote {line}", highlight=False, soft_wrap=True)
+            out.print(f"wrote {line}", highlight=False, soft_wrap=not out.is_terminal)
     if a.hint and not a.quiet:
         from ..hints import profile_hint
 
