@@ -28,6 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from . import _core
@@ -59,6 +60,8 @@ def connect(ray: Any, address: str | None) -> bool:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     quiet = {"log_to_driver": False, "logging_level": "ERROR"}
     target = address or os.environ.get("RAY_ADDRESS")
+    if target:
+        _reachable(target)
     try:
         if target:
             ray.init(address=target, **quiet)
@@ -68,6 +71,30 @@ def connect(ray: Any, address: str | None) -> bool:
         where = f"the Ray cluster at {target}" if target else "a local Ray cluster"
         raise UsageError(f"cannot connect to {where}: {e}") from e
     return True
+
+
+def _reachable(target: str) -> None:
+    """A UsageError within seconds when `target` cannot be a running cluster: `auto` with no cluster started on
+    this machine, or a host:port nothing listens on. Ray itself retries such addresses for ~20 s and prints its
+    C++ client's log lines meanwhile."""
+    import socket
+
+    if target == "auto":
+        # Where `ray start` records the running cluster's address (Ray's own lookup for "auto").
+        temp = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
+        current = Path(temp) / "ray" / "ray_current_cluster"
+        if not current.is_file():
+            raise UsageError("cannot connect to a Ray cluster at 'auto': none is running on this machine (ray start)")
+        return
+    if "://" in target:
+        return  # ray:// client addresses and the like: Ray says what is wrong
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"cannot connect to the Ray cluster at {target}: expected HOST:PORT, 'auto' or ray://...")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as e:
+        raise UsageError(f"cannot connect to the Ray cluster at {target}: {e.strerror or e}") from None
 
 
 @functools.lru_cache(maxsize=4)

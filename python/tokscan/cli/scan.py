@@ -38,8 +38,9 @@ from .app import (
     write_output,
 )
 
-#: `--ray` without `--ray-address`: RAY_ADDRESS, else a local cluster.
-RAY_AUTO = "auto"
+#: `--ray` without `--ray-address`: RAY_ADDRESS, else a local cluster. (`--ray-address auto` is Ray's "the
+#: cluster running on this machine", and fails when there is none.)
+RAY_DEFAULT = ""
 
 
 def scan_with_progress(paths: list[str], show_progress: bool, **kwargs):
@@ -48,7 +49,7 @@ def scan_with_progress(paths: list[str], show_progress: bool, **kwargs):
         # A Ray scan without a bar needs no progress actor; Ctrl-C stops either scan.
         return run_scan(paths, progress=None if kwargs.get("engine") == "ray" else (lambda _p: None), **kwargs)
     # rich.progress is imported only when a bar is drawn (a terminal): it is a large part of start-up.
-    from rich.progress import BarColumn, Progress, ProgressColumn, Task, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
     from rich.text import Text
 
     class PartsColumn(ProgressColumn):
@@ -58,18 +59,26 @@ def scan_with_progress(paths: list[str], show_progress: bool, **kwargs):
             total = "?" if task.total is None else f"{task.total:,.0f}"
             return Text(f"{task.completed:,.0f}/{total} parts · {task.fields.get('samples', 0):,} samples")
 
+    ray = kwargs.get("engine") == "ray"
     with Progress(
-        "[bold]scanning",
+        TextColumn("[bold]{task.description}"),
         BarColumn(),
         PartsColumn(),
         TimeElapsedColumn(),
         console=err.console,  # type: ignore[attr-defined]
         transient=True,
     ) as bar:
-        task = bar.add_task("scan", total=None, samples=0)
+        # A Ray scan first connects to (or starts) a cluster: the bar says so instead of sitting at 0/?.
+        task = bar.add_task("starting Ray…" if ray else "scanning", total=None, samples=0)
 
         def update(p: dict[str, int]) -> None:
-            bar.update(task, total=p["units_total"] or None, completed=p["units_done"], samples=p["samples"])
+            bar.update(
+                task,
+                description="scanning",
+                total=p["units_total"] or None,
+                completed=p["units_done"],
+                samples=p["samples"],
+            )
 
         return run_scan(paths, progress=update, **kwargs)
 
@@ -143,7 +152,7 @@ def execute(a: ScanArgs) -> int:
         ngram_coverage=a.ngram_coverage,
         trust_remote_code=a.trust_remote_code,
         engine="local" if a.ray is None else "ray",
-        address=None if a.ray in (None, RAY_AUTO) else a.ray,
+        address=None if a.ray in (None, RAY_DEFAULT) else a.ray,
     )
     seconds = time.perf_counter() - t0
     if a.decode:
@@ -316,7 +325,7 @@ def scan(
                 quiet=quiet,
                 progress=progress,
                 ngram_coverage=ngram_coverage,
-                ray=(ray_address or RAY_AUTO) if ray else None,
+                ray=(ray_address or RAY_DEFAULT) if ray else None,
                 argv=["tokscan", *sys.argv[1:]],
             )
         )
