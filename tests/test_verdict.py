@@ -151,3 +151,26 @@ def test_every_consumer_gives_the_scans_verdict(name, samples, layouts, tmp_path
         bad = {samples[i].sample_id for i in result.bad_rows}
         by_scan = {f["sample_id"] for f in data["flagged"] if set(per_sample).intersection(f["codes"])}
         assert by_scan <= bad
+
+
+def test_the_summary_says_what_this_corpus_could_not_check(samples, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    bare = tmp_path / "bare.parquet"
+    pq.write_table(pa.table({"input_ids": [s.ids for s in samples[:50]]}), bare)
+    masked = tmp_path / "masked.parquet"
+    pq.write_table(
+        pa.table({"input_ids": [s.ids for s in samples[:50]], "loss_mask": [s.mask() for s in samples[:50]]}), masked
+    )
+    out = run_cli("scan", str(bare), "--no-progress").stdout
+    line = next(x for x in out.splitlines() if x.startswith("not checked in this corpus"))
+    assert "loss_mask_misaligned (no input has a loss mask or labels)" in line and "spelled_special" in line
+    assert set(tokscan.Report.from_json(run_cli("scan", str(bare), "--json", "-").stdout).not_checked()) == {
+        "loss_mask_misaligned",
+        "spelled_special",
+    }
+    out = run_cli("scan", str(masked), "--no-progress").stdout
+    assert "loss_mask_misaligned (" not in out
+    out = run_cli("scan", str(bare), "-p", "plain", "--no-progress").stdout
+    assert "out_of_vocab (the profile has no vocabulary size)" in out

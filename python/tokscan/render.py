@@ -186,6 +186,12 @@ def print_summary(
         console.print(anomaly_table(report, console.width, fail_on, policy))
     else:
         console.print("[green]No anomalies found.[/]")
+    unchecked = report.not_checked()
+    if unchecked:
+        console.print(
+            "[dim]not checked in this corpus: " + "; ".join(f"{c} ({why})" for c, why in unchecked.items()) + "[/]",
+            highlight=False,
+        )
     for line in verdict_lines(report, fail_on, policy):
         console.print(line, highlight=False)
 

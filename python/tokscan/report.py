@@ -112,6 +112,20 @@ class Report:
     def flagged(self) -> list[dict[str, Any]]:
         return self.data["flagged"]
 
+    def not_checked(self) -> dict[str, str]:
+        """Codes this scan could not check, with why: no input had a loss mask (or labels), no tokenizer
+        vocabulary for `spelled_special`, no vocabulary size for `out_of_vocab`. Their count of 0 means nothing."""
+        out = {}
+        layouts = [str(i.get("layout", "")) for i in self.data["inputs"]]
+        if layouts and not any("loss_mask" in x or "labels" in x for x in layouts):
+            out["loss_mask_misaligned"] = "no input has a loss mask or labels"
+        profile = self.data["profile"]
+        if profile.get("spelled_special", ...) is None:
+            out["spelled_special"] = "needs --tokenizer DIR with a vocabulary"
+        if int(profile.get("vocab_size", 0)) >= 2**32 - 1:
+            out["out_of_vocab"] = "the profile has no vocabulary size"
+        return out
+
     def count(self, code: str) -> int:
         """Number of samples flagged with `code` (a UsageError for an unknown code)."""
         return int(self.anomalies[self._code(code)]["count"])
