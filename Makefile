@@ -69,7 +69,7 @@ fmt: $(VENV)/.dev ## format Rust and Python
 	$(BIN)/ruff check --fix python tests benches
 
 fuzz: ## stable-toolchain fuzzing of every reader and the checker (FUZZ_CASES, default 200000 per target)
-	TOKSCAN_FUZZ_CASES=$${FUZZ_CASES:-200000} timeout $${FUZZ_SECONDS:-900} cargo test --release -p tokscan-core --test fuzz
+	TOKSCAN_FUZZ_CASES=$${FUZZ_CASES:-200000} timeout $${FUZZ_SECONDS:-900} cargo test --release -p tokscan-core -p tokscan-py --test fuzz
 
 bench: build ## full benchmark (DuckDB, polars, numpy baselines; corpus cached in ~/.cache/tokscan-bench)
 	$(PY) -m pip install --quiet duckdb polars zstandard "ray>=2.30,<3"
