@@ -223,7 +223,9 @@ def scan(
         list[str] | None,
         typer.Argument(
             metavar="PATHS",
-            help="Parquet files, directories (recursive), globs, NumPy corpus dirs [config: paths].",
+            help="Parquet, Arrow IPC / Feather (Hugging Face datasets), Megatron .bin/.idx, nanoGPT / llm.c .bin "
+            "and JSONL files, NumPy corpus directories, directories of any of these (recursive), globs "
+            "[config: paths].",
         ),
     ] = None,
     profile: ProfileOpt = None,
