@@ -35,7 +35,7 @@ def test_negative_threads_is_a_usage_error(tmp_path):
 def test_a_loss_mask_of_the_wrong_length_is_named_before_its_dtype():
     v = tokscan.Validator("kimi-k2")
     ids = np.arange(10, dtype=np.int64)
-    with pytest.raises(tokscan.UsageError, match=r"loss_mask has shape \(5,\), ids have \(10,\)"):
+    with pytest.raises(tokscan.UsageError, match="loss_mask has 5 values, ids have 10"):
         v.check(ids, np.array([0, 10]), loss_mask=np.ones(5))
 
 

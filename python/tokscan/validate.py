@@ -232,8 +232,8 @@ class Validator:
         if loss_mask is not None:
             loss_mask = _as_array(loss_mask, "loss_mask")
             # The shape first: a mask of the wrong length is the mistake to name, whatever its dtype.
-            if mask_offsets is None and loss_mask.shape != ids.shape:
-                raise UsageError(f"loss_mask has shape {loss_mask.shape}, ids have {ids.shape}")
+            if mask_offsets is None and ids.ndim == 1 and loss_mask.shape != ids.shape:
+                raise UsageError(f"loss_mask has {loss_mask.size} values, ids have {ids.size}")
         if mask_offsets is not None:
             mask_offsets = _as_array(_host(mask_offsets, "mask_offsets"), "mask_offsets").astype(np.int64, copy=False)
         flags, lengths = self._core.check_numpy(ids, offsets, loss_mask, mask_offsets)
