@@ -104,3 +104,38 @@ def test_a_python_older_than_supported_is_refused_by_name(tmp_path):
     assert proc.returncode != 0
     assert "tokscan needs Python >= 3.10" in proc.stderr
     assert not (repo / ".venv").exists()
+
+
+def _features(*args: str) -> dict[str, str]:
+    """`crate version -> enabled features` as cargo resolves them for `cargo tree ARGS` (no compiling)."""
+    out = subprocess.run(
+        ["cargo", "tree", "--prefix", "none", "-f", "{p}|{f}", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        check=True,
+    ).stdout
+    found: dict[str, str] = {}
+    for line in out.splitlines():
+        if "|" in line:
+            pkg, feats = line.removesuffix(" (*)").split("|", 1)
+            found[" ".join(pkg.split()[:2])] = feats.removesuffix(" (*)")
+    return found
+
+
+@needs_make
+@pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo is not installed")
+def test_the_rust_tests_reuse_the_extension_build():
+    """`make test-rust` compiles nothing `make build` compiled: every crate both builds share resolves to the same
+    features (a different feature set recompiles it and everything above it: arrow, parquet, the core)."""
+    dry = subprocess.run(["make", "-n", "-C", str(ROOT), "test-rust", "build"], capture_output=True, text=True)
+    test_cmd = next(line for line in dry.stdout.splitlines() if line.startswith("cargo test"))
+    assert "--release" in test_cmd, test_cmd  # the extension's profile
+    packages = [a for flag, a in zip(test_cmd.split(), test_cmd.split()[1:], strict=False) if flag == "-p"]
+    extension = _features("-p", "tokscan-py", "-e", "normal,build")
+    tests = _features(*(x for p in packages for x in ("-p", p)), "-e", "normal,build,dev")
+    differ = {k: (extension[k], tests[k]) for k in extension.keys() & tests.keys() if extension[k] != tests[k]}
+    assert differ == {}
+    # maturin's pip install of the dependencies stays quiet (it printed ~28 "Ignoring ...: markers" lines).
+    assert "PIP_QUIET=1" in next(line for line in dry.stdout.splitlines() if "maturin develop" in line)
