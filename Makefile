@@ -10,31 +10,40 @@ export CARGO_TERM_COLOR ?= never
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
 
-# Python dependencies come from pyproject.toml (one list): the demo needs the runtime and `tokenizer` extra,
-# the tests and lint the `dev` extra on top.
-deps = $(shell python3 -c 'import sys, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
-	print(" ".join(repr(d) for d in [*p["dependencies"], *(x for e in sys.argv[1:] for x in p["optional-dependencies"][e])]))' $(1))
+# The interpreter the virtualenv is made from: any Python >= 3.10 (`make test PYTHON=python3.10`).
+PYTHON ?= python3
+PIP = $(PY) -m pip
 
-$(VENV)/.runtime: pyproject.toml
-	python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "maturin>=1.5,<2" $(call deps,tokenizer)
+# Python dependencies come from pyproject.toml (one list), read by tools/requirements.py on every supported
+# Python: the demo needs the runtime and `tokenizer` extra, the tests and lint the `dev` extra on top. Each
+# marker is touched only when its recipe succeeded; a virtualenv without one is half-made and is recreated.
+$(VENV)/.runtime: pyproject.toml tools/requirements.py
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "tokscan needs Python >= 3.10; $(PYTHON) is " + sys.version.split()[0] + " (make PYTHON=python3.X)")'
+	[ -f $@ ] || $(PYTHON) -m venv --clear $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PY) tools/requirements.py tokenizer > $(VENV)/requirements-runtime.txt
+	$(PIP) install --quiet "maturin>=1.5,<2" -r $(VENV)/requirements-runtime.txt
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime
-	$(PY) -m pip install --quiet $(call deps,tokenizer dev)
+	$(PY) tools/requirements.py tokenizer dev > $(VENV)/requirements-dev.txt
+	$(PIP) install --quiet -r $(VENV)/requirements-dev.txt
 	touch $@
 
 venv: $(VENV)/.runtime ## create the virtualenv with what the demo needs (runtime + tokenizer extra)
 
+# PIP_QUIET: maturin installs the package's dependencies with pip, which otherwise prints a line per requirement
+# (~28 "Ignoring ...: markers" and "Requirement already satisfied" lines on every build).
 build: venv ## build the extension (release) into the virtualenv
-	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(BIN)):$$PATH $(BIN)/maturin develop --release --quiet
+	PIP_QUIET=1 VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(BIN)):$$PATH $(BIN)/maturin develop --release --quiet
 
 demo: build ## write the demo corpus and scan it
 	$(BIN)/tokscan demo demo-out
 
+# With tokscan-py named (it has no tests), dependency features resolve as for the extension, so the tests reuse
+# `make build`'s compiled arrow/parquet/core (same profile) instead of compiling them again.
 test-rust: ## Rust unit and property tests of the core
-	cargo test -p tokscan-core --release
+	cargo test --release -p tokscan-core -p tokscan-py
 
 browser: ## headless Chromium for the HTML report test (Debian package; skipped without root)
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
@@ -60,7 +69,7 @@ fmt: $(VENV)/.dev ## format Rust and Python
 	$(BIN)/ruff check --fix python tests benches
 
 fuzz: ## stable-toolchain fuzzing of every reader and the checker (FUZZ_CASES, default 200000 per target)
-	TOKSCAN_FUZZ_CASES=$${FUZZ_CASES:-200000} timeout $${FUZZ_SECONDS:-900} cargo test --release -p tokscan-core --test fuzz
+	TOKSCAN_FUZZ_CASES=$${FUZZ_CASES:-200000} timeout $${FUZZ_SECONDS:-900} cargo test --release -p tokscan-core -p tokscan-py --test fuzz
 
 bench: build ## full benchmark (DuckDB, polars, numpy baselines; corpus cached in ~/.cache/tokscan-bench)
 	$(PY) -m pip install --quiet duckdb polars zstandard "ray>=2.30,<3"

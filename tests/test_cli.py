@@ -94,5 +94,7 @@ def test_not_parquet(tmp_path):
 def test_profiles_and_codes_commands():
     proc = run_cli("profiles")
     assert proc.returncode == 0 and "kimi-k2" in proc.stdout and "deepseek" in proc.stdout
+    plain = next(line for line in proc.stdout.splitlines() if line.startswith("plain"))
+    assert "vocab_size=any" in plain and "4294967295" not in proc.stdout
     proc = run_cli("codes")
     assert proc.returncode == 0 and "unterminated_thinking" in proc.stdout

@@ -48,7 +48,7 @@ def test_ignored_and_tolerated_codes_pass_everywhere(corpus, tmp_path):
     policy["truncated"] = f"{truncated_rate + 1:.2f}%"
     code, data, drop, manifest = run(path, tmp_path, policy, "pass")
     assert code == 0
-    assert data["verdict"] == {"fail_on": "error", "passed": True, "failing": {}}
+    assert data["verdict"] == {"fail_on": "error", "policy": policy, "passed": True, "failing": {}}
     assert data["anomalies"]["truncated"]["status"] == "tolerated"
     for c in error_codes():
         if c != "truncated" and data["anomalies"][c]["count"]:

@@ -146,6 +146,13 @@ def test_cli_exit_codes_and_json(tmp_path, qwen_dir, ds_template):
     doc = json.loads(proc.stdout)
     assert doc["profile"] == "deepseek" and [p["name"] for p in doc["probes"]] == [p.name for p in PROBES]
     assert proc.returncode == (0 if doc["ok"] else 1)
+    # Piped text: a note shared by several probes is said once, and no line is hard-wrapped or padded.
+    text = run_cli("profiles", "check", "deepseek", "--tokenizer", DS, "--chat-template", str(ds_template)).stdout
+    notes = [line for line in text.splitlines() if line.startswith("note")]
+    assert len(notes) == len({line.split("): ", 1)[1] for line in notes})
+    shared = {n for p in doc["probes"] for n in p["notes"]}
+    assert all(any(n in line for line in notes) for n in shared)
+    assert all(not line.endswith(" ") for line in text.splitlines())
     # usage errors: one line, exit 2
     for args, needle in (
         (["deepseek", "--tokenizer", DS], "--chat-template"),  # the package ships no template

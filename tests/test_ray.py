@@ -136,7 +136,7 @@ def test_ray_address_without_ray_is_a_usage_error():
 
 def test_without_ray_installed_the_install_command_is_named(corpus, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
-    with pytest.raises(UsageError, match=r"pip install 'tokscan\[ray\]'"):
+    with pytest.raises(UsageError, match=r"-m pip install 'ray>=2\.30,<3'"):
         tokscan.scan(str(corpus["numpy"]), engine="ray")
     with pytest.raises(UsageError, match="engine must be"):
         tokscan.scan(str(corpus["numpy"]), engine="spark")
@@ -160,7 +160,8 @@ def test_cli_without_ray_exits_2_with_the_install_command(corpus, tmp_path):
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "tokscan: error: --ray / engine='ray' needs Ray, which is not installed: pip install 'tokscan[ray]'"
+        f"tokscan: error: --ray / engine='ray' needs Ray, which is not installed: {sys.executable} -m pip install "
+        "'ray>=2.30,<3'"
     ]
 
 

@@ -97,6 +97,10 @@ def test_scan_in_a_terminal_draws_progress_and_fits(demo_corpus, tmp_path, cols)
     assert_clean(run, cols, expect=1)
     assert "scanning" in run.raw, "the progress bar was never drawn"
     assert "Per category" in run.text and "FAIL" in run.text
+    # The header and the verdict break only between their parts: no value is split across lines.
+    lines = run.text.splitlines()
+    assert any(re.search(r"(^| · )[\d,]+ samples · [\d.]+[kMB]? tokens( · |$)", line) for line in lines), run.text
+    assert any(re.match(r"FAIL \(--fail-on error\): \d+ code\(s\) fail the run, in \d+ sample\(s\)$", x) for x in lines)
     # Nothing is cut: every category name and every p99 value appears whole.
     data = json.loads(report.read_text())
     assert "…" not in run.text, run.text
@@ -134,6 +138,36 @@ def test_show_diff_clean_align_in_a_terminal(demo_corpus, tmp_path, cols):
     )  # fmt: skip
     assert "Traceback" not in align.text and align.code in (0, 1), align.text
     assert "ALIGNED" in align.text or "MISALIGNED" in align.text
+
+
+def test_show_elides_a_long_sample_in_a_terminal(tmp_path):
+    """A 33,000-token response without a tokenizer: every id would be ~190 KB in one box. The terminal view keeps
+    each long segment's ends and says how many tokens it left out; `--full` (piped here, so not paged) and the
+    JSON keep every token."""
+    import synth
+
+    s = synth.build_corpus(n_clean=3, seed=1, anomalies_per_code=0)[0]
+    s.completion = s.completion[:-1] + [1000 + i % 7919 for i in range(33_000)] + s.completion[-1:]
+    path = synth.write_numpy([s], tmp_path / "long")
+    for cols in WIDTHS:
+        run = run_in_terminal(["show", str(path), "--row", "0"], cols)
+        assert_clean(run, cols, expect=0)
+        assert re.search(r"…[\s│]+3[0-9],[0-9]{3}[\s│]+tokens[\s│]+…", run.text), run.text[-2000:]
+        assert "--full shows every token" in run.text
+        assert len(run.text) < 40_000, len(run.text)
+    full = subprocess.run(
+        [sys.executable, "-m", "tokscan", "show", str(path), "--row", "0", "--full"], capture_output=True, text=True
+    )
+    assert full.returncode == 0 and "tokens …" not in full.stdout and len(full.stdout) > 150_000
+    doc = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "tokscan", "show", str(path), "--row", "0", "--json", "-"],
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
+    assert sum(seg["end"] - seg["start"] for seg in doc["segments"]) == len(s.ids)
+    assert all("elided" not in seg for seg in doc["segments"])
 
 
 def test_errors_in_a_terminal_are_one_line(demo_corpus, tmp_path):

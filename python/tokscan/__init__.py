@@ -19,8 +19,10 @@ from .report import Report
 
 __version__ = _core.__version__
 
-#: Anomaly code name -> bit in a per-sample flag mask.
+#: Anomaly code name -> bit *index* in a per-sample flag word: test `flags & (1 << CODES[c])`, or use CODE_MASKS.
 CODES: dict[str, int] = {name: bit for name, bit, _sev, _desc in _core.codes()}
+#: Anomaly code name -> its mask in a per-sample flag word (`flags & CODE_MASKS[c]`).
+CODE_MASKS: dict[str, int] = {name: 1 << bit for name, bit in CODES.items()}
 #: Anomaly code name -> (default severity, description).
 CODE_INFO: dict[str, tuple[str, str]] = {name: (sev, desc) for name, _bit, sev, desc in _core.codes()}
 #: Names of the built-in profiles.
@@ -48,6 +50,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "CODES",
     "CODE_INFO",
+    "CODE_MASKS",
     "PROFILES",
     "CheckResult",
     "ColumnError",

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError, UsageError
+from .errors import InputError, UsageError, install_hint
 from .forensics import Corpus
 from .tokenizer import load_tokenizer
 
@@ -116,7 +116,7 @@ def _require_template(tok: Any, where: object) -> None:
     try:
         import jinja2  # noqa: F401  (apply_chat_template needs it)
     except ImportError:
-        raise UsageError("rendering prompts needs jinja2 (pip install 'tokscan[tokenizer]')") from None
+        raise UsageError(f"rendering prompts needs jinja2 ({install_hint('tokenizer')})") from None
     if getattr(tok, "chat_template", None) is None:
         raise UsageError(f"{where}: the tokenizer has no chat template; pass --chat-template FILE")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _core
-from .errors import UsageError
+from .errors import ProfileError, UsageError, did_you_mean
 from .report import Report
 
 ProgressCallback = Callable[[dict[str, int]], None]
@@ -27,12 +27,18 @@ def load_profile(
     and when the directory has a vocabulary the scan also looks for special tokens written as text
     (`spelled_special`: every ordinary token's bytes are searched, so a tag BPE merged with its neighbours is
     found too)."""
-    if tokenizer is None:
-        return _core.Profile.load(str(profile), None)
-    from .tokenizer import profile_vocabulary
+    try:
+        if tokenizer is None:
+            return _core.Profile.load(str(profile), None)
+        from .tokenizer import profile_vocabulary
 
-    with profile_vocabulary(tokenizer, trust_remote_code) as vocab:
-        return _core.Profile.load(str(profile), vocab)
+        with profile_vocabulary(tokenizer, trust_remote_code) as vocab:
+            return _core.Profile.load(str(profile), vocab)
+    except ProfileError as e:
+        hint = did_you_mean(str(profile), _core.builtin_profiles()) if "unknown profile" in str(e) else ""
+        if not hint:
+            raise
+        raise ProfileError(f"{e}{hint}") from None
 
 
 def spelled_pieces(tokenizer: Path, strings: list[str]) -> list[tuple[str, list[int]]]:
@@ -89,6 +95,8 @@ def scan(
     see `tokscan.distributed`): the report is identical. It needs the `ray` extra and the profile by name or
     file, as every worker loads it.
     """
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
+        raise UsageError(f"threads must be an integer >= 0 (0: one per core), got {threads!r}")
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     elif _is_hf_dataset(paths):

@@ -17,24 +17,35 @@ def _anomaly_line(report: Report, code: str) -> str:
     return f"{a['count']} sample(s) ({share:.2f}%) flagged {code}: {a['description']}" + (f"; e.g. {ex}" if ex else "")
 
 
-def junit(report: Report, fail_on: str, policy: Mapping[str, PolicyValue], drifts: list[Drift] | None = None) -> str:
-    """One test case per anomaly code and per drift check; failures carry counts and example sample ids."""
-    failing = report.failures(fail_on, policy)
+def _flagged_line(x: dict, code: str) -> str:
+    pos = x["positions"].get(code)
+    return f"row {x['row']} sample_id={x['sample_id']} source={x['source']}" + (
+        f" position={pos}" if pos is not None else ""
+    )
+
+
+def junit(
+    report: Report,
+    fail_on: str | None = None,
+    policy: Mapping[str, PolicyValue] | None = None,
+    drifts: list[Drift] | None = None,
+) -> str:
+    """One test case per anomaly code and per drift check; failures carry counts and example sample ids, a
+    found code that does not fail says why (its policy status, as the terminal and the HTML word it).
+    `fail_on` and `policy` default to what the scan ran with."""
+    words = report.status_words(fail_on, policy)
     suites = ET.Element("testsuites", name="tokscan")
     s = ET.SubElement(suites, "testsuite", name="tokscan.anomalies")
     n_fail = 0
     for code, a in report.anomalies.items():
         case = ET.SubElement(s, "testcase", classname="tokscan.anomalies", name=code)
-        if code in failing:
+        status, said = words.get(code, ("clean", ""))
+        if status == "fails":
             n_fail += 1
             f = ET.SubElement(case, "failure", message=_anomaly_line(report, code), type=a["severity"])
-            f.text = "\n".join(
-                f"row {x['row']} sample_id={x['sample_id']} source={x['source']} position={x['positions'].get(code)}"
-                for x in report.flagged
-                if code in x["codes"]
-            )
-        elif a["count"]:
-            ET.SubElement(case, "system-out").text = _anomaly_line(report, code) + " (tolerated)"
+            f.text = "\n".join(_flagged_line(x, code) for x in report.flagged if code in x["codes"])
+        elif status != "clean":
+            ET.SubElement(case, "system-out").text = f"{_anomaly_line(report, code)} ({said})"
     s.set("tests", str(len(report.anomalies)))
     s.set("failures", str(n_fail))
     s.set("errors", "0")
@@ -69,17 +80,28 @@ def _command(level: str, message: str, **props: str) -> str:
     return f"::{level} {params}::{_escape(message)}"
 
 
-def github(report: Report, fail_on: str, policy: Mapping[str, PolicyValue], drifts: list[Drift] | None = None) -> str:
-    """Workflow-command annotations: `::error` for failing codes and drift, `::warning`/`::notice` otherwise."""
-    failing = report.failures(fail_on, policy)
+def github(
+    report: Report,
+    fail_on: str | None = None,
+    policy: Mapping[str, PolicyValue] | None = None,
+    drifts: list[Drift] | None = None,
+) -> str:
+    """Workflow-command annotations: `::error` for failing codes and drift, `::warning`/`::notice` for found
+    codes that do not fail the run (with their policy status); codes the policy ignores are not annotated.
+    `fail_on` and `policy` default to what the scan ran with."""
     lines = []
-    for code, a in report.anomalies.items():
-        if not a["count"]:
+    for code, (status, said) in report.status_words(fail_on, policy).items():
+        if status == "ignored":
             continue
-        level = "error" if code in failing else ("warning" if a["severity"] != "info" else "notice")
+        a = report.anomalies[code]
+        if status == "fails":
+            level, message = "error", _anomaly_line(report, code)
+        else:
+            level = "warning" if a["severity"] != "info" else "notice"
+            message = f"{_anomaly_line(report, code)} ({said})"
         first = next((f for f in report.flagged if code in f["codes"]), None)
         file = first["source"] if first else ""
-        lines.append(_command(level, _anomaly_line(report, code), file=file, title=f"tokscan {code}"))
+        lines.append(_command(level, message, file=file, title=f"tokscan {code}"))
     for d in drifts or []:
         lines.append(_command("error", d.message, title=f"tokscan drift {d.check}"))
     return "\n".join(lines) + ("\n" if lines else "")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _core
-from .errors import ReportError, UsageError
+from .errors import ReportError, UsageError, did_you_mean
 from .report import Report
 
 if TYPE_CHECKING:
@@ -28,17 +28,18 @@ NUMPY_ARRAYS = ("tokens.npy", "offsets.npy", "loss_mask.npy")
 
 def selected(
     report: Report,
-    fail_on: str = "error",
+    fail_on: str | None = None,
     codes: Iterable[str] = (),
     policy: Mapping[str, PolicyValue] | None = None,
 ) -> list[dict[str, Any]]:
     """The flagged samples to drop: those with any of `codes` when given, else those with a code that fails
-    the run under `fail_on` and `policy` (the core's decision: ignored, tolerated and below-`fail_on` codes
-    are kept, exactly as the exit code treats them)."""
+    the run under `fail_on` and `policy` (each defaulting to what the scan ran with; the core's decision:
+    ignored, tolerated and below-`fail_on` codes are kept, exactly as the exit code treats them)."""
     codes = list(codes)
     unknown = [c for c in codes if c not in report.anomalies]
     if unknown:
-        raise UsageError(f"unknown anomaly code(s): {', '.join(unknown)} (see `tokscan codes`)")
+        hint = did_you_mean(unknown[0], report.anomalies)
+        raise UsageError(f"unknown anomaly code(s): {', '.join(unknown)}{hint} (see `tokscan codes`)")
     if codes:
         want = set(codes)
     else:
@@ -91,7 +92,7 @@ def clean(
     report: Report,
     out: Path,
     *,
-    fail_on: str = "error",
+    fail_on: str | None = None,
     codes: Iterable[str] = (),
     policy: Mapping[str, PolicyValue] | None = None,
     columns: Mapping[str, str] | None = None,
@@ -141,7 +142,7 @@ def clean(
         files.append({"source": str(src), "output": str(dst), "samples": n, "kept": int(keep.sum())})
     manifest = {
         "tool": {"name": "tokscan", "version": _core.__version__},
-        "selection": {"codes": sorted(set(codes))} if codes else {"fail_on": fail_on},
+        "selection": {"codes": sorted(set(codes))} if codes else {"fail_on": report.judged_by(fail_on, policy)[0]},
         "inputs": files,
         "kept": sum(f["kept"] for f in files),
         "removed": [{k: f[k] for k in ("row", "sample_id", "source", "category", "codes", "severity")} for f in drop],

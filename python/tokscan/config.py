@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
+from .errors import UsageError, did_you_mean
 from .report import FAIL_ON
 
 if sys.version_info >= (3, 11):
@@ -103,7 +103,8 @@ def from_table(table: dict[str, Any], where: str, source: Path | None = None) ->
     if "fail_on" in table:
         cfg.fail_on = typed("fail_on", str, table["fail_on"])
         if cfg.fail_on not in FAIL_ON:
-            raise UsageError(f"{where}: fail_on must be one of {', '.join(FAIL_ON)}, got {cfg.fail_on!r}")
+            hint = did_you_mean(cfg.fail_on, FAIL_ON)
+            raise UsageError(f"{where}: fail_on must be one of {', '.join(FAIL_ON)}, got {cfg.fail_on!r}{hint}")
     for role, name in typed("columns", dict, table.get("columns", {})).items():
         if role not in COLUMN_ROLES:
             raise UsageError(f"{where}: unknown key 'columns.{role}' (roles: {', '.join(COLUMN_ROLES)})")
@@ -112,7 +113,7 @@ def from_table(table: dict[str, Any], where: str, source: Path | None = None) ->
     policy = typed("policy", dict, table.get("policy", {}))
     for code in policy:
         if code not in codes:
-            raise UsageError(f"{where}: unknown key 'policy.{code}' (not an anomaly code)")
+            raise UsageError(f"{where}: unknown key 'policy.{code}' (not an anomaly code{did_you_mean(code, codes)})")
     cfg.policy = check_policy(where, policy)
     for key, value in typed("drift", dict, table.get("drift", {})).items():
         if key not in DEFAULT_THRESHOLDS:

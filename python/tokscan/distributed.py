@@ -28,13 +28,13 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from . import _core
-from .errors import TokscanError, UsageError
+from .errors import TokscanError, UsageError, install_hint
 from .report import Report
 
-INSTALL_HINT = "pip install 'tokscan[ray]'"
 #: Environment variable (read on the driver) a test sets to hold the first attempt of the first scan task until
 #: its worker is killed (tests/test_ray.py): proves that a task whose worker dies is retried and the report is
 #: unchanged.
@@ -46,9 +46,9 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError as e:
-        raise UsageError(f"--ray / engine='ray' needs Ray, which is not installed: {INSTALL_HINT}") from e
+        raise UsageError(f"--ray / engine='ray' needs Ray, which is not installed: {install_hint('ray')}") from e
     if not hasattr(ray, "init"):  # a stray `ray/` folder (e.g. Ray's temp dir) on sys.path
-        raise UsageError(f"--ray / engine='ray' needs Ray, which is not installed: {INSTALL_HINT}")
+        raise UsageError(f"--ray / engine='ray' needs Ray, which is not installed: {install_hint('ray')}")
     return ray
 
 
@@ -60,6 +60,8 @@ def connect(ray: Any, address: str | None) -> bool:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     quiet = {"log_to_driver": False, "logging_level": "ERROR"}
     target = address or os.environ.get("RAY_ADDRESS")
+    if target:
+        _reachable(target)
     try:
         if target:
             ray.init(address=target, **quiet)
@@ -69,6 +71,30 @@ def connect(ray: Any, address: str | None) -> bool:
         where = f"the Ray cluster at {target}" if target else "a local Ray cluster"
         raise UsageError(f"cannot connect to {where}: {e}") from e
     return True
+
+
+def _reachable(target: str) -> None:
+    """A UsageError within seconds when `target` cannot be a running cluster: `auto` with no cluster started on
+    this machine, or a host:port nothing listens on. Ray itself retries such addresses for ~20 s and prints its
+    C++ client's log lines meanwhile."""
+    import socket
+
+    if target == "auto":
+        # Where `ray start` records the running cluster's address (Ray's own lookup for "auto").
+        temp = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
+        current = Path(temp) / "ray" / "ray_current_cluster"
+        if not current.is_file():
+            raise UsageError("cannot connect to a Ray cluster at 'auto': none is running on this machine (ray start)")
+        return
+    if "://" in target:
+        return  # ray:// client addresses and the like: Ray says what is wrong
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"cannot connect to the Ray cluster at {target}: expected HOST:PORT, 'auto' or ray://...")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as e:
+        raise UsageError(f"cannot connect to the Ray cluster at {target}: {e.strerror or e}") from None
 
 
 @functools.lru_cache(maxsize=4)

@@ -103,8 +103,12 @@ class Corpus:
     def __len__(self) -> int:
         return len(self.core)
 
-    def find_id(self, sample_id: str) -> int:
-        """Global row of `sample_id` (reads only the id columns)."""
+    def __repr__(self) -> str:
+        paths = ", ".join(p for p, *_ in self.inputs[:3]) + (", …" if len(self.inputs) > 3 else "")
+        return f"<Corpus {len(self):,} samples in {len(self.inputs)} input(s): {paths}>"
+
+    def find_id(self, sample_id: str | int) -> int:
+        """Global row of `sample_id`, given as text or as the id column's integer (reads only the id columns)."""
         row = self.core.find(sample_id)
         if row is None:
             raise UsageError(f"no sample with sample_id {sample_id!r} in {', '.join(p for p, _f, _c in self.inputs)}")
@@ -162,18 +166,34 @@ def excerpt(
     return part
 
 
-def describe(sample: Sample, tok: Decoder | None, raw: bool = False) -> dict[str, Any]:
+#: `tokscan show` in the terminal: a segment longer than ELIDE_ABOVE tokens shows its first and last ELIDE_KEEP
+#: tokens around a count (`… 31,804 tokens …`) unless `--full`; the JSON always has every token.
+ELIDE_ABOVE = 400
+ELIDE_KEEP = 100
+
+
+def describe(sample: Sample, tok: Decoder | None, raw: bool = False, elide: bool = False) -> dict[str, Any]:
     """The JSON form of `tokscan show`. Without a tokenizer the text is the ids, special tokens by name (from
-    the profile `explain` used) and `decoder` is "ids"."""
+    the profile `explain` used) and `decoder` is "ids". With `elide` (the terminal view), long segments keep
+    their first and last `ELIDE_KEEP` tokens and say how many were left out (`elided`)."""
     info = sample.info
     dec: Decoder = tok if tok is not None else IdDecoder(sample.profile)
     vocab = vocab_size_of(tok, sample.profile)
     segs = []
     for a, b, kind in segments(sample):
         seg: dict[str, Any] = {"kind": kind, "start": a, "end": b}
-        seg["text"] = decode_text(dec, sample.ids[a:b].tolist(), vocab)
-        if raw or tok is None:
-            seg["ids"] = sample.ids[a:b].tolist()
+        if elide and b - a > ELIDE_ABOVE:
+            head, tail = sample.ids[a : a + ELIDE_KEEP].tolist(), sample.ids[b - ELIDE_KEEP : b].tolist()
+            seg["elided"] = b - a - 2 * ELIDE_KEEP
+            seg["text"] = (
+                decode_text(dec, head, vocab) + f" … {seg['elided']:,} tokens … " + decode_text(dec, tail, vocab)
+            )
+            if raw or tok is None:
+                seg["ids"] = [*head, "…", *tail]
+        else:
+            seg["text"] = decode_text(dec, sample.ids[a:b].tolist(), vocab)
+            if raw or tok is None:
+                seg["ids"] = sample.ids[a:b].tolist()
         segs.append(seg)
     return {
         "source": sample.source,

@@ -400,27 +400,6 @@ def _lengths(report: Report) -> str:
 # --------------------------------------------------------------------------------------------------- anomalies
 
 
-def _status(
-    report: Report, code: str, fail_on: str, policy: Mapping[str, PolicyValue] | None, failures: dict[str, int]
-) -> tuple[str, str]:
-    """(css class, words) of how a found code bears on the verdict, as the core's policy engine decides it."""
-    status = report.statuses(fail_on, policy)[code]
-    if status == "fails":
-        return "fails", "fails the run"
-    if status == "ignored":
-        return "ignored", "ignored by policy"
-    if status == "below_fail_on":
-        if fail_on == "never":
-            return "below", "not checked (--fail-on never)"
-        return "below", f"below --fail-on {fail_on}"
-    value = (policy or {}).get(code)
-    if isinstance(value, int):
-        return "tolerated", f"tolerated: policy allows ≤ {value:,}"
-    if isinstance(value, str) and value.strip().endswith("%"):
-        return "tolerated", f"tolerated: policy allows ≤ {value.strip()}"
-    return "tolerated", "tolerated by policy"
-
-
 def _anomalies(
     report: Report,
     fail_on: str,
@@ -430,6 +409,7 @@ def _anomalies(
     decoded: Mapping[str, Any],
 ) -> str:
     found = report.found()
+    words = report.status_words(fail_on, policy)
     if not found:
         return (
             "<section id='anomalies'><h2>Anomalies</h2><table id='anomalies-table'><tbody><tr><td class='l'>"
@@ -439,7 +419,8 @@ def _anomalies(
     body = []
     for code, count in found.items():
         a = report.anomalies[code]
-        cls, words = _status(report, code, fail_on, policy, failures)
+        status, said = words[code]
+        cls = {"below_fail_on": "below"}.get(status, status)
         more = f"<span class='sub'>{_num(shown[code])} in the list</span>" if capped else ""
         links = f"<a href='#flagged' data-code='{_e(code)}'>samples</a>"
         if code in decoded:
@@ -447,7 +428,7 @@ def _anomalies(
         body.append(
             f"<tr data-code='{_e(code)}'><td class='l'><a href='#flagged' data-code='{_e(code)}'><code>{_e(code)}"
             f"</code></a></td><td class='l sev {a['severity']}'>{a['severity']}</td><td>{_num(count)}{more}</td>"
-            f"<td>{_pct(count, report.n_samples)}</td><td class='l'><span class='status {cls}'>{_e(words)}</span>"
+            f"<td>{_pct(count, report.n_samples)}</td><td class='l'><span class='status {cls}'>{_e(said)}</span>"
             f"</td><td class='l wrap'>{_e(a['description'])}</td><td class='l'>{links}</td></tr>"
         )
     table = (
@@ -732,7 +713,7 @@ def _decoded(report: Report, decoded: Mapping[str, list[dict[str, Any]]], listed
 
 def render(
     report: Report,
-    fail_on: str = "error",
+    fail_on: str | None = None,
     policy: Mapping[str, PolicyValue] | None = None,
     *,
     command: str | Sequence[str] | None = None,
@@ -746,8 +727,9 @@ def render(
     `command` (a string or argv list), `tokenizer` (the directory used), `started` (when the run started; default
     now) and `seconds` (the duration) describe the run in the header. `max_rows` caps the inline list of flagged
     samples (None: all of them); the page says when it is capped."""
-    if fail_on not in FAIL_ON:
+    if fail_on is not None and fail_on not in FAIL_ON:
         raise ValueError(f"fail_on must be one of {', '.join(FAIL_ON)}")
+    fail_on, policy = report.judged_by(fail_on, policy)
     failures = report.failures(fail_on, policy)
     decoded: dict[str, list[dict[str, Any]]] = report.data.get("decoded") or {}
     rows = select_rows(report.flagged, max_rows)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _core
-from .errors import ProfileError, UsageError
+from .errors import ProfileError, UsageError, install_hint
 from .tokenizer import encode, load_tokenizer, vocabulary, vocabulary_dir
 
 if sys.version_info >= (3, 11):
@@ -408,7 +408,7 @@ def templated_tokenizer(tokenizer: str, chat_template: Path | None, trust_remote
     try:
         import jinja2  # noqa: F401  (apply_chat_template needs it)
     except ImportError:  # pragma: no cover
-        raise UsageError("rendering probes needs jinja2 (pip install 'tokscan[tokenizer]')") from None
+        raise UsageError(f"rendering probes needs jinja2 ({install_hint('tokenizer')})") from None
     return tok
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 from rich import box
 from rich.console import Console
 from rich.markup import escape
@@ -9,6 +12,9 @@ from rich.table import Table
 from rich.text import Text
 
 from .report import SEVERITY_RANK, Report
+
+if TYPE_CHECKING:
+    from .config import PolicyValue
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 EXAMPLES_PER_CODE = 3
@@ -82,13 +88,22 @@ def category_table(report: Report, width: int = 200) -> Table:
     return t
 
 
-def anomaly_table(report: Report, width: int = 200) -> Table:
+#: How each policy status reads in the table (full width, compact) and its style.
+STATUS_STYLE = {"fails": "bold red", "tolerated": "yellow", "ignored": "dim", "below_fail_on": "dim"}
+STATUS_SHORT = {"fails": "FAILS", "tolerated": "tolerated", "ignored": "ignored", "below_fail_on": "below"}
+
+
+def anomaly_table(
+    report: Report, width: int = 200, fail_on: str | None = None, policy: Mapping[str, PolicyValue] | None = None
+) -> Table:
     compact = width < COMPACT_BELOW
+    words = report.status_words(fail_on, policy)
     t = _table("Anomalies", compact)
     t.add_column("code", no_wrap=True)
-    t.add_column("severity", no_wrap=True)
+    t.add_column("sev" if compact else "severity", no_wrap=True)
     t.add_column("samples", justify="right", no_wrap=True)
     t.add_column("share", justify="right", no_wrap=True)
+    t.add_column("policy", no_wrap=True)
     t.add_column("examples (sample_id or #row @ position)", overflow="fold")
     examples: dict[str, list[str]] = {}
     for f in report.flagged:
@@ -103,11 +118,13 @@ def anomaly_table(report: Report, width: int = 200) -> Table:
     found.sort(key=lambda ca: (-SEVERITY_RANK[ca[1]["severity"]], -ca[1]["count"], ca[0]))
     for code, a in found:
         sev = a["severity"]
+        status, said = words[code]
         t.add_row(
             code,
             Text(sev, style=SEVERITY_STYLE[sev]),
             _num(a["count"]),
             f"{100 * a['count'] / n:.2f}%",
+            Text(STATUS_SHORT[status] if compact else said, style=STATUS_STYLE[status]),
             ", ".join(examples.get(code, [])),
         )
     return t
@@ -201,31 +218,86 @@ def print_skipped(skipped: list[dict], console: Console, limit: int = 5) -> None
 
 
 def print_summary(
-    report: Report, console: Console, fail_on: str = "error", seconds: float | None = None, policy=None
+    report: Report,
+    console: Console,
+    fail_on: str | None = None,
+    seconds: float | None = None,
+    policy: Mapping[str, PolicyValue] | None = None,
 ) -> None:
+    """The terminal summary; `fail_on` and `policy` default to what the scan ran with."""
+    fail_on, policy = report.judged_by(fail_on, policy)
     d = report.data
-    speed = ""
+    parts = [
+        Text(f"tokscan {d['tool']['version']}", style="bold"),
+        Text.assemble("profile ", (str(d["profile"]["name"]), "bold")),
+        Text(f"{len(d['inputs'])} input(s)"),
+        Text(f"{_num(report.n_samples)} samples"),
+        Text(f"{_tokens(report.n_tokens)} tokens"),
+    ]
     if seconds is not None and seconds > 0:
         # Wall time of the whole command (tokenizer loading included), so small corpora read in k tok/s.
-        speed = f" · {seconds:.2f} s ({_tokens(round(report.n_tokens / seconds))} tok/s)"
-    console.print(
-        f"[bold]tokscan {d['tool']['version']}[/] · profile [bold]{d['profile']['name']}[/] · "
-        f"{len(d['inputs'])} input(s) · {_num(report.n_samples)} samples · {_tokens(report.n_tokens)} tokens{speed}"
-    )
+        parts.append(Text(f"{seconds:.2f} s ({_tokens(round(report.n_tokens / seconds))} tok/s)"))
+    for line in _joined(parts, " · ", console.width):
+        console.print(line, highlight=False)
     console.print(category_table(report, console.width))
     print_consistency(d.get("categories") or {}, console)
     print_pairing(d.get("pairing") or [], console)
     print_skipped(d.get("skipped") or [], console)
     if any(a["count"] for a in report.anomalies.values()):
-        console.print(anomaly_table(report, console.width))
+        console.print(anomaly_table(report, console.width, fail_on, policy))
     else:
         console.print("[green]No anomalies found.[/]")
-    failures = report.failures(fail_on, policy)
-    if failures:
-        total = sum(failures.values())
+    unchecked = report.not_checked()
+    if unchecked:
         console.print(
-            f"[bold red]FAIL[/] (--fail-on {fail_on}): {len(failures)} code(s) at or above {fail_on}, "
-            f"{_num(total)} finding(s) in {_num(len(report.flagged))} flagged sample(s)"
+            "[dim]not checked in this corpus: " + "; ".join(f"{c} ({why})" for c, why in unchecked.items()) + "[/]",
+            highlight=False,
         )
+    for line in verdict_lines(report, fail_on, policy):
+        console.print(line, highlight=False)
+
+
+def _joined(parts: list[Text], sep: str, width: int) -> list[Text]:
+    """`parts` joined by `sep` into lines no wider than `width`, broken only between parts (a narrow terminal
+    never splits a value such as `11.8M` across lines)."""
+    lines = [Text()]
+    for part in parts:
+        if lines[-1].cell_len and lines[-1].cell_len + len(sep) + part.cell_len > width:
+            lines.append(Text())
+        if lines[-1].cell_len:
+            lines[-1].append(sep)
+        lines[-1].append_text(part)
+    return lines
+
+
+def verdict_lines(report: Report, fail_on: str | None = None, policy: Mapping[str, PolicyValue] | None = None):
+    """The verdict in words that keep codes and samples apart: how many codes fail the run and how many samples
+    carry one, then how many samples are flagged in all and what the policy made of the other codes."""
+    fail_on, policy = report.judged_by(fail_on, policy)
+    words = report.status_words(fail_on, policy)
+    failing = {c for c, (status, _) in words.items() if status == "fails"}
+    if failing:
+        carriers = sum(1 for f in report.flagged if failing.intersection(f["codes"]))
+        head = (
+            f"[bold red]FAIL[/] (--fail-on {fail_on}): {len(failing)} code(s) fail the run, "
+            f"in {_num(carriers)} sample(s)"
+        )
+    elif fail_on == "never":
+        head = "[bold green]PASS[/] (--fail-on never): the run does not fail"
     else:
-        console.print(f"[bold green]PASS[/] (--fail-on {fail_on}): nothing at or above {fail_on}")
+        head = f"[bold green]PASS[/] (--fail-on {fail_on}): no code fails the run"
+    lines = [head]
+    if report.flagged:
+        other: dict[str, int] = {}
+        for status, _ in words.values():
+            if status != "fails":
+                other[status] = other.get(status, 0) + 1
+        parts = [f"{other[s]} {w}" for s, w in OTHER_WORDS if s in other]
+        lines.append(
+            f"{_num(len(report.flagged))} sample(s) flagged in all"
+            + (f" · other codes: {', '.join(parts)}" if parts else "")
+        )
+    return lines
+
+
+OTHER_WORDS = (("tolerated", "tolerated"), ("ignored", "ignored"), ("below_fail_on", "below --fail-on"))

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ReportError, UsageError
+from .errors import ReportError, UsageError, did_you_mean
 
 if TYPE_CHECKING:
     from .config import PolicyValue
@@ -90,10 +89,7 @@ class Report:
         if code in self.anomalies:
             return code
         valid = sorted(self.anomalies)
-        close = [c for c in valid if c.startswith(code)] if code else []
-        if len(close) != 1:
-            close = difflib.get_close_matches(code, valid, n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(code, valid)
         raise UsageError(f"unknown anomaly code {code!r}{hint} (valid codes: {', '.join(valid)})")
 
     @property
@@ -116,6 +112,20 @@ class Report:
     def flagged(self) -> list[dict[str, Any]]:
         return self.data["flagged"]
 
+    def not_checked(self) -> dict[str, str]:
+        """Codes this scan could not check, with why: no input had a loss mask (or labels), no tokenizer
+        vocabulary for `spelled_special`, no vocabulary size for `out_of_vocab`. Their count of 0 means nothing."""
+        out = {}
+        layouts = [str(i.get("layout", "")) for i in self.data["inputs"]]
+        if layouts and not any("loss_mask" in x or "labels" in x for x in layouts):
+            out["loss_mask_misaligned"] = "no input has a loss mask or labels"
+        profile = self.data["profile"]
+        if profile.get("spelled_special", ...) is None:
+            out["spelled_special"] = "needs --tokenizer DIR with a vocabulary"
+        if int(profile.get("vocab_size", 0)) >= 2**32 - 1:
+            out["out_of_vocab"] = "the profile has no vocabulary size"
+        return out
+
     def count(self, code: str) -> int:
         """Number of samples flagged with `code` (a UsageError for an unknown code)."""
         return int(self.anomalies[self._code(code)]["count"])
@@ -125,21 +135,70 @@ class Report:
         self._code(code)
         return [f["row"] for f in self.flagged if code in f["codes"]]
 
-    def statuses(self, fail_on: str = "error", policy: Mapping[str, PolicyValue] | None = None) -> dict[str, str]:
-        """What `policy` (the `[policy]` table: code -> severity, 'ignore', a count or a rate like '0.5%') and
-        `fail_on` make of each code's findings: `clean`, `fails`, `below_fail_on`, `tolerated` or `ignored`.
-        Decided by the core's policy engine, the same that set the report's own `status` fields."""
+    @property
+    def fail_on(self) -> str:
+        """The `--fail-on` level the scan ran with."""
+        return str(self.data["verdict"]["fail_on"])
+
+    @property
+    def policy(self) -> dict[str, PolicyValue]:
+        """The `[policy]` table the scan ran with (code -> severity, "ignore", a count or a rate)."""
+        return dict(self.data["verdict"].get("policy", {}))
+
+    def judged_by(
+        self, fail_on: str | None = None, policy: Mapping[str, PolicyValue] | None = None
+    ) -> tuple[str, dict[str, PolicyValue]]:
+        """The `(fail_on, policy)` a question about this report is answered under: the given ones, each
+        defaulting to what the scan ran with."""
+        return (self.fail_on if fail_on is None else fail_on, self.policy if policy is None else dict(policy))
+
+    def status_words(
+        self, fail_on: str | None = None, policy: Mapping[str, PolicyValue] | None = None
+    ) -> dict[str, tuple[str, str]]:
+        """Each found code's `(status, words)`: how it bears on the verdict, in the words every output uses
+        ("fails the run", "tolerated: policy allows ≤ 0.5%", "ignored by policy", "below --fail-on error")."""
+        level, table = self.judged_by(fail_on, policy)
+        out = {}
+        for code, status in self.statuses(fail_on, policy).items():
+            if status == "clean":
+                continue
+            value = table.get(code)
+            if status == "fails":
+                words = "fails the run"
+            elif status == "ignored":
+                words = "ignored by policy"
+            elif status == "below_fail_on":
+                words = "not checked (--fail-on never)" if level == "never" else f"below --fail-on {level}"
+            elif isinstance(value, int):
+                words = f"tolerated: policy allows ≤ {value:,}"
+            elif isinstance(value, str) and value.strip().endswith("%"):
+                words = f"tolerated: policy allows ≤ {value.strip()}"
+            else:
+                words = "tolerated by policy"
+            out[code] = (status, words)
+        return out
+
+    def statuses(self, fail_on: str | None = None, policy: Mapping[str, PolicyValue] | None = None) -> dict[str, str]:
+        """What the policy and `fail_on` make of each code's findings: `clean`, `fails`, `below_fail_on`,
+        `tolerated` or `ignored`. Without arguments, the scan's own decisions (its `--fail-on` and `[policy]`,
+        recorded in the report); either argument judges the findings again, the other one defaulting to the
+        scan's. Decided by the core's policy engine, the same that set the report's own `status` fields."""
+        if fail_on is None and policy is None:
+            return {code: str(a["status"]) for code, a in self.anomalies.items()}
         from . import _core
 
         counts = {code: int(a["count"]) for code, a in self.anomalies.items()}
-        return _core.policy_statuses(counts, self.n_samples, dict(policy or {}), fail_on)
+        level, table = self.judged_by(fail_on, policy)
+        return _core.policy_statuses(counts, self.n_samples, table, level)
 
-    def failures(self, fail_on: str = "error", policy: Mapping[str, PolicyValue] | None = None) -> dict[str, int]:
-        """Codes whose findings fail the run under `fail_on` and `policy`, with their counts."""
+    def failures(self, fail_on: str | None = None, policy: Mapping[str, PolicyValue] | None = None) -> dict[str, int]:
+        """Codes whose findings fail the run, with their counts: the scan's own verdict without arguments,
+        else under `fail_on` and `policy` (see `statuses`)."""
         return {c: self.count(c) for c, s in self.statuses(fail_on, policy).items() if s == "fails"}
 
-    def exit_code(self, fail_on: str = "error", policy: Mapping[str, PolicyValue] | None = None) -> int:
-        """0 when nothing fails the run under `fail_on` and `policy`, else 1."""
+    def exit_code(self, fail_on: str | None = None, policy: Mapping[str, PolicyValue] | None = None) -> int:
+        """0 when nothing fails the run (the scan's own verdict without arguments, see `statuses`), else 1:
+        what `tokscan scan` exits with."""
         return 1 if self.failures(fail_on, policy) else 0
 
     def examples(self, code: str, limit: int = 3) -> list[str]:
@@ -177,7 +236,9 @@ class Report:
 
         _core.write_json(Path(path), self._compact())
 
-    def to_html(self, fail_on: str = "error", policy: Mapping[str, PolicyValue] | None = None, **run_info: Any) -> str:
+    def to_html(
+        self, fail_on: str | None = None, policy: Mapping[str, PolicyValue] | None = None, **run_info: Any
+    ) -> str:
         """The self-contained HTML report (see `tokscan.html.render` for `run_info`: command, tokenizer,
         started, seconds, max_rows)."""
         from .html import render
@@ -185,7 +246,11 @@ class Report:
         return render(self, fail_on, policy, **run_info)
 
     def write_html(
-        self, path: str | Path, fail_on: str = "error", policy: Mapping[str, PolicyValue] | None = None, **run_info: Any
+        self,
+        path: str | Path,
+        fail_on: str | None = None,
+        policy: Mapping[str, PolicyValue] | None = None,
+        **run_info: Any,
     ) -> None:
         """Write the self-contained HTML report to `path` (what `tokscan scan --html` writes)."""
         Path(path).write_text(self.to_html(fail_on, policy, **run_info), encoding="utf-8")

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError, UsageError
+from .errors import InputError, UsageError, install_hint
 
 CONFIG = "tokenizer_config.json"
 TEMPLATE_FILE = "chat_template.jinja"
@@ -91,7 +91,7 @@ def load_tokenizer(path: str | os.PathLike[str], trust_remote_code: bool = False
     try:
         from transformers import AutoTokenizer, PreTrainedTokenizerFast
     except ImportError:  # pragma: no cover
-        raise UsageError("loading a tokenizer needs transformers (pip install 'tokscan[tokenizer]')") from None
+        raise UsageError(f"loading a tokenizer needs transformers ({install_hint('tokenizer')})") from None
     if p.is_file():
         if p.name == "tokenizer.json" and (p.parent / CONFIG).is_file():
             p = p.parent

@@ -10,7 +10,7 @@ needed. For a map-style source it does the index work itself — `shuffle`/`seed
 indices per DataLoader worker and per `torch.distributed` rank. Each worker process checks its own samples on
 its own thread (no thread pool survives a fork), and `stats` / the `tokscan` logger report what was dropped.
 
-Needs the optional dependency: `pip install tokscan[torch]`.
+Needs PyTorch (the `torch` extra; see the README's *Installing*).
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ try:
     import torch
     from torch.utils.data import IterableDataset, get_worker_info
 except ImportError as e:  # pragma: no cover - exercised only without torch
-    raise ImportError("tokscan.torch needs PyTorch: pip install 'tokscan[torch]'") from e
+    from .errors import install_hint
+
+    raise ImportError(f"tokscan.torch needs PyTorch: {install_hint('torch')}") from e
 
 
 from .errors import TokscanError, UsageError
@@ -148,6 +150,10 @@ class ValidatedDataset(IterableDataset):
         has_mask = any(m is not None for m in masks)
         r = self.validator.check_each(ids, masks if has_mask else None)
         return [[] if ok else r.failing_codes_of(i) for i, ok in enumerate(r.ok)]
+
+    def __repr__(self) -> str:
+        size = f"{len(self.dataset):,} samples" if self.map_style else type(self.dataset).__name__
+        return f"<ValidatedDataset of {size}, on_bad={self.on_bad!r}, {self.validator!r}>"
 
     def __iter__(self) -> Iterator[Any]:
         stats = DropStats()

@@ -58,6 +58,11 @@ class CheckResult:
     def __len__(self) -> int:
         return len(self.flags)
 
+    def __repr__(self) -> str:
+        bad = int(np.count_nonzero(~self.ok))
+        counts = ", ".join(f"{c}={n:,}" for c, n in self.counts().items())
+        return f"<CheckResult {len(self):,} samples, {bad:,} bad; codes: {counts or 'none'}>"
+
     @property
     def ok(self) -> np.ndarray:
         """Boolean mask: True for samples with no code at or above the validator's `fail_on`."""
@@ -226,6 +231,9 @@ class Validator:
                 offsets = offsets.astype(np.int64)
         if loss_mask is not None:
             loss_mask = _as_array(loss_mask, "loss_mask")
+            # The shape first: a mask of the wrong length is the mistake to name, whatever its dtype.
+            if mask_offsets is None and ids.ndim == 1 and loss_mask.shape != ids.shape:
+                raise UsageError(f"loss_mask has {loss_mask.size} values, ids have {ids.size}")
         if mask_offsets is not None:
             mask_offsets = _as_array(_host(mask_offsets, "mask_offsets"), "mask_offsets").astype(np.int64, copy=False)
         flags, lengths = self._core.check_numpy(ids, offsets, loss_mask, mask_offsets)

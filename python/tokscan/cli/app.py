@@ -50,11 +50,46 @@ class LazyConsole:
 
         if self._stderr:
             return Console(stderr=True)
-        # Wide enough for the category table when output goes to a file or a CI log.
-        return Console(width=None if sys.stdout.isatty() else 120)
+        if sys.stdout.isatty():
+            return Console()
+        # Wide enough for the category table when output goes to a file or a CI log, without the padding rich
+        # puts after a table's title (lines that end in spaces make diffs and logs noisy).
+        return Console(width=120, file=_TrimmedLines(sys.stdout))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.console, name)
+
+
+class _TrimmedLines:
+    """A text stream that writes each complete line without its trailing spaces (piped output only; rich ends
+    every print with a newline, so nothing waits in the buffer between prints)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._pending = ""
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self._stream, "encoding", None) or "utf-8"
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def write(self, text: str) -> int:
+        lines = (self._pending + text).split("\n")
+        self._pending = lines.pop()
+        if lines:
+            self._stream.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._stream.write(self._pending)
+            self._pending = ""
+        self._stream.flush()
 
 
 out: "Console" = LazyConsole()  # type: ignore[assignment]

@@ -28,7 +28,7 @@ def clean(
     report_path: Annotated[Path, typer.Option("--report", metavar="FILE", help="The JSON report of a scan of PATHS.")],
     out_dir: Annotated[Path, typer.Option("--out", metavar="DIR", help="New directory for the cleaned copy.")],
     fail_on: Annotated[
-        FailOn | None, typer.Option(help="Drop samples with a code at or above this severity [error].")
+        FailOn | None, typer.Option(help="Drop samples with a code at or above this severity [the scan's].")
     ] = None,
     code: Annotated[
         list[str] | None,
@@ -53,11 +53,13 @@ def clean(
 
         cfg = load_file(config_file) if config_file is not None else discover()
         report = Report.load(report_path)
-        level = fail_on.value if fail_on else (cfg.fail_on or "error")
+        # Unless told otherwise, the report is judged as the scan judged it (its recorded --fail-on and policy).
+        level = fail_on.value if fail_on else cfg.fail_on
+        policy = cfg.policy if cfg.source is not None else None
         columns = corpus_columns(
             config_file, ids_column, prompt_column, output_column, mask_column, id_column, category_column
         )
-        m = run_clean(paths, report, out_dir, fail_on=level, codes=code or (), policy=cfg.policy, columns=columns)
+        m = run_clean(paths, report, out_dir, fail_on=level, codes=code or (), policy=policy, columns=columns)
         removed = len(m["removed"])
         if not quiet:
             out.print(

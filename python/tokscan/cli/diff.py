@@ -14,6 +14,7 @@ from .app import (
     QuietOpt,
     app,
     check_output,
+    err,
     out,
     stdout_taken,
     user_errors,
@@ -48,6 +49,9 @@ def diff(
         check_output(junit_out, "--junit")
         cfg = load_file(config_file) if config_file is not None else discover()
         b, n = Report.load(base), Report.load(new)
+        warning = profile_mismatch(b, n)
+        if warning and not quiet:
+            err.print(f"[bold yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
         drifts = compare(b, n, cfg.drift)
         doc = json.dumps({"base": str(base), "new": str(new), "drift": to_json(drifts)}, indent=2)
         if json_out is not None:
@@ -61,3 +65,16 @@ def diff(
         if fmt is OutputFormat.text and not quiet and not stdout_taken(json_out):
             print_drift(drifts, out, base)
     raise typer.Exit(1 if drifts else 0)
+
+
+def profile_mismatch(base, new) -> str | None:
+    """Why two reports may not be comparable: different profiles, or the same one resolved differently (another
+    tokenizer, or none on one side): special-token counts and several codes then differ for that reason alone."""
+    pb, pn = base.data["profile"], new.data["profile"]
+    if pb.get("name") != pn.get("name"):
+        return f"the reports used different profiles ({pb.get('name')} vs {pn.get('name')}): drift may only be that"
+    if pb != pn:
+        tb, tn = (("with" if p.get("spelled_special") is not None else "without") for p in (pb, pn))
+        how = f" (base {tb} a tokenizer vocabulary, new {tn})" if tb != tn else " (another --tokenizer or file?)"
+        return f"profile {pn.get('name')} resolved differently in the two reports{how}: drift may only be that"
+    return None

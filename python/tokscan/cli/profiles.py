@@ -42,8 +42,10 @@ def profiles(ctx: typer.Context) -> None:
         for name in _core.builtin_profiles():
             p = _core.Profile.load(name)
             also = f"  (also: {', '.join(aliases[name])})" if name in aliases else ""
+            # u32::MAX is the core's "no vocabulary bound" (the `plain` profile): say so instead of the number.
+            vocab = "any" if p.vocab_size >= 2**32 - 1 else f"{p.vocab_size:,}"
             out.print(
-                f"[bold]{name}[/]  vocab_size={p.vocab_size}  {len(p.special_tokens)} named special tokens{also}",
+                f"[bold]{name}[/]  vocab_size={vocab}  {len(p.special_tokens)} named special tokens{also}",
                 highlight=False,
             )
         out.print("or a TOML profile file: --profile ./my-model.toml (see README, Profiles)", highlight=False)
@@ -133,9 +135,15 @@ def print_check(r, console=out) -> None:
         verdict = "[green]ok[/]" if p["ok"] else f"[bold red]FAIL ({len(p['problems'])})[/]"
         console.print(f"probe {p['name']:<13} {verdict}  {size}  [dim]{p['description']}[/]", highlight=False)
         for line in p["problems"]:
-            console.print(f"  - {line}", highlight=False, markup=False)
+            console.print(f"  - {line}", highlight=False, markup=False, soft_wrap=True)
+    # A note usually holds for several probes (the template's habit, not one probe's): each is said once.
+    notes: dict[str, list[str]] = {}
+    for p in r.probes:
         for line in p["notes"]:
-            console.print(f"  note: {line}", style="dim", highlight=False, markup=False)
+            notes.setdefault(line, []).append(p["name"])
+    for line, names in notes.items():
+        where = f"probe {names[0]}" if len(names) == 1 else f"probes {', '.join(names)}"
+        console.print(f"note ({where}): {line}", style="dim", highlight=False, markup=False, soft_wrap=True)
     failed = [p["name"] for p in r.probes if not p["ok"]]
     if r.ok:
         console.print(f"[bold green]FITS[/]: profile {r.profile} parses every probe as the template rendered it")

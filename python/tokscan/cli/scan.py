@@ -38,8 +38,9 @@ from .app import (
     write_output,
 )
 
-#: `--ray` without `--ray-address`: RAY_ADDRESS, else a local cluster.
-RAY_AUTO = "auto"
+#: `--ray` without `--ray-address`: RAY_ADDRESS, else a local cluster. (`--ray-address auto` is Ray's "the
+#: cluster running on this machine", and fails when there is none.)
+RAY_DEFAULT = ""
 
 
 def scan_with_progress(paths: list[str], show_progress: bool, **kwargs):
@@ -48,7 +49,7 @@ def scan_with_progress(paths: list[str], show_progress: bool, **kwargs):
         # A Ray scan without a bar needs no progress actor; Ctrl-C stops either scan.
         return run_scan(paths, progress=None if kwargs.get("engine") == "ray" else (lambda _p: None), **kwargs)
     # rich.progress is imported only when a bar is drawn (a terminal): it is a large part of start-up.
-    from rich.progress import BarColumn, Progress, ProgressColumn, Task, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
     from rich.text import Text
 
     class PartsColumn(ProgressColumn):
@@ -58,18 +59,26 @@ def scan_with_progress(paths: list[str], show_progress: bool, **kwargs):
             total = "?" if task.total is None else f"{task.total:,.0f}"
             return Text(f"{task.completed:,.0f}/{total} parts · {task.fields.get('samples', 0):,} samples")
 
+    ray = kwargs.get("engine") == "ray"
     with Progress(
-        "[bold]scanning",
+        TextColumn("[bold]{task.description}"),
         BarColumn(),
         PartsColumn(),
         TimeElapsedColumn(),
         console=err.console,  # type: ignore[attr-defined]
         transient=True,
     ) as bar:
-        task = bar.add_task("scan", total=None, samples=0)
+        # A Ray scan first connects to (or starts) a cluster: the bar says so instead of sitting at 0/?.
+        task = bar.add_task("starting Ray…" if ray else "scanning", total=None, samples=0)
 
         def update(p: dict[str, int]) -> None:
-            bar.update(task, total=p["units_total"] or None, completed=p["units_done"], samples=p["samples"])
+            bar.update(
+                task,
+                description="scanning",
+                total=p["units_total"] or None,
+                completed=p["units_done"],
+                samples=p["samples"],
+            )
 
         return run_scan(paths, progress=update, **kwargs)
 
@@ -143,7 +152,7 @@ def execute(a: ScanArgs) -> int:
         ngram_coverage=a.ngram_coverage,
         trust_remote_code=a.trust_remote_code,
         engine="local" if a.ray is None else "ray",
-        address=None if a.ray in (None, RAY_AUTO) else a.ray,
+        address=None if a.ray in (None, RAY_DEFAULT) else a.ray,
     )
     seconds = time.perf_counter() - t0
     if a.decode:
@@ -155,52 +164,56 @@ def execute(a: ScanArgs) -> int:
             report, paths, tok, a.decode, columns, load_profile(profile, tok_dir, a.trust_remote_code)
         )
     drifts = compare(base, report, cfg.drift) if base is not None else None
+    written: list[str] = []  # "what -> where", said after the summary
     if a.json_out is not None:
         if stdout_taken(a.json_out):
             write_output(a.json_out, report.to_json())
         else:
             report.write_json(a.json_out)
+            written.append(f"JSON report -> {a.json_out}")
     elif a.fmt is OutputFormat.json:
         write_output(Path("-"), report.to_json())
     if a.junit_out is not None or a.fmt is OutputFormat.github:
         from .. import ciformat
 
         if a.junit_out is not None:
-            a.junit_out.write_text(ciformat.junit(report, fail_level, cfg.policy, drifts))
+            a.junit_out.write_text(ciformat.junit(report, drifts=drifts))
+            written.append(f"JUnit XML -> {a.junit_out}")
         if a.fmt is OutputFormat.github:
-            sys.stdout.write(ciformat.github(report, fail_level, cfg.policy, drifts))
+            sys.stdout.write(ciformat.github(report, drifts=drifts))
     if a.html_out is not None:
         report.write_html(
             a.html_out,
-            fail_level,
-            cfg.policy,
             command=shlex.join(a.argv) if a.argv else None,
             tokenizer=str(tok_dir) if tok_dir is not None else None,
             started=started,
             seconds=seconds,
         )
+        written.append(f"HTML report -> {a.html_out}")
     if a.exclude is not None:
         from ..clean import selected, write_exclusions
 
-        drop = selected(report, fail_level, a.exclude_code, cfg.policy)
+        drop = selected(report, codes=a.exclude_code)
         kind = write_exclusions(drop, a.exclude)
-        if text_out:
-            out.print(f"exclusion list: {len(drop)} sample(s) by {kind} -> {a.exclude}", highlight=False)
+        if not stdout_taken(a.exclude):
+            written.append(f"exclusion list: {len(drop)} sample(s) by {kind} -> {a.exclude}")
     if text_out:
         from ..render import print_decoded, print_drift, print_summary
 
-        print_summary(report, out, fail_level, seconds, cfg.policy)
+        print_summary(report, out, seconds=seconds)
         if "decoded" in report.data:
             print_decoded(report.data["decoded"], out)
         if drifts is not None:
             print_drift(drifts, out, a.baseline)
+        for line in written:
+            out.print(f"wrote {line}", highlight=False, soft_wrap=not out.is_terminal)
     if a.hint and not a.quiet:
         from ..hints import profile_hint
 
         hint = profile_hint(report, paths, columns)
         if hint is not None:
             err.print(f"[bold yellow]hint:[/] {hint.message}", highlight=False, soft_wrap=True)
-    code = report.exit_code(fail_level, cfg.policy)
+    code = report.exit_code()
     return 1 if code or drifts else 0
 
 
@@ -210,7 +223,9 @@ def scan(
         list[str] | None,
         typer.Argument(
             metavar="PATHS",
-            help="Parquet files, directories (recursive), globs, NumPy corpus dirs [config: paths].",
+            help="Parquet, Arrow IPC / Feather (Hugging Face datasets), Megatron .bin/.idx, nanoGPT / llm.c .bin "
+            "and JSONL files, NumPy corpus directories, directories of any of these (recursive), globs "
+            "[config: paths].",
         ),
     ] = None,
     profile: ProfileOpt = None,
@@ -272,7 +287,7 @@ def scan(
         typer.Option(
             "--ray",
             help="Run the scan on a Ray cluster (--ray-address, else RAY_ADDRESS, else a local one started for "
-            "the scan): the same report as a local scan. Needs: pip install 'tokscan[ray]'.",
+            "the scan): the same report as a local scan. Needs Ray (the `ray` extra).",
         ),
     ] = False,
     ray_address: Annotated[
@@ -312,7 +327,7 @@ def scan(
                 quiet=quiet,
                 progress=progress,
                 ngram_coverage=ngram_coverage,
-                ray=(ray_address or RAY_AUTO) if ray else None,
+                ray=(ray_address or RAY_DEFAULT) if ray else None,
                 argv=["tokscan", *sys.argv[1:]],
             )
         )

@@ -86,6 +86,10 @@ def show(
     id_column: IdColumnOpt = None,
     category_column: CategoryColumnOpt = None,
     raw: Annotated[bool, typer.Option(help="Print token ids beside the text.")] = False,
+    full: Annotated[
+        bool,
+        typer.Option(help="Print every token of long segments (paged in a terminal); by default they are elided."),
+    ] = False,
     json_out: Annotated[Path | None, JsonOpt("the sample")] = None,
     quiet: QuietOpt = False,
 ) -> None:
@@ -144,7 +148,12 @@ def show(
         if json_out is not None:
             write_output(json_out, json.dumps(doc, indent=2, ensure_ascii=False))
         if not quiet and not stdout_taken(json_out):
-            render_sample(doc, record, how, check)
+            view = doc if full else {**doc, "segments": describe(sample, tok, raw, elide=True)["segments"]}
+            if full and out.is_terminal:
+                with out.pager(styles=True):
+                    render_sample(view, record, how, check)
+            else:
+                render_sample(view, record, how, check)
 
 
 def render_sample(doc: dict, record: dict | None, how: str, check: dict | None) -> None:
@@ -181,6 +190,9 @@ def render_sample(doc: dict, record: dict | None, how: str, check: dict | None) 
             body.append(f"  {seg['ids']}", style="dim")
         body.append("\n")
     out.print(Panel(body, title="sequence", title_align="left"))
+    elided = sum(seg.get("elided", 0) for seg in doc["segments"])
+    if elided:
+        out.print(f"[dim]{elided:,} tokens of long segments elided; --full shows every token[/]", highlight=False)
     for code, ex in doc["excerpts"].items():
         if "at" in ex:
             line = Text(f"{code} @ {ex['position']}: …")

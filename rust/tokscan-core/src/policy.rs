@@ -2,7 +2,7 @@
 //! tolerances, and the `fail_on` level. The exit code and verdict, the JSON report, `--exclude`,
 //! `tokscan clean`, the Validator, JUnit and GitHub output all ask this module.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -21,8 +21,11 @@ impl FailOn {
         match s {
             "never" => Ok(FailOn::Never),
             _ => Severity::parse(s).map(FailOn::At).ok_or_else(|| {
+                let hint = closest(s, ["error", "warning", "info", "never"])
+                    .map(|c| format!("; did you mean {c:?}?"))
+                    .unwrap_or_default();
                 Error::Usage(format!(
-                    "fail_on must be one of error, warning, info, never; got {s:?}"
+                    "fail_on must be one of error, warning, info, never; got {s:?}{hint}"
                 ))
             }),
         }
@@ -149,6 +152,8 @@ pub enum Status {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
     rules: HashMap<Code, Rule>,
+    /// The entries as given (code -> value), recorded in the report so that it can be judged again exactly.
+    table: BTreeMap<String, RuleValue>,
     pub fail_on: FailOn,
 }
 
@@ -156,6 +161,7 @@ impl Default for Policy {
     fn default() -> Self {
         Policy {
             rules: HashMap::new(),
+            table: BTreeMap::new(),
             fail_on: FailOn::At(Severity::Error),
         }
     }
@@ -169,18 +175,29 @@ impl Policy {
         fail_on: &str,
     ) -> Result<Policy> {
         let mut rules = HashMap::new();
+        let mut table = BTreeMap::new();
         for (code, value) in entries {
             let c = Code::parse(code).ok_or_else(|| {
+                let hint = closest(code, Code::ALL.iter().map(|c| c.as_str()))
+                    .map(|c| format!("; did you mean {c:?}?"))
+                    .unwrap_or_default();
                 Error::Usage(format!(
-                    "policy: unknown anomaly code {code:?} (see `tokscan codes`)"
+                    "policy: unknown anomaly code {code:?}{hint} (see `tokscan codes`)"
                 ))
             })?;
             rules.insert(c, Rule::parse(code, value)?);
+            table.insert(code.to_string(), value.clone());
         }
         Ok(Policy {
             rules,
+            table,
             fail_on: FailOn::parse(fail_on)?,
         })
+    }
+
+    /// The `[policy]` entries as given, in code order (what the report records as `verdict.policy`).
+    pub fn table(&self) -> &BTreeMap<String, RuleValue> {
+        &self.table
     }
 
     /// The same rules with another `fail_on`.
@@ -241,6 +258,35 @@ impl Policy {
             })
             .fold(0, |m, c| m | c.bit())
     }
+}
+
+/// The choice nearest to a mistyped `word` (edit distance at most a third of its length, and at least 1), for
+/// a "did you mean" hint.
+pub fn closest<'a>(word: &str, choices: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let limit = (word.chars().count() / 3).max(1);
+    choices
+        .into_iter()
+        .map(|c| (edit_distance(word, c), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1)
+                .min(row[j] + 1)
+                .min(diag + usize::from(ca != *cb));
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
 }
 
 #[cfg(test)]
@@ -304,5 +350,13 @@ mod tests {
             assert!(e.to_string().contains(code), "{e}");
         }
         assert!(Policy::new([], "fatal").is_err());
+    }
+
+    #[test]
+    fn an_unknown_code_suggests_the_nearest() {
+        let e = Policy::new([("truncatd", &text("ignore"))], "error").unwrap_err();
+        assert!(e.to_string().contains("did you mean \"truncated\"?"), "{e}");
+        let e = Policy::new([("zzzz", &text("ignore"))], "error").unwrap_err();
+        assert!(!e.to_string().contains("did you mean"), "{e}");
     }
 }

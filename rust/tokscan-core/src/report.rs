@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::anomaly::{codes_in, Code, Severity};
 use crate::check::NO_POS;
-use crate::policy::{Policy, Status};
+use crate::policy::{Policy, RuleValue, Status};
 use crate::profile::Profile;
 use crate::repetition::COVERAGE_N;
 use crate::stats::{CoverageStats, LengthStats};
@@ -63,6 +63,9 @@ pub struct AnomalySummary {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Verdict {
     pub fail_on: String,
+    /// The `[policy]` table the scan ran with (code -> severity, "ignore", a count or a rate), as given.
+    #[serde(default)]
+    pub policy: BTreeMap<String, RuleValue>,
     pub passed: bool,
     /// Codes that fail the run, with their counts.
     pub failing: BTreeMap<String, u64>,
@@ -323,6 +326,7 @@ pub fn build_report(
         .collect();
     let verdict = Verdict {
         fail_on: policy.fail_on.as_str().to_string(),
+        policy: policy.table().clone(),
         passed: failing.is_empty(),
         failing,
     };

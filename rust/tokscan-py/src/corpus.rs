@@ -93,13 +93,25 @@ impl PyCorpus {
             .collect()
     }
 
-    /// Global row of the first sample with this id, or None (reads only the id columns).
-    fn find(&self, py: Python<'_>, sample_id: &str) -> PyResult<Option<u64>> {
-        detached(py, || self.inner.find(sample_id))
+    /// Global row of the first sample with this id, or None (reads only the id columns). An integer id
+    /// column is searched with an int as well as with its decimal text.
+    fn find(&self, py: Python<'_>, sample_id: SampleId) -> PyResult<Option<u64>> {
+        let id = match sample_id {
+            SampleId::Int(n) => n.to_string(),
+            SampleId::Text(t) => t,
+        };
+        detached(py, || self.inner.find(&id))
     }
 
     /// Every sample's id (None where it has none), in row order.
     fn sample_ids(&self, py: Python<'_>) -> PyResult<Vec<Option<String>>> {
         detached(py, || self.inner.sample_ids())
     }
+}
+
+/// A sample id as Python gives it: the column's integer or its text.
+#[derive(FromPyObject)]
+enum SampleId {
+    Int(i64),
+    Text(String),
 }
