@@ -152,7 +152,11 @@ def test_a_shifted_prompts_file_is_a_shift_not_a_wall_of_mismatches(tmp_path, da
     assert by_row.get(base + 40, set()) & PAIRING_CODES <= {"prompt_mismatch"}
     run = range(s["from_row"], s["to_row"] + 1)
     assert all(by_row[row] & PAIRING_CODES == {"prompts_shifted"} for row in run)
-    assert all(by_row.get(row, set()) & PAIRING_CODES <= {"prompt_mismatch"} for row in range(base + 41, last) if row not in run)
+    assert all(
+        by_row.get(row, set()) & PAIRING_CODES <= {"prompt_mismatch"}
+        for row in range(base + 41, last)
+        if row not in run
+    )
     assert by_row[last] & PAIRING_CODES == {"prompt_missing"}
     assert not any(PAIRING_CODES & by_row.get(row, set()) for row in range(base))
     assert r.anomalies["prompts_shifted"]["count"] == len(run) == s["samples"]
@@ -188,7 +192,9 @@ def test_edited_missing_and_duplicate_records_are_each_found(tmp_path, data, fmt
     assert p["matched_by"] == "id" and p["id_field"] == "id"
     assert p["duplicate_ids"] == 1 and p["duplicate_id_lines"][0]["id"] == ids[10]
     # The repeated id's second record pairs with no sample (the id finds its first record).
-    assert p["records_without_sample"] == 1 and p["records_without_sample_lines"] == [p["duplicate_id_lines"][0]["line"]]
+    assert p["records_without_sample"] == 1 and p["records_without_sample_lines"] == [
+        p["duplicate_id_lines"][0]["line"]
+    ]
     v = r.data["verdict"]
     assert v["passed"] is False and set(v["failing"]) >= {"prompt_mismatch", "prompt_missing"}
 
@@ -264,10 +270,22 @@ def test_show_finds_the_prompt_by_itself(tmp_path, data):
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)["prompt_record"]
     assert "B1_glaive/prompts.jsonl line 6 (paired by id)" in doc["match"]
-    assert doc["record"]["id"] == ids[5] and doc["rendering"] == {"status": "shape", "agrees": True, "why": doc["rendering"]["why"]}
+    assert doc["record"]["id"] == ids[5] and doc["rendering"] == {
+        "status": "shape",
+        "agrees": True,
+        "why": doc["rendering"]["why"],
+    }
     proc = run_cli("show", str(tree), "--sample-id", ids[30], "-p", "deepseek")
     assert proc.returncode == 0, proc.stderr
     assert "no prompt record pairs with this sample" in " ".join(proc.stdout.split())
     proc = run_cli("show", str(tree), "--sample-id", ids[3], "-p", "deepseek")
     out = " ".join(proc.stdout.split())
     assert "the record's turns agree with the sample's prompt" in out and "line 4 (paired by id)" in out
+
+
+def test_html_report_shows_structure_pairing_and_skipped(tmp_path, data):
+    tree = write_tree(tmp_path, data, "parquet", records_of=_shift, with_ids=False)
+    page = tokscan.scan(tree, "deepseek").to_html()
+    assert "<section id='structure'>" in page and "<section id='pairing'>" in page
+    assert "B2_opencodeinstruct/prompts.jsonl" in page and "-1 from row" in page
+    assert "a tokenizer directory" in page

@@ -241,6 +241,73 @@ def _category_table(report: Report) -> str:
     )
 
 
+def _structure(report: Report) -> str:
+    """What each category agrees on: per structural feature, its values and their shares (departures marked)."""
+    cats = {name: c.get("consistency") or {} for name, c in report.data["categories"].items()}
+    features = sorted({f for table in cats.values() for f in table})
+    if not features:
+        return ""
+    head = "".join(f"<th>{_breakable(f)}</th>" for f in features)
+    rows = []
+    for name, table in cats.items():
+        cells = []
+        for f in features:
+            counts = table.get(f) or {}
+            total = sum(counts.values())
+            parts = [
+                f"<span class='{'dep' if n < total and n != max(counts.values()) else ''}'>{_e(v)} {_pct(n, total)}</span>"
+                for v, n in sorted(counts.items(), key=lambda kv: -kv[1])
+            ]
+            cells.append(f"<td class='l'>{'<br>'.join(parts) or '–'}</td>")
+        rows.append(f"<tr><td class='l'>{_e(name)}</td>{''.join(cells)}</tr>")
+    return (
+        "<section id='structure'><h2>Structure by category</h2><p class='note'>Share of each category's samples per "
+        "structural feature; a sample off a ≥ 99 % majority of 100+ samples is flagged <code>departs_from_category"
+        "</code>.</p><div class='scroll'><table><thead><tr><th class='l'>category</th>"
+        f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def _pairing(report: Report) -> str:
+    """One row per prompts file, and the files the scan left aside."""
+    pairing = report.data.get("pairing") or []
+    skipped = report.data.get("skipped") or []
+    if not pairing and not skipped:
+        return ""
+    out = ["<section id='pairing'><h2>Prompts and inputs left aside</h2>"]
+    if pairing:
+        keys = [
+            ("records", "records"),
+            ("samples", "samples"),
+            ("paired", "paired"),
+            ("samples_without_record", "no record"),
+            ("mismatched", "mismatched"),
+            ("shifted", "shifted"),
+            ("records_without_sample", "records without sample"),
+            ("duplicate_ids", "duplicate ids"),
+        ]
+        head = "".join(f"<th>{_e(label)}</th>" for _k, label in keys)
+        rows = []
+        for p in pairing:
+            cells = "".join(f"<td>{_num(p[k])}</td>" for k, _label in keys)
+            bpt = f"{p['bytes_per_token']:.2f}" if p.get("bytes_per_token") else "–"
+            shifts = "; ".join(f"{s['offset']:+d} from row {s['from_row']} to {s['to_row']}" for s in p["shifts"][:3])
+            rows.append(
+                f"<tr><td class='l'>{_e(p['path'])}</td><td class='l'>{_e(p['category'] or 'all')}</td>"
+                f"<td class='l'>{_e(p['matched_by'])}</td>{cells}<td>{bpt}</td><td class='l'>{_e(shifts)}</td></tr>"
+            )
+        out.append(
+            "<div class='scroll'><table><thead><tr><th class='l'>prompts file</th><th class='l'>category</th>"
+            f"<th class='l'>paired by</th>{head}<th>bytes/token</th><th class='l'>shifts</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></div>"
+        )
+    if skipped:
+        items = "".join(f"<li><code>{_e(s['path'])}</code>: {_e(s['reason'])}</li>" for s in skipped[:200])
+        more = f"<li>… and {len(skipped) - 200} more</li>" if len(skipped) > 200 else ""
+        out.append(f"<p class='note'>Left aside by the directory scan:</p><ul>{items}{more}</ul>")
+    return "".join(out)
+
+
 def _special_tokens(report: Report) -> str:
     names = report.data["profile"]["special_tokens"]
     cols = [*report.categories.items(), ("all", report.data["overall"])]
@@ -738,6 +805,8 @@ def render(
     decoded_keys = {(code, e["row"]) for code, v in decoded.items() for e in v}
     sections = [
         _category_table(report),
+        _structure(report),
+        _pairing(report),
         _special_tokens(report),
         _lengths(report),
         _anomalies(report, fail_on, policy, failures, shown, decoded),

@@ -14,6 +14,7 @@ a{color:var(--accent);text-decoration:none}a:hover{text-decoration:underline}
 h1{font-size:22px;margin:0}h2{font-size:17px;margin:34px 0 6px;padding-bottom:5px;border-bottom:1px solid var(--line)}
 h3{font-size:14px;margin:18px 0 6px}
 p.note,.note{color:var(--muted);font-size:12.5px;margin:4px 0 8px}
+span.dep{color:#b45309;font-weight:600}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"Liberation Mono",monospace;font-size:12.5px}
 .head{display:flex;align-items:center;gap:14px;flex-wrap:wrap}
 .verdict{display:inline-block;padding:3px 12px;border-radius:5px;font-weight:700;color:#fff;letter-spacing:.04em}

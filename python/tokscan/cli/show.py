@@ -220,9 +220,13 @@ def render_prompt_check(check: dict[str, Any]) -> None:
         out.print(f"  rendered: {check['rendered_text']!r}", highlight=False)
     elif status == "shape":
         if check["agrees"]:
-            out.print("[green]the record's turns agree with the sample's prompt[/] (system prompt, user and assistant turns)")
+            out.print(
+                "[green]the record's turns agree with the sample's prompt[/] (system prompt, user and assistant turns)"
+            )
         else:
-            out.print("[bold red]the record's turns disagree with the sample's prompt[/] (system prompt, user or assistant turns)")
+            out.print(
+                "[bold red]the record's turns disagree with the sample's prompt[/] (system prompt, user or assistant turns)"
+            )
         out.print(f"[dim]tokens not compared: {check['why']}[/]", highlight=False)
     elif status == "no record":
         out.print("[bold red]no prompt record pairs with this sample[/]")

@@ -11,7 +11,7 @@ use crate::check::{check_sample, Scratch};
 use crate::corpus::Corpus;
 use crate::crosscheck;
 use crate::error::{Error, Result};
-use crate::pairing::{pair_sample, Pairing, PromptEncoder, PromptShape};
+use crate::pairing::{pair_sample, Pairing, PromptShape, RecordEncoder};
 use crate::plan::Task;
 use crate::policy::Policy;
 use crate::profile::Profile;
@@ -37,7 +37,7 @@ pub struct ScanOptions {
     /// shards pair with them.
     pub prompts: Vec<std::path::PathBuf>,
     /// Renders and tokenizes prompt records, so that pairing compares tokens, not only shapes and sizes.
-    pub encoder: Option<std::sync::Arc<dyn PromptEncoder>>,
+    pub encoder: Option<std::sync::Arc<dyn RecordEncoder>>,
 }
 
 /// Live counters a caller can poll from another thread, and the cancel switch.

@@ -10,7 +10,7 @@
 //! sample's turn tokens is calibrated on the corpus itself (per prompts file) and a pair far off it is
 //! suspect. Every sample is also compared with the records next to its own ([`SHIFT_WINDOW`] either side),
 //! so that a run of samples that each fit the record at the same offset is reported as a shifted prompts
-//! file. With a tokenizer ([`PromptEncoder`]), each record is rendered through the chat template and
+//! file. With a tokenizer ([`RecordEncoder`]), each record is rendered through the chat template and
 //! tokenized, and must be the sample's prompt token for token.
 //!
 //! The per-sample part runs in the scan's workers ([`pair_sample`]); the corpus-wide part (calibration, runs,
@@ -50,7 +50,7 @@ const MIN_CALIBRATION: usize = 20;
 const LIST_LIMIT: usize = 20;
 
 /// Renders a prompt record (its raw JSON line) through the model's chat template and tokenizes it.
-pub trait PromptEncoder: Send + Sync + std::fmt::Debug {
+pub trait RecordEncoder: Send + Sync + std::fmt::Debug {
     fn encode(&self, record: &str) -> Result<Vec<u32>>;
     /// Where the tokenizer came from, for the report.
     fn describe(&self) -> String;
@@ -65,7 +65,7 @@ pub struct Pairing {
     /// Per prompts file: the global row of its first sample, and its number of samples.
     pub first_row: Vec<u64>,
     pub samples: Vec<u64>,
-    pub encoder: Option<Arc<dyn PromptEncoder>>,
+    pub encoder: Option<Arc<dyn RecordEncoder>>,
 }
 
 impl Pairing {
@@ -74,7 +74,7 @@ impl Pairing {
     pub fn of(
         corpus: &Corpus,
         explicit: &[PathBuf],
-        encoder: Option<Arc<dyn PromptEncoder>>,
+        encoder: Option<Arc<dyn RecordEncoder>>,
     ) -> Result<Option<Pairing>> {
         let keep_raw = encoder.is_some();
         let sets: Vec<PromptSet> = if explicit.is_empty() {
