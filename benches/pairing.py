@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 
-import synth  # noqa: E402
+import tokscan
+from tokscan import demo
+from tokscan.api import default_tokenizer_dir
 
-import tokscan  # noqa: E402
-from tokscan import demo  # noqa: E402
-from tokscan.api import default_tokenizer_dir  # noqa: E402
+import synth
 
 TEMPLATE = Path(__file__).parents[1] / "tests" / "fixtures" / "deepseek-v3-style.jinja"
 CATEGORIES = ["B1_glaive", "B2_opencodeinstruct", "B3_magicoder", "B4_mixturethoughts"]
@@ -53,18 +53,20 @@ def build(root: Path, n: int, long: bool, seed: int = 0) -> tuple[Path, Path]:
             systems.append(system)
             users.append(" ".join(rng.choice(SENTENCES) for _ in range(rng.randint(1, 8))))
             completions.append(f"Thinking.{demo.UNTHINK}{rng.choice(SENTENCES)}{demo.EOS}")
-        prompts = [f"{demo.BOS}{s}{demo.USER}{u}{demo.ASSISTANT}{demo.THINK}" for s, u in zip(systems, users)]
+        prompts = [
+            f"{demo.BOS}{s}{demo.USER}{u}{demo.ASSISTANT}{demo.THINK}" for s, u in zip(systems, users, strict=True)
+        ]
         p_ids = tok(prompts, add_special_tokens=False)["input_ids"]
         c_ids = tok(completions, add_special_tokens=False)["input_ids"]
         samples = [
             synth.Sample(f"{category}-{i}", category, list(p), list(c), 0, 0)
-            for i, (p, c) in enumerate(zip(p_ids, c_ids))
+            for i, (p, c) in enumerate(zip(p_ids, c_ids, strict=True))
         ]
         for d in (with_prompts, without):
             synth.write_parquet_full(samples, d / category, n_shards=2, row_group_size=4096)
         records = [
             {"messages": [{"role": "system", "content": s}, {"role": "user", "content": u}]}
-            for s, u in zip(systems, users)
+            for s, u in zip(systems, users, strict=True)
         ]
         (with_prompts / category / "prompts.jsonl").write_text(
             "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
