@@ -254,8 +254,9 @@ def _structure(report: Report) -> str:
         for f in features:
             counts = table.get(f) or {}
             total = sum(counts.values())
+            top = max(counts.values(), default=0)
             parts = [
-                f"<span class='{'dep' if n < total and n != max(counts.values()) else ''}'>{_e(v)} {_pct(n, total)}</span>"
+                f"<span class='{'dep' if n < top else ''}'>{_e(v)} {_pct(n, total)}</span>"
                 for v, n in sorted(counts.items(), key=lambda kv: -kv[1])
             ]
             cells.append(f"<td class='l'>{'<br>'.join(parts) or '–'}</td>")

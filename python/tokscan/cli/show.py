@@ -225,7 +225,8 @@ def render_prompt_check(check: dict[str, Any]) -> None:
             )
         else:
             out.print(
-                "[bold red]the record's turns disagree with the sample's prompt[/] (system prompt, user or assistant turns)"
+                "[bold red]the record's turns disagree with the sample's prompt[/] "
+                "(system prompt, user or assistant turns)"
             )
         out.print(f"[dim]tokens not compared: {check['why']}[/]", highlight=False)
     elif status == "no record":
