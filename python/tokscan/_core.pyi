@@ -18,6 +18,7 @@ __all__ = [
     "code_scopes",
     "codes",
     "discover_inputs",
+    "encode_prompts",
     "find_repeats",
     "finish_report",
     "merge_partials",
@@ -27,6 +28,7 @@ __all__ = [
     "policy_statuses",
     "pretty_json",
     "profile_aliases",
+    "render_prompts",
     "resolve_flagged",
     "write_json",
 ]
@@ -110,6 +112,12 @@ def check_one(
 ) -> dict: ...
 def discover_inputs(paths: list[str]) -> list[tuple[str, str, str | None]]: ...
 def code_scopes() -> dict[str, str]: ...
+def encode_prompts(
+    tokenizer_dir: str | os.PathLike[str], records: list[str], template: str | None = None
+) -> list[list[int]]: ...
+def render_prompts(
+    tokenizer_dir: str | os.PathLike[str], records: list[str], template: str | None = None
+) -> list[str]: ...
 
 # A scan spread over processes (tokscan.distributed): every result crosses processes as opaque bytes.
 def plan_scan(

@@ -16,6 +16,7 @@ use tokscan_core::{Code, Error, Policy, Profile, Progress, ScanOptions};
 
 mod corpus;
 mod distributed;
+mod prompt;
 mod validate;
 
 /// The extension's own allocations (arrow-rs decode buffers above all) go through mimalloc. glibc's malloc
@@ -37,7 +38,7 @@ fn raise(py: Python<'_>, class: &str, msg: String) -> PyErr {
 pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
     let class = match &e {
         Error::NotFound { .. } => "InputNotFoundError",
-        Error::Io { .. } | Error::InvalidInput { .. } => "InputError",
+        Error::Io { .. } | Error::InvalidInput { .. } | Error::Template(_) => "InputError",
         Error::Column { .. } => "ColumnError",
         Error::Profile { .. } | Error::Tokenizer { .. } => "ProfileError",
         Error::Usage(_) => "UsageError",
@@ -502,6 +503,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_one, m)?)?;
     m.add_function(wrap_pyfunction!(discover_inputs, m)?)?;
     m.add_function(wrap_pyfunction!(code_scopes, m)?)?;
+    m.add_function(wrap_pyfunction!(prompt::encode_prompts, m)?)?;
+    m.add_function(wrap_pyfunction!(prompt::render_prompts, m)?)?;
     m.add_class::<distributed::PyTaskScan>()?;
     m.add_function(wrap_pyfunction!(distributed::plan_scan, m)?)?;
     m.add_function(wrap_pyfunction!(distributed::merge_partials, m)?)?;
