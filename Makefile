@@ -33,8 +33,8 @@ build: venv ## build the extension (release) into the virtualenv
 demo: build ## write the demo corpus and scan it
 	$(BIN)/tokscan demo demo-out
 
-test-rust: ## Rust unit and property tests of the core
-	cargo test -p tokscan-core --release
+test-rust: ## Rust unit and property tests of the core (with the prompt encoder the extension builds in)
+	cargo test -p tokscan-core --release --features prompt
 
 browser: ## headless Chromium for the HTML report test (Debian package; skipped without root)
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \

@@ -892,10 +892,10 @@ mod tests {
         assert_eq!(f(0.00001), "1e-05");
         assert_eq!(f(-2.5e-7), "-2.5e-07");
         assert_eq!(f(123.456), "123.456");
-        // 2024-07-26 13:05:09 UTC, a Friday.
+        // 2024-07-26 13:25:09 UTC, a Friday.
         assert_eq!(
             strftime("%d %b %Y|%-d %B|%A %a|%H:%M:%S %I%p|%j|%y-%m|%%|%Q", 1_722_000_309),
-            "26 Jul 2024|26 July|Friday Fri|13:05:09 01PM|208|24-07|%|%Q"
+            "26 Jul 2024|26 July|Friday Fri|13:25:09 01PM|208|24-07|%|%Q"
         );
     }
 }
