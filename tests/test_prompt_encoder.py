@@ -11,14 +11,13 @@ import random
 from pathlib import Path
 
 import pytest
+from test_tokenizer_dirs import qwen_tiktoken_dir
 
 from tokscan import _core
 from tokscan.align import render_with
 from tokscan.api import default_tokenizer_dir
 from tokscan.errors import InputError, ProfileError
 from tokscan.tokenizer import load_tokenizer
-
-from test_tokenizer_dirs import qwen_tiktoken_dir
 
 DS = default_tokenizer_dir()
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -49,7 +48,9 @@ FEATURES_TEMPLATE = """
     {%- set ns.turns = ns.turns + 1 %}
     {%- if m.role == 'user' %}<｜User｜>{{ m.content }}
     {%- elif m.role == 'assistant' %}<｜Assistant｜>
-        {%- if m.reasoning_content is defined and loop.last %}<think>{{ m.reasoning_content.rstrip() }}</think>{% endif %}
+        {%- if m.reasoning_content is defined and loop.last -%}
+            <think>{{ m.reasoning_content.rstrip() }}</think>
+        {%- endif %}
         {{- m.content.split('</think>')[-1].lstrip() if m.content is defined else '' }}
         {%- if m.tool_calls is defined %}
             {%- for c in m.tool_calls %}[call {{ loop.index }}/{{ loop.length }}] {{ c.function.arguments }}{% endfor %}
@@ -71,7 +72,7 @@ TEXTS = [
     "Ünïcödé ñ, combining e\u0301 vs é, Å vs A\u030a",
     "مرحبا بالعالم",
     "def f(x):\n    return {'a': x ** 2}  # code\n\n\nprint(f(3))",
-    "```json\n{\"key\": [1, 2.5, null, true]}\n```",
+    '```json\n{"key": [1, 2.5, null, true]}\n```',
     "it's 'quoted' and \"double\" \\ backslash",
     "many     spaces\n\n\n\n   and blank lines    ",
     "<think>pre-filled thoughts</think> the answer",
@@ -204,14 +205,16 @@ def test_qwen_tiktoken_directory_with_tools_matches_transformers(tmp_path):
     _assert_same(tok, qwen_dir, records, None)  # the directory's own chat_template.jinja
 
 
-def test_template_errors_and_bad_records_name_the_record(deepseek, tmp_path):
+def test_template_errors_and_bad_records_name_the_record(deepseek):
     assert DS is not None
-    lines = _lines([{"messages": [{"role": "user", "content": "hi"}]}, {"messages": [{"role": "tool", "content": "x"}]}])
+    lines = _lines(
+        [{"messages": [{"role": "user", "content": "hi"}]}, {"messages": [{"role": "tool", "content": "x"}]}]
+    )
     with pytest.raises(InputError, match=r"record 2: .*a conversation cannot start with a tool result"):
         _core.encode_prompts(str(DS), lines, FEATURES_TEMPLATE)
-    with pytest.raises(InputError, match=r"record 1: .*no \"messages\" list"):
+    with pytest.raises(InputError, match=r"record on line 1: no \"messages\" list"):
         _core.encode_prompts(str(DS), ['{"prompt": "x"}'], DS_TEMPLATE)
     with pytest.raises(ProfileError, match="no chat template"):
         _core.encode_prompts(str(DS), lines)  # the package ships none
-    with pytest.raises(InputError, match="budget|range"):
+    with pytest.raises(InputError, match=r"budget|range"):
         _core.encode_prompts(str(DS), lines[:1], "{% for i in range(10**9) %}{{ i }}{% endfor %}")

@@ -39,17 +39,23 @@ impl std::fmt::Debug for TextEncoder {
 impl TextEncoder {
     pub(crate) fn from_files(files: &TokenizerFiles) -> Result<Self> {
         if let Some(path) = &files.tokenizer_json {
-            let tokenizer = tokenizers::Tokenizer::from_file(path).map_err(|e| Error::Tokenizer {
-                path: path.clone(),
-                message: format!("cannot load tokenizer.json: {}", e.to_string().replace('\n', " ")),
-            })?;
+            let tokenizer =
+                tokenizers::Tokenizer::from_file(path).map_err(|e| Error::Tokenizer {
+                    path: path.clone(),
+                    message: format!(
+                        "cannot load tokenizer.json: {}",
+                        e.to_string().replace('\n', " ")
+                    ),
+                })?;
             return Ok(TextEncoder::Hf {
                 tokenizer: Box::new(tokenizer),
                 path: path.clone(),
             });
         }
         if files.tiktoken.is_some() {
-            return Ok(TextEncoder::Tiktoken(Box::new(Tiktoken::from_files(files)?)));
+            return Ok(TextEncoder::Tiktoken(Box::new(Tiktoken::from_files(
+                files,
+            )?)));
         }
         Err(Error::Tokenizer {
             path: files.named.clone(),
@@ -243,12 +249,7 @@ impl Tiktoken {
             }
         }
         for w in parts.windows(2) {
-            out.push(
-                *self
-                    .ranks
-                    .get(&piece[w[0].0..w[1].0])
-                    .ok_or_else(missing)?,
-            );
+            out.push(*self.ranks.get(&piece[w[0].0..w[1].0]).ok_or_else(missing)?);
         }
         Ok(())
     }
@@ -309,13 +310,19 @@ pub(crate) fn python_pattern(src: &str) -> Option<String> {
                         j += 2;
                         continue;
                     }
-                    if b[j] == c && (!triple || (b.get(j + 1) == Some(&c) && b.get(j + 2) == Some(&c))) {
+                    if b[j] == c
+                        && (!triple || (b.get(j + 1) == Some(&c) && b.get(j + 2) == Some(&c)))
+                    {
                         break;
                     }
                     j += 1;
                 }
                 let body = &s[body_start..j];
-                literals.push(if raw { body.to_string() } else { unescape(body) });
+                literals.push(if raw {
+                    body.to_string()
+                } else {
+                    unescape(body)
+                });
                 i = j + q;
                 if s[i..].starts_with(".join") && literals.len() == 1 {
                     joined = true;
@@ -389,7 +396,10 @@ mod tests {
     #[test]
     fn pattern_from_qwen_and_kimi_style_sources() {
         let qwen = "X = 1\nPAT_STR = (\n    r\"\"\"(?i:'s|'t)|\\p{N}\"\"\"  # numbers\n    r\"\"\"|\\s+(?!\\S)|\\s+\"\"\"\n)\nY = 'no'\n";
-        assert_eq!(python_pattern(qwen).unwrap(), r"(?i:'s|'t)|\p{N}|\s+(?!\S)|\s+");
+        assert_eq!(
+            python_pattern(qwen).unwrap(),
+            r"(?i:'s|'t)|\p{N}|\s+(?!\S)|\s+"
+        );
         let kimi = "class K:\n    def __init__(self):\n        pat_str = \"|\".join(\n            [\n                r\"\"\"[\\p{Han}]+\"\"\",\n                r\"\"\"\\p{N}{1,3}\"\"\",\n            ]\n        )\n        self.x = pat_str\n";
         assert_eq!(python_pattern(kimi).unwrap(), r"[\p{Han}]+|\p{N}{1,3}");
         assert_eq!(python_pattern("pat_str = 'a\\tb'\n").unwrap(), "a\tb");

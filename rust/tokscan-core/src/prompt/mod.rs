@@ -45,10 +45,12 @@ impl PromptRecord {
             .filter(|m| m.kind() == minijinja::value::ValueKind::Seq)
             .ok_or_else(|| bad("no \"messages\" list".into()))?;
         let tools = field("tools").filter(|t| !t.is_none());
-        let id = field("id").filter(|i| !i.is_none()).map(|i| match i.as_str() {
-            Some(s) => s.to_string(),
-            None => i.to_string(),
-        });
+        let id = field("id")
+            .filter(|i| !i.is_none())
+            .map(|i| match i.as_str() {
+                Some(s) => s.to_string(),
+                None => i.to_string(),
+            });
         Ok(PromptRecord {
             id,
             messages,
@@ -101,7 +103,8 @@ impl PromptEncoder {
 
     /// The rendered generation prompt of `record`.
     pub fn render(&self, record: &PromptRecord) -> Result<String> {
-        self.template.render(&record.messages, record.tools.as_ref())
+        self.template
+            .render(&record.messages, record.tools.as_ref())
     }
 
     /// The token ids of `text` as `tok(text, add_special_tokens=False)` gives them.
@@ -182,10 +185,14 @@ mod tests {
             r#"{"chat_template": "{{ messages[0].content }}"}"#,
         )
         .unwrap();
-        let e = PromptEncoder::load(dir.path(), None).unwrap_err().to_string();
+        let e = PromptEncoder::load(dir.path(), None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no tokenizer.json or tiktoken"), "{e}");
         std::fs::write(dir.path().join("x.tiktoken"), "YQ== 0\nYg== 1\nYWI= 2\n").unwrap();
-        let e = PromptEncoder::load(dir.path(), None).unwrap_err().to_string();
+        let e = PromptEncoder::load(dir.path(), None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("PAT_STR"), "{e}");
         std::fs::write(
             dir.path().join("tokenization_x.py"),

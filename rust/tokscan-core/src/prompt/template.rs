@@ -107,7 +107,10 @@ impl ChatTemplate {
         Self::from_files(&files, override_source)
     }
 
-    pub(crate) fn from_files(files: &TokenizerFiles, override_source: Option<&str>) -> Result<Self> {
+    pub(crate) fn from_files(
+        files: &TokenizerFiles,
+        override_source: Option<&str>,
+    ) -> Result<Self> {
         let config = files.config.as_deref().map(read_json).transpose()?;
         let specials: Vec<(String, String)> = config
             .iter()
@@ -574,7 +577,9 @@ fn tojson(
     let indent = match arg(1)? {
         None => None,
         Some(v) if v.is_none() => None,
-        Some(v) if v.kind() == ValueKind::String => Some(v.as_str().unwrap_or_default().to_string()),
+        Some(v) if v.kind() == ValueKind::String => {
+            Some(v.as_str().unwrap_or_default().to_string())
+        }
         Some(v) => Some(" ".repeat(v.as_i64().unwrap_or(0).max(0) as usize)),
     };
     let (item_sep, key_sep) = match arg(2)? {
@@ -722,7 +727,9 @@ fn json_dump(
                     other => {
                         return Err(minijinja::Error::new(
                             ErrorKind::InvalidOperation,
-                            format!("tojson: keys must be str, int, float, bool or None, not {other}"),
+                            format!(
+                                "tojson: keys must be str, int, float, bool or None, not {other}"
+                            ),
                         ))
                     }
                 }
@@ -807,7 +814,12 @@ mod tests {
         let src = "{{ messages[0] }} {{ none }} {{ true }} {{ 1.5 }} {{ 2.0 }} {{ messages[0].content.strip().upper() }} \
                    {% for k, v in messages[0].items() %}{{ k }}={{ v }};{% endfor %} {{ 'a,b'.split(',') }} \
                    {{ messages[0].content.startswith(' h') }}";
-        let out = render(src, r#"[{"role": "user", "content": " hi\n", "n": [1, 0.5, "it's"]}]"#, None).unwrap();
+        let out = render(
+            src,
+            r#"[{"role": "user", "content": " hi\n", "n": [1, 0.5, "it's"]}]"#,
+            None,
+        )
+        .unwrap();
         assert_eq!(
             out,
             "{'role': 'user', 'content': ' hi\\n', 'n': [1, 0.5, \"it's\"]} None True 1.5 2.0 HI \
@@ -854,8 +866,14 @@ mod tests {
     fn template_sources_and_missing_template() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = dir.path().join("tokenizer_config.json");
-        std::fs::write(&cfg, r#"{"bos_token": {"content": "<B>", "__type": "AddedToken"}}"#).unwrap();
-        let e = ChatTemplate::load(dir.path(), None).unwrap_err().to_string();
+        std::fs::write(
+            &cfg,
+            r#"{"bos_token": {"content": "<B>", "__type": "AddedToken"}}"#,
+        )
+        .unwrap();
+        let e = ChatTemplate::load(dir.path(), None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no chat template"), "{e}");
         let hi = msgs(HI);
         let t = ChatTemplate::load(dir.path(), Some("{{ bos_token }}o")).unwrap();
@@ -894,7 +912,10 @@ mod tests {
         assert_eq!(f(123.456), "123.456");
         // 2024-07-26 13:25:09 UTC, a Friday.
         assert_eq!(
-            strftime("%d %b %Y|%-d %B|%A %a|%H:%M:%S %I%p|%j|%y-%m|%%|%Q", 1_722_000_309),
+            strftime(
+                "%d %b %Y|%-d %B|%A %a|%H:%M:%S %I%p|%j|%y-%m|%%|%Q",
+                1_722_000_309
+            ),
             "26 Jul 2024|26 July|Friday Fri|13:25:09 01PM|208|24-07|%|%Q"
         );
     }
