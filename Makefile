@@ -42,7 +42,7 @@ demo: build ## write the demo corpus and scan it
 
 # With tokscan-py named (it has no tests), dependency features resolve as for the extension, so the tests reuse
 # `make build`'s compiled arrow/parquet/core (same profile) instead of compiling them again.
-test-rust: ## Rust unit and property tests of the core
+test-rust: ## Rust unit and property tests of the core (with the prompt encoder the extension builds in)
 	cargo test --release -p tokscan-core -p tokscan-py
 
 browser: ## headless Chromium for the HTML report test (Debian package; skipped without root)

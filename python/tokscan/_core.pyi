@@ -18,6 +18,7 @@ __all__ = [
     "code_scopes",
     "codes",
     "discover_inputs",
+    "encode_prompts",
     "find_repeats",
     "finish_report",
     "merge_partials",
@@ -28,6 +29,7 @@ __all__ = [
     "policy_statuses",
     "pretty_json",
     "profile_aliases",
+    "render_prompts",
     "resolve_flagged",
     "write_json",
 ]
@@ -62,6 +64,8 @@ class Scan:
         fail_on: str = "error",
         ngram_coverage: bool = False,
         prompts: list[str] | None = None,
+        prompt_tokenizer: str | None = None,
+        chat_template: str | None = None,
     ) -> Scan: ...
     def run(self) -> str: ...
     def progress(self) -> dict[str, int]: ...
@@ -119,6 +123,12 @@ def paired_record(
     prompts: str | None = None,
 ) -> str | None: ...
 def code_scopes() -> dict[str, str]: ...
+def encode_prompts(
+    tokenizer_dir: str | os.PathLike[str], records: list[str], template: str | None = None
+) -> list[list[int]]: ...
+def render_prompts(
+    tokenizer_dir: str | os.PathLike[str], records: list[str], template: str | None = None
+) -> list[str]: ...
 
 # A scan spread over processes (tokscan.distributed): every result crosses processes as opaque bytes.
 def plan_scan(

@@ -72,6 +72,7 @@ def scan(
     fail_on: str = "error",
     ngram_coverage: bool = False,
     prompts: str | os.PathLike[str] | None = None,
+    chat_template: str | os.PathLike[str] | None = None,
     trust_remote_code: bool = False,
     progress: ProgressCallback | None = None,
     poll_interval: float = 0.1,
@@ -88,7 +89,9 @@ def scan(
     `ngram_coverage` adds each category's distribution of repeated 10-gram coverage (costs ~20 % of the scan).
     Samples are paired with the prompts files found beside their shards (a `prompts.jsonl` in a category
     folder), or with `prompts`, one prompts file for the whole corpus: the report's `pairing` section and the
-    `prompt_missing` / `prompt_mismatch` / `prompts_shifted` codes.
+    `prompt_missing` / `prompt_mismatch` / `prompts_shifted` codes. With `tokenizer`, records are rendered
+    through its chat template (or the Jinja file `chat_template`) and tokenized in the core, and must be the
+    sample's prompt token for token; without one (or when it has no template), shapes and sizes are compared.
     `progress` is called from the calling thread with the live counters while the scan runs (the GIL is
     released meanwhile); Ctrl-C cancels the scan cleanly, with or without it.
     `engine="ray"` runs the same scan on a Ray cluster (`address`, else `RAY_ADDRESS`, else a local one;
@@ -104,6 +107,8 @@ def scan(
     path_list = [os.fspath(p) for p in paths]
     if engine not in ("local", "ray"):
         raise UsageError(f"engine must be 'local' or 'ray', got {engine!r}")
+    if chat_template is not None and not Path(chat_template).is_file():
+        raise UsageError(f"{os.fspath(chat_template)}: no such chat template file")
     if engine == "ray":
         if prompts is not None:
             raise UsageError("pairing with prompts runs in the local engine only (engine='local')")
@@ -137,6 +142,8 @@ def scan(
         fail_on,
         ngram_coverage,
         None if prompts is None else [os.fspath(prompts)],
+        None if tokenizer is None else os.fspath(tokenizer),
+        None if chat_template is None else Path(chat_template).read_text(),
     )
     if progress is None:
         return Report._from_core(job.run())

@@ -44,7 +44,18 @@ def _codes() -> tuple[str, ...]:
 
 
 COLUMN_ROLES = ("input_ids", "prompt_ids", "output_ids", "loss_mask", "labels", "sample_id", "category")
-TOP_KEYS = {"profile", "tokenizer", "paths", "threads", "fail_on", "columns", "policy", "drift"}
+TOP_KEYS = {
+    "profile",
+    "tokenizer",
+    "chat_template",
+    "prompts",
+    "paths",
+    "threads",
+    "fail_on",
+    "columns",
+    "policy",
+    "drift",
+}
 
 
 #: One `[policy]` value as written: a severity ("error"), "ignore", a tolerated count (10) or rate ("0.5%").
@@ -57,6 +68,10 @@ class Config:
     source: Path | None = None
     profile: str | None = None
     tokenizer: str | None = None
+    #: A Jinja chat template for pairing, when the tokenizer has none.
+    chat_template: str | None = None
+    #: One prompts file for the whole corpus (by default, those beside the shards).
+    prompts: str | None = None
     paths: list[str] = field(default_factory=list)
     threads: int | None = None
     fail_on: str | None = None
@@ -96,6 +111,9 @@ def from_table(table: dict[str, Any], where: str, source: Path | None = None) ->
         cfg.profile = str(base / p) if p.endswith(".toml") else p
     if "tokenizer" in table:
         cfg.tokenizer = str(base / typed("tokenizer", str, table["tokenizer"]))
+    for key in ("chat_template", "prompts"):
+        if key in table:
+            setattr(cfg, key, str(base / typed(key, str, table[key])))
     if "paths" in table:
         cfg.paths = [str(base / typed("paths[]", str, p)) for p in typed("paths", list, table["paths"])]
     if "threads" in table:

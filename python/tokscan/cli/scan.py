@@ -105,6 +105,8 @@ class ScanArgs:
     progress: bool = True
     hint: bool = True
     ngram_coverage: bool = False
+    prompts: Path | None = None
+    chat_template: Path | None = None
     ray: str | None = None
     argv: list[str] | None = None
 
@@ -150,6 +152,8 @@ def execute(a: ScanArgs) -> int:
         policy=cfg.policy,
         fail_on=fail_level,
         ngram_coverage=a.ngram_coverage,
+        prompts=a.prompts or cfg.prompts,
+        chat_template=a.chat_template or cfg.chat_template,
         trust_remote_code=a.trust_remote_code,
         engine="local" if a.ray is None else "ray",
         address=None if a.ray in (None, RAY_DEFAULT) else a.ray,
@@ -280,6 +284,21 @@ def scan(
             "--ngram-coverage", help="Also measure each completion's repeated 10-gram coverage (~20 % slower)."
         ),
     ] = False,
+    prompts: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="A prompts.jsonl to pair with the whole corpus (by default, each category folder's own "
+            "prompts file pairs with the shards beside it).",
+        ),
+    ] = None,
+    chat_template: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="A Jinja chat template to render prompt records with, when --tokenizer has none.",
+        ),
+    ] = None,
     quiet: QuietOpt = False,
     progress: Annotated[bool, typer.Option(help="Progress bar on stderr (terminals only).")] = True,
     ray: Annotated[
@@ -327,6 +346,8 @@ def scan(
                 quiet=quiet,
                 progress=progress,
                 ngram_coverage=ngram_coverage,
+                prompts=prompts,
+                chat_template=chat_template,
                 ray=(ray_address or RAY_DEFAULT) if ray else None,
                 argv=["tokscan", *sys.argv[1:]],
             )

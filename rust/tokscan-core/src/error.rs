@@ -27,6 +27,10 @@ pub enum Error {
     /// A tokenizer directory that cannot resolve a profile's token strings.
     #[error("{path}: {message}")]
     Tokenizer { path: PathBuf, message: String },
+    /// A chat template that refused or failed to render a prompt record (`raise_exception`, a runaway loop, a
+    /// record that is not a list of message maps).
+    #[error("chat template: {0}")]
+    Template(String),
     /// Wrong arguments: nothing to scan, conflicting options.
     #[error("{0}")]
     Usage(String),

@@ -15,6 +15,8 @@ pub mod pairing;
 pub mod plan;
 pub mod policy;
 pub mod profile;
+#[cfg(feature = "prompt")]
+pub mod prompt;
 pub mod repetition;
 pub mod report;
 pub mod scan;

@@ -38,6 +38,9 @@ pub struct ScanOptions {
     pub prompts: Vec<std::path::PathBuf>,
     /// Renders and tokenizes prompt records, so that pairing compares tokens, not only shapes and sizes.
     pub encoder: Option<std::sync::Arc<dyn RecordEncoder>>,
+    /// A tokenizer directory (and a chat template overriding its own) to load the encoder from, only when
+    /// the corpus has prompts to pair.
+    pub prompt_tokenizer: Option<(std::path::PathBuf, Option<String>)>,
 }
 
 /// Live counters a caller can poll from another thread, and the cancel switch.
@@ -72,7 +75,20 @@ pub fn scan(
 ) -> Result<Report> {
     with_pool(opts.threads, || {
         let corpus = Corpus::open(paths, &opts.columns)?;
-        let pairing = Pairing::of(&corpus, &opts.prompts, opts.encoder.clone())?;
+        let mut pairing = Pairing::of(&corpus, &opts.prompts, opts.encoder.clone())?;
+        if let (Some(p), None, Some((dir, template))) =
+            (pairing.as_mut(), &opts.encoder, &opts.prompt_tokenizer)
+        {
+            match crate::pairing::load_encoder(dir, template.as_deref()) {
+                Ok(e) => {
+                    // The records' lines are needed to render them.
+                    p.encoder = Some(e.clone());
+                    *p = Pairing::of(&corpus, &opts.prompts, Some(e))?
+                        .expect("the same prompts files");
+                }
+                Err(why) => p.note = Some(format!("tokens not compared: {why}")),
+            }
+        }
         let (partial, records) = scan_corpus(&corpus, pairing.as_ref(), profile, opts, progress)?;
         let mut report = finish(
             partial,

@@ -16,6 +16,7 @@ use tokscan_core::{Code, Error, Policy, Profile, Progress, ScanOptions};
 
 mod corpus;
 mod distributed;
+mod prompt;
 mod validate;
 
 /// The extension's own allocations (arrow-rs decode buffers above all) go through mimalloc. glibc's malloc
@@ -37,7 +38,7 @@ fn raise(py: Python<'_>, class: &str, msg: String) -> PyErr {
 pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
     let class = match &e {
         Error::NotFound { .. } => "InputNotFoundError",
-        Error::Io { .. } | Error::InvalidInput { .. } => "InputError",
+        Error::Io { .. } | Error::InvalidInput { .. } | Error::Template(_) => "InputError",
         Error::Column { .. } => "ColumnError",
         Error::Profile { .. } | Error::Tokenizer { .. } => "ProfileError",
         Error::Usage(_) => "UsageError",
@@ -286,7 +287,7 @@ fn policy_sample_mask(
 #[pymethods]
 impl PyScan {
     #[new]
-    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error", ngram_coverage=false, prompts=None))]
+    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error", ngram_coverage=false, prompts=None, prompt_tokenizer=None, chat_template=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -299,6 +300,8 @@ impl PyScan {
         fail_on: &str,
         ngram_coverage: bool,
         prompts: Option<Vec<std::path::PathBuf>>,
+        prompt_tokenizer: Option<std::path::PathBuf>,
+        chat_template: Option<String>,
     ) -> PyResult<Self> {
         let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
         let policy = parse_policy(policy, severities, fail_on).map_err(|e| to_py(py, e))?;
@@ -312,6 +315,7 @@ impl PyScan {
                 ngram_coverage,
                 prompts: prompts.unwrap_or_default(),
                 encoder: None,
+                prompt_tokenizer: prompt_tokenizer.map(|d| (d, chat_template)),
             },
             progress: Arc::new(Progress::default()),
         })
@@ -528,6 +532,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(discover_inputs, m)?)?;
     m.add_function(wrap_pyfunction!(paired_record, m)?)?;
     m.add_function(wrap_pyfunction!(code_scopes, m)?)?;
+    m.add_function(wrap_pyfunction!(prompt::encode_prompts, m)?)?;
+    m.add_function(wrap_pyfunction!(prompt::render_prompts, m)?)?;
     m.add_class::<distributed::PyTaskScan>()?;
     m.add_function(wrap_pyfunction!(distributed::plan_scan, m)?)?;
     m.add_function(wrap_pyfunction!(distributed::merge_partials, m)?)?;

@@ -56,6 +56,36 @@ pub trait RecordEncoder: Send + Sync + std::fmt::Debug {
     fn describe(&self) -> String;
 }
 
+#[cfg(feature = "prompt")]
+impl RecordEncoder for crate::prompt::PromptEncoder {
+    fn encode(&self, record: &str) -> Result<Vec<u32>> {
+        self.encode_record(&crate::prompt::PromptRecord::parse(record, 0)?)
+    }
+
+    fn describe(&self) -> String {
+        self.path().display().to_string()
+    }
+}
+
+/// Loads the encoder of a tokenizer directory for pairing: `Err` with the reason when records cannot be
+/// rendered with it (no chat template, a build without the encoder), and pairing compares shapes instead.
+pub fn load_encoder(
+    dir: &std::path::Path,
+    template: Option<&str>,
+) -> std::result::Result<Arc<dyn RecordEncoder>, String> {
+    #[cfg(feature = "prompt")]
+    {
+        crate::prompt::PromptEncoder::load(dir, template)
+            .map(|e| Arc::new(e) as Arc<dyn RecordEncoder>)
+            .map_err(|e| e.to_string())
+    }
+    #[cfg(not(feature = "prompt"))]
+    {
+        let _ = (dir, template);
+        Err("this build of tokscan has no prompt encoder (the core's `prompt` feature)".into())
+    }
+}
+
 /// The prompts files of a scan and which inputs pair with which.
 #[derive(Debug)]
 pub struct Pairing {
@@ -66,6 +96,8 @@ pub struct Pairing {
     pub first_row: Vec<u64>,
     pub samples: Vec<u64>,
     pub encoder: Option<Arc<dyn RecordEncoder>>,
+    /// Why records are compared by shape although a tokenizer was given (it could not render them).
+    pub note: Option<String>,
 }
 
 impl Pairing {
@@ -126,6 +158,7 @@ impl Pairing {
             first_row,
             samples,
             encoder,
+            note: None,
         }))
     }
 }
@@ -412,6 +445,9 @@ pub struct PairingReport {
     pub compared: String,
     /// The calibrated UTF-8 bytes per token of the paired prompts (`null` when too few to calibrate).
     pub bytes_per_token: Option<f64>,
+    /// Why tokens were not compared although a tokenizer was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -625,6 +661,7 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
             shifts,
             compared: if tokens { "tokens" } else { "shape" }.into(),
             bytes_per_token: cal.map(|(m, _)| (m.exp() * 1000.0).round() / 1000.0),
+            note: pairing.note.clone(),
         };
         for (j, u) in used.iter().enumerate() {
             if !u {

@@ -82,6 +82,7 @@ fn pairing(n: usize) -> Pairing {
         first_row: vec![0],
         samples: vec![n as u64],
         encoder: None,
+        note: None,
     }
 }
 

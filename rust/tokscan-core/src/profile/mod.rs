@@ -14,7 +14,7 @@ mod builtin;
 mod resolve;
 mod schema;
 mod spelled;
-mod tokenizer_files;
+pub(crate) mod tokenizer_files;
 
 pub use builtin::{BUILTIN_PROFILES, PROFILE_ALIASES};
 pub use schema::{

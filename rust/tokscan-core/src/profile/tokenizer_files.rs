@@ -146,7 +146,7 @@ fn uses_byte_level(v: &serde_json::Value) -> bool {
     }
 }
 
-fn read_json(path: &Path) -> Result<serde_json::Value> {
+pub(crate) fn read_json(path: &Path) -> Result<serde_json::Value> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     serde_json::from_str(&text).map_err(|e| Error::Tokenizer {
         path: path.to_path_buf(),
@@ -167,6 +167,100 @@ fn tiktoken_file(dir: &Path) -> Option<PathBuf> {
         .collect();
     found.sort();
     found.into_iter().next()
+}
+
+/// Where each file of a tokenizer directory is (the one place that knows the layout). `tokenizer.json` is
+/// used when present, a tiktoken vocabulary only without one.
+#[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "prompt"), allow(dead_code))]
+pub(crate) struct TokenizerFiles {
+    /// The directory, or the `tokenizer.json`-like file, that was named.
+    pub named: PathBuf,
+    pub tokenizer_json: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+    pub tiktoken: Option<PathBuf>,
+    /// `chat_template.jinja` beside the config (it takes precedence over the config's `chat_template`).
+    pub chat_template: Option<PathBuf>,
+    /// `tokenization_*.py`: a tokenizer class shipped as code (the tiktoken packaging), sorted by name.
+    pub code: Vec<PathBuf>,
+}
+
+impl TokenizerFiles {
+    /// The files of `path`: a directory, or a `tokenizer.json` file (its config and template beside it).
+    pub fn locate(path: &Path) -> Result<Self> {
+        if !path.exists() {
+            return Err(Error::NotFound {
+                path: path.to_path_buf(),
+            });
+        }
+        let existing = |p: PathBuf| p.is_file().then_some(p);
+        if path.is_file() {
+            return Ok(TokenizerFiles {
+                named: path.to_path_buf(),
+                tokenizer_json: Some(path.to_path_buf()),
+                config: existing(path.with_file_name("tokenizer_config.json")),
+                tiktoken: None,
+                chat_template: existing(path.with_file_name("chat_template.jinja")),
+                code: Vec::new(),
+            });
+        }
+        let tokenizer_json = existing(path.join("tokenizer.json"));
+        let mut code: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| Error::io(path, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.is_file()
+                    && p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("tokenization_") && n.ends_with(".py"))
+            })
+            .collect();
+        code.sort();
+        Ok(TokenizerFiles {
+            named: path.to_path_buf(),
+            tiktoken: if tokenizer_json.is_none() {
+                tiktoken_file(path)
+            } else {
+                None
+            },
+            tokenizer_json,
+            config: existing(path.join("tokenizer_config.json")),
+            chat_template: existing(path.join("chat_template.jinja")),
+            code,
+        })
+    }
+}
+
+/// One entry of `tokenizer_config.json`'s `added_tokens_decoder`.
+#[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "prompt"), allow(dead_code))]
+pub(crate) struct AddedToken {
+    pub id: u32,
+    pub content: String,
+    /// Whitespace on the left (right) of the token is swallowed by it.
+    pub lstrip: bool,
+    pub rstrip: bool,
+}
+
+/// The `added_tokens_decoder` of a parsed `tokenizer_config.json`, by ascending id.
+pub(crate) fn config_added_tokens(config: &serde_json::Value) -> Vec<AddedToken> {
+    let flag = |t: &serde_json::Value, k: &str| t.get(k).and_then(|v| v.as_bool()) == Some(true);
+    let mut out: Vec<AddedToken> = config
+        .get("added_tokens_decoder")
+        .and_then(|a| a.as_object())
+        .into_iter()
+        .flatten()
+        .filter_map(|(id, t)| {
+            Some(AddedToken {
+                id: id.parse().ok()?,
+                content: t.get("content")?.as_str()?.to_string(),
+                lstrip: flag(t, "lstrip"),
+                rstrip: flag(t, "rstrip"),
+            })
+        })
+        .collect();
+    out.sort_by_key(|t| t.id);
+    out
 }
 
 /// `(bytes, rank)` of every line `base64(bytes) rank` of a tiktoken vocabulary.
@@ -199,24 +293,7 @@ impl Vocabulary {
     /// plus `tokenizer_config.json` (`added_tokens_decoder`) from `dir`; at least one must be there. `dir`
     /// may also name a `tokenizer.json` file.
     pub fn from_dir(dir: &Path) -> Result<Self> {
-        if !dir.exists() {
-            return Err(Error::NotFound {
-                path: dir.to_path_buf(),
-            });
-        }
-        let (tok_json, cfg_json, tiktoken) = if dir.is_file() {
-            (
-                dir.to_path_buf(),
-                dir.with_file_name("tokenizer_config.json"),
-                None,
-            )
-        } else {
-            (
-                dir.join("tokenizer.json"),
-                dir.join("tokenizer_config.json"),
-                tiktoken_file(dir),
-            )
-        };
+        let files = TokenizerFiles::locate(dir)?;
         let mut vocab = Vocabulary {
             path: Some(dir.to_path_buf()),
             ..Vocabulary::default()
@@ -225,9 +302,9 @@ impl Vocabulary {
         let mut ordinary: Vec<(u32, Vec<u8>)> = Vec::new();
         let mut added: Vec<u32> = Vec::new();
         let mut found = false;
-        if tok_json.is_file() {
+        if let Some(tok_json) = &files.tokenizer_json {
             found = true;
-            let v = read_json(&tok_json)?;
+            let v = read_json(tok_json)?;
             let byte_level = uses_byte_level(&v);
             let rev = byte_level_decoder();
             match v.pointer("/model/vocab") {
@@ -261,7 +338,7 @@ impl Vocabulary {
                     }
                 }
             }
-        } else if let Some(tt) = &tiktoken {
+        } else if let Some(tt) = &files.tiktoken {
             found = true;
             let alphabet = byte_level_alphabet();
             for (bytes, rank) in read_tiktoken(tt)? {
@@ -274,17 +351,13 @@ impl Vocabulary {
                 ordinary.push((rank, bytes));
             }
         }
-        if cfg_json.is_file() {
-            let v = read_json(&cfg_json)?;
-            if let Some(dec) = v.get("added_tokens_decoder").and_then(|a| a.as_object()) {
+        if let Some(cfg_json) = &files.config {
+            let v = read_json(cfg_json)?;
+            if v.get("added_tokens_decoder").is_some_and(|a| a.is_object()) {
                 found = true;
-                for (id, t) in dec {
-                    if let (Ok(id), Some(c)) =
-                        (id.parse::<u32>(), t.get("content").and_then(|c| c.as_str()))
-                    {
-                        vocab.ids.insert(c.to_string(), id);
-                        added.push(id);
-                    }
+                for t in config_added_tokens(&v) {
+                    vocab.ids.insert(t.content, t.id);
+                    added.push(t.id);
                 }
             }
         }
