@@ -653,7 +653,7 @@ mod tests {
         for name in ["a.jsonl", "a.jsonl.gz", "a.jsonl.zst"] {
             let src = dir.path().join(name);
             let out = dir.path().join(format!("out-{name}"));
-            std::fs::write(&dir.path().join("plain.jsonl"), text).unwrap();
+            std::fs::write(dir.path().join("plain.jsonl"), text).unwrap();
             let plain =
                 JsonlShard::open(&dir.path().join("plain.jsonl"), &ColumnNames::default()).unwrap();
             write_encoded(&src, &[text.as_bytes()]).unwrap();
