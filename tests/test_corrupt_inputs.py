@@ -449,3 +449,36 @@ def test_a_clean_report_naming_rows_that_do_not_exist_is_refused(tmp_path, good)
         r.write_text(json.dumps(data))
         proc = run_cli("clean", str(p), "--report", str(r), "--out", str(tmp_path / f"out{row}"), "--code", "truncated")
         one_line_usage_error(proc, "row")
+
+
+@pytest.mark.parametrize(
+    ("damage", "needle"),
+    [
+        (lambda d: b"\xff\xfe\x00\x81binary", "not UTF-8"),
+        (lambda d: json.dumps({k: v for k, v in d.items() if k != "anomalies"}).encode(), "anomalies"),
+        (lambda d: json.dumps({**d, "flagged": [{"row": "x", "codes": []}]}).encode(), "flagged[0].row"),
+        (lambda d: json.dumps({**d, "inputs": 5}).encode(), "inputs"),
+    ],
+)
+def test_a_broken_report_is_a_one_line_report_error(tmp_path, good, damage, needle):
+    p = write_good_parquet(good, tmp_path / "a.parquet")
+    r = tmp_path / "r.json"
+    assert run_cli("scan", str(p), "--json", str(r), "-q", "--fail-on", "never").returncode == 0
+    r.write_bytes(damage(json.loads(r.read_text())))
+    with pytest.raises(tokscan.ReportError, match=needle.replace("[", r"\[")):
+        tokscan.Report.load(r)
+    one_line_usage_error(run_cli("diff", str(r), str(r)), needle)
+    one_line_usage_error(run_cli("clean", str(p), "--report", str(r), "--out", str(tmp_path / "o")), needle)
+    one_line_usage_error(run_cli("scan", str(p), "--baseline", str(r), "-q"), needle)
+
+
+def test_sample_ids_with_control_characters_stay_on_one_line_and_valid_xml(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    p = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"input_ids": [[1, 2, 3], [4]], "sample_id": ["a\nb", "c\x01d"]}), p)
+    excl, junit = tmp_path / "x.txt", tmp_path / "j.xml"
+    proc = run_cli("scan", str(p), "--exclude", str(excl), "--junit", str(junit), "-q")
+    assert proc.returncode == 1, proc.stderr
+    assert excl.read_text().splitlines() == ["a\\x0ab", "c\\x01d"]
+    ET.parse(junit)  # valid XML

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,11 +44,16 @@ def selected(
     return [f for f in report.flagged if want.intersection(f["codes"])]
 
 
+def _one_line(sample_id: str) -> str:
+    """A sample id on one line: control characters (a newline above all) written as `\\xNN`."""
+    return re.sub("[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", sample_id)
+
+
 def write_exclusions(entries: list[dict[str, Any]], path: Path) -> str:
     """Writes one line per sample: its sample_id when every selected sample has one, else its global row.
     Returns which of the two it wrote."""
     by_id = bool(entries) and all(f["sample_id"] is not None for f in entries)
-    lines = [str(f["sample_id"]) if by_id else str(f["row"]) for f in entries]
+    lines = [_one_line(str(f["sample_id"])) if by_id else str(f["row"]) for f in entries]
     text = "".join(line + "\n" for line in lines)
     if str(path) == "-":
         import sys
