@@ -482,3 +482,9 @@ def test_sample_ids_with_control_characters_stay_on_one_line_and_valid_xml(tmp_p
     assert proc.returncode == 1, proc.stderr
     assert excl.read_text().splitlines() == ["a\\x0ab", "c\\x01d"]
     ET.parse(junit)  # valid XML
+
+
+@pytest.mark.parametrize("args", [["--threads", "abc"], ["--fail-on", "bogus"], ["--nope"]])
+def test_cli_usage_errors_are_one_line(tmp_path, good, args):
+    p = write_good_parquet(good, tmp_path / "a.parquet")
+    one_line_usage_error(run_cli("scan", str(p), *args), "tokscan: error:")
