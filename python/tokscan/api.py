@@ -92,6 +92,8 @@ def scan(
     path_list = [os.fspath(p) for p in paths]
     if engine not in ("local", "ray"):
         raise UsageError(f"engine must be 'local' or 'ray', got {engine!r}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads < 2**32:
+        raise UsageError(f"threads must be 0 (one per core) or a positive number, got {threads!r}")
     if engine == "ray":
         if isinstance(profile, _core.Profile):
             raise UsageError("engine='ray' needs the profile by name or TOML file: every worker loads it")

@@ -189,6 +189,8 @@ class Validator:
         self.policy = dict(policy or {})
         self.fail_on = fail_on
         self.fail_mask = fail_mask(self.policy, fail_on)
+        if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads < 2**16:
+            raise UsageError(f"threads must be a positive number, got {threads!r}")
         self._core = _core.Validator(self.profile, pad_id, threads)
         self._args = (profile if not isinstance(profile, _core.Profile) else None, tokenizer, pad_id, threads)
 
