@@ -96,3 +96,10 @@ def test_bad_arguments_raise_tokscan_errors(layouts):
     for row in (-1, 2**70, len(corpus)):
         with pytest.raises(tokscan.UsageError, match="out of range"):
             corpus.fetch(row)
+
+
+def test_writing_a_report_where_it_cannot_go_names_the_file(layouts, tmp_path):
+    r = tokscan.scan(layouts["numpy"])
+    for write in (r.write_html, r.write_json):
+        with pytest.raises(tokscan.TokscanError, match="nowhere"):
+            write(tmp_path / "nowhere" / "r.out")

@@ -488,3 +488,32 @@ def test_sample_ids_with_control_characters_stay_on_one_line_and_valid_xml(tmp_p
 def test_cli_usage_errors_are_one_line(tmp_path, good, args):
     p = write_good_parquet(good, tmp_path / "a.parquet")
     one_line_usage_error(run_cli("scan", str(p), *args), "tokscan: error:")
+
+
+def test_an_arrow_stream_without_its_end_marker_reads_with_a_warning(tmp_path):
+    schema = pa.schema([("input_ids", pa.list_(pa.int64()))])
+    whole = tmp_path / "whole.arrow"
+    with pa.ipc.new_stream(whole, schema) as w:
+        for _ in range(3):
+            w.write_batch(pa.record_batch([pa.array([[1, 2], [3]])], schema=schema))
+    data = whole.read_bytes()
+    assert data.endswith(b"\xff\xff\xff\xff\x00\x00\x00\x00")
+    cut = tmp_path / "cut.arrow"
+    cut.write_bytes(data[:-8])  # cut cleanly before the end-of-stream marker
+    assert "warning" not in tokscan.scan(whole, profile="plain").data["inputs"][0]
+    r = tokscan.scan(cut, profile="plain")
+    assert r.n_samples == 6 and "end-of-stream marker" in r.data["inputs"][0]["warning"]
+    proc = run_cli("scan", str(cut), "--profile", "plain", "--fail-on", "never")
+    assert proc.returncode == 0 and f"warning: {cut}" in " ".join(proc.stderr.split()), proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"), [(b"", "no prompt records"), (b"\n \n", "no prompt records"), (b"\xff\x81\x00", "UTF-8")]
+)
+def test_align_with_an_empty_or_binary_prompts_file_is_an_input_error(tmp_path, content, needle):
+    from tokscan.align import read_records
+
+    p = tmp_path / "prompts.jsonl"
+    p.write_bytes(content)
+    with pytest.raises(tokscan.InputError, match=needle):
+        read_records(p)

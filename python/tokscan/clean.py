@@ -106,7 +106,8 @@ def write_copy(corpus: Any, paths: list[str], drop_rows: Iterable[int], out: Pat
     """Writes every input of `corpus` (a `forensics.Corpus` of `paths`) under `out` without the global rows
     `drop_rows`, each through the core's writer of its format (the reader that numbered the rows), at the
     same place relative to the inputs' common folder. Returns one manifest entry per input: `source`,
-    `output` (None when nothing was kept of a format that has no empty file), `samples`, `kept`."""
+    `output`, `samples`, `kept` (rows written); when the format has no valid file for what is kept (JSONL with
+    no sample line) `output` is None, `kept` 0 and `omitted` says why."""
     sources = [p for p, _f, _c in corpus.inputs]
     root = _common_root(paths, sources)
     rows = np.array(sorted(set(drop_rows)), dtype=np.int64)
@@ -128,11 +129,11 @@ def write_copy(corpus: Any, paths: list[str], drop_rows: Iterable[int], out: Pat
         keep = np.ones(n, dtype=bool)
         keep[rows[(rows >= start) & (rows < start + n)] - start] = False
         dst.parent.mkdir(parents=True, exist_ok=True)
-        kept, written = corpus.core.write_filtered(k, keep, dst)
+        kept, written, omitted = corpus.core.write_filtered(k, keep, dst)
         entry: dict[str, Any] = {"source": os.path.abspath(src), "output": str(dst) if written else None}
         entry.update(samples=n, kept=int(kept))
-        if not written:
-            entry["omitted"] = "no sample kept, and the format has no empty file"
+        if omitted is not None:
+            entry["omitted"] = omitted
         files.append(entry)
     out.mkdir(parents=True, exist_ok=True)
     return files

@@ -188,7 +188,11 @@ class Report:
         self, path: str | Path, fail_on: str = "error", policy: Mapping[str, PolicyValue] | None = None, **run_info: Any
     ) -> None:
         """Write the self-contained HTML report to `path` (what `tokscan scan --html` writes)."""
-        Path(path).write_text(self.to_html(fail_on, policy, **run_info), encoding="utf-8")
+        text = self.to_html(fail_on, policy, **run_info)
+        try:
+            Path(path).write_text(text, encoding="utf-8")
+        except OSError as e:  # a missing folder, no permission, a full disk: named, as every error is
+            raise UsageError(f"{path}: cannot write the HTML report ({e.strerror or e})") from None
 
     @classmethod
     def from_json(cls, text: str, origin: str = "<report>") -> Report:

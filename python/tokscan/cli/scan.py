@@ -197,6 +197,10 @@ def execute(a: ScanArgs) -> int:
             print_decoded(report.data["decoded"], out)
         if drifts is not None:
             print_drift(drifts, out, a.baseline)
+    if not a.quiet:
+        for i in report.data.get("inputs", []):
+            if i.get("warning"):
+                err.print(f"[bold yellow]warning:[/] {i['path']}: {i['warning']}", highlight=False, soft_wrap=True)
     if a.hint and not a.quiet:
         from ..hints import profile_hint
 

@@ -72,6 +72,9 @@ pub struct IpcShard {
     dicts_before: Vec<usize>,
     /// The body compression of the record batches (of the first one).
     codec: Option<arrow_ipc::CompressionType>,
+    /// A stream that ends without its end-of-stream marker: the spec allows it, but a file cut at a record
+    /// batch boundary looks the same, so the report says so.
+    no_eos: bool,
     /// `starts[b]` is batch b's first row; the last entry is the total.
     starts: Vec<u64>,
     /// One unit per record batch.
@@ -287,8 +290,8 @@ impl IpcShard {
                     "no ARROW1 magic and no stream schema message at the start",
                 )
             })?;
-        let (messages, schema, version) = match kind {
-            IpcKind::File => read_file_layout(bytes),
+        let ((messages, schema, version), eos) = match kind {
+            IpcKind::File => read_file_layout(bytes).map(|l| (l, true)),
             IpcKind::Stream => read_stream_layout(bytes),
         }
         .map_err(|m| bad(path, m))?;
@@ -337,6 +340,7 @@ impl IpcShard {
             batches,
             dicts_before,
             codec,
+            no_eos: !eos,
             starts,
             units,
         })
@@ -411,14 +415,16 @@ fn guarded<T>(
 type LayoutOf = (Vec<Parsed>, arrow_schema::Schema, MetadataVersion);
 
 /// The stream format: a schema message, then dictionary and record batch messages, then (optionally) the
-/// end-of-stream marker.
-fn read_stream_layout(bytes: &[u8]) -> std::result::Result<LayoutOf, String> {
+/// end-of-stream marker; also says whether the marker was there.
+fn read_stream_layout(bytes: &[u8]) -> std::result::Result<(LayoutOf, bool), String> {
     let mut pos = 0;
+    let mut eos = false;
     let mut schema = None;
     let mut version = MetadataVersion::V5;
     let mut out = Vec::new();
     while pos < bytes.len() {
         let Some(m) = parse_at(bytes, pos, bytes.len(), None)? else {
+            eos = true;
             break;
         };
         pos = (m.block.offset() + i64::from(m.block.metaDataLength()) + m.block.bodyLength())
@@ -434,7 +440,7 @@ fn read_stream_layout(bytes: &[u8]) -> std::result::Result<LayoutOf, String> {
         }
     }
     let schema = schema.ok_or("the stream holds no schema message")?;
-    Ok((out, schema, version))
+    Ok(((out, schema, version), eos))
 }
 
 /// The file format: magic, a stream, the footer (schema and the blocks of every batch), its length, magic.
@@ -515,6 +521,17 @@ impl Source for IpcShard {
 
     fn units(&self) -> &[UnitSpan] {
         &self.units
+    }
+
+    fn warning(&self) -> Option<String> {
+        self.no_eos.then(|| {
+            format!(
+                "the Arrow stream ends without its end-of-stream marker after {} record batch(es) ({} rows): \
+                 allowed, but a file cut at a batch boundary looks the same",
+                self.batches.len(),
+                self.rows()
+            )
+        })
     }
 
     fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {
@@ -626,7 +643,11 @@ impl Source for IpcShard {
                 }
             }
         }
-        Ok(WriteStats { rows, files })
+        Ok(WriteStats {
+            rows,
+            files,
+            omitted: None,
+        })
     }
 }
 

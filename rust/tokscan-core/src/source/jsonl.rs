@@ -576,10 +576,20 @@ impl Source for JsonlShard {
             ));
         }
         let rows = keep.iter().filter(|&&k| k).count() as u64;
-        if rows == 0 {
+        let readable = keep
+            .iter()
+            .zip(&self.findings)
+            .any(|(&k, f)| k && f.malformed_line.is_none());
+        if !readable {
+            let why = if rows == 0 {
+                "no sample kept, and a JSONL file with no sample is not an input"
+            } else {
+                "only malformed lines kept, and a JSONL file where no line is a sample is not an input"
+            };
             return Ok(WriteStats {
-                rows,
+                rows: 0,
                 files: Vec::new(),
+                omitted: Some(why.into()),
             });
         }
         let mut pieces = Vec::new();
@@ -595,6 +605,7 @@ impl Source for JsonlShard {
         Ok(WriteStats {
             rows,
             files: vec![out.to_path_buf()],
+            omitted: None,
         })
     }
 }

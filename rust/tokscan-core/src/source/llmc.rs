@@ -285,6 +285,7 @@ impl Source for LlmcShard {
         Ok(WriteStats {
             rows: keep.iter().filter(|&&k| k).count() as u64,
             files: vec![out.to_path_buf()],
+            omitted: None,
         })
     }
 }

@@ -334,6 +334,7 @@ impl Source for MegatronShard {
         Ok(WriteStats {
             rows: (docs.len() - 1) as u64,
             files: vec![out_bin, out_idx],
+            omitted: None,
         })
     }
 

@@ -133,11 +133,16 @@ pub trait Source: Send + Sync {
     fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
         Ok(None)
     }
+    /// Something about the input the report should say though it reads (an Arrow stream without its end
+    /// marker), or `None`.
+    fn warning(&self) -> Option<String> {
+        None
+    }
     /// Writes a copy of this source at `out` (the path that stands for it, like [`Source::path`]) holding
     /// exactly the rows where `keep[row]` (`keep.len()` = [`Source::rows`]), in the same format and layout:
     /// kept rows byte-identical where the format allows, any index or header rebuilt, compression kept. A
     /// copy with no row is a valid empty file of the format that re-scans, or, for a format that has none
-    /// (JSONL), not written at all (`WriteStats::files` is then empty). Never overwrites a file.
+    /// (JSONL), not written at all (`WriteStats::omitted` says why). Never overwrites a file.
     fn write_filtered(&self, keep: &[bool], out: &Path) -> Result<WriteStats>;
 }
 
@@ -146,9 +151,12 @@ pub trait Source: Send + Sync {
 pub struct WriteStats {
     /// Rows written (the kept rows).
     pub rows: u64,
-    /// Every file or directory written, the one that stands for the copy first; empty when the copy holds
-    /// no row and the format has no valid empty file.
+    /// Every file or directory written, the one that stands for the copy first; empty when the copy was
+    /// left out (see `omitted`).
     pub files: Vec<PathBuf>,
+    /// Why no copy was written, when none was: it would hold no row, or no row the format can read back
+    /// (a JSONL copy of malformed lines alone), and the format has no valid file for that.
+    pub omitted: Option<String>,
 }
 
 /// Creates `path` for writing, refusing one that exists: an output file is never written twice, and an

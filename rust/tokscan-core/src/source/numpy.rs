@@ -548,6 +548,7 @@ impl Source for NumpyShard {
         Ok(WriteStats {
             rows: (new_offsets.len() - 1) as u64,
             files,
+            omitted: None,
         })
     }
 }

@@ -500,6 +500,7 @@ impl Source for ParquetShard {
         Ok(WriteStats {
             rows,
             files: vec![out.to_path_buf()],
+            omitted: None,
         })
     }
 }
