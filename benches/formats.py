@@ -20,10 +20,10 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 import tokscan
-from tokscan.clean import write_megatron_index
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 import synth  # the test-suite's corpora
+from synth import write_megatron_index
 
 
 def best(f, repeat: int) -> float:

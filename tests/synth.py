@@ -49,6 +49,7 @@ __all__ = [
     "write_arrow_file",
     "write_arrow_stream",
     "write_jsonl",
+    "write_megatron_index",
     "write_numpy",
     "write_parquet_full",
     "write_parquet_split",
@@ -203,3 +204,41 @@ LAYOUTS = {
     "jsonl": (write_jsonl, False),
     "jsonl_vllm_zst": (lambda s, o: write_jsonl(s, o, n_shards=3, style="vllm", compression="zstd"), False),
 }
+
+
+MEGATRON_MAGIC = b"MMIDIDX\x00\x00"
+#: megatron-core's `DType` codes.
+MEGATRON_DTYPES = {
+    1: np.uint8,
+    2: np.int8,
+    3: np.int16,
+    4: np.int32,
+    5: np.int64,
+    6: np.float64,
+    7: np.float32,
+    8: np.uint16,
+}
+
+
+def write_megatron_index(
+    idx: Path, dtype: type, lengths: np.ndarray, docs: np.ndarray, modes: np.ndarray | None = None
+) -> None:
+    """Writes an `.idx` exactly as megatron-core's `_IndexWriter` does (a fixture writer, independent of the
+    core's): magic, version 1, dtype code, counts, int32 sequence lengths, int64 byte pointers, int64 document
+    indices (and the int8 modes when multimodal)."""
+    code = next(c for c, t in MEGATRON_DTYPES.items() if np.dtype(t) == np.dtype(dtype))
+    lengths = np.asarray(lengths, dtype=np.int32)
+    pointers = np.zeros(len(lengths), dtype=np.int64)
+    if len(lengths):
+        np.cumsum(lengths[:-1].astype(np.int64) * np.dtype(dtype).itemsize, out=pointers[1:])
+    with open(idx, "wb") as f:
+        f.write(MEGATRON_MAGIC)
+        f.write((1).to_bytes(8, "little"))
+        f.write(bytes([code]))
+        f.write(len(lengths).to_bytes(8, "little"))
+        f.write(len(docs).to_bytes(8, "little"))
+        f.write(lengths.tobytes())
+        f.write(pointers.tobytes())
+        f.write(np.asarray(docs, dtype=np.int64).tobytes())
+        if modes is not None:
+            f.write(np.asarray(modes, dtype=np.int8).tobytes())

@@ -80,3 +80,26 @@ def test_report_round_trip_and_version_check(layouts, tmp_path):
     path.write_text(r.to_json().replace('"schema_version": 1', '"schema_version": 99'))
     with pytest.raises(tokscan.ReportError, match="schema_version 99"):
         tokscan.Report.load(path)
+
+
+def test_bad_arguments_raise_tokscan_errors(layouts):
+    """Issue 22: OverflowError / TypeError escaped from the API for bad input."""
+    for threads in (-1, 2**70, "2", 1.5):
+        with pytest.raises(tokscan.UsageError, match="threads"):
+            tokscan.scan(layouts["numpy"], threads=threads)  # type: ignore[arg-type]
+    for threads in (0, -1, 2**70):
+        with pytest.raises(tokscan.UsageError, match="threads"):
+            tokscan.Validator("kimi-k2", threads=threads)
+    from tokscan.forensics import Corpus
+
+    corpus = Corpus([str(layouts["numpy"])])
+    for row in (-1, 2**70, len(corpus)):
+        with pytest.raises(tokscan.UsageError, match="out of range"):
+            corpus.fetch(row)
+
+
+def test_writing_a_report_where_it_cannot_go_names_the_file(layouts, tmp_path):
+    r = tokscan.scan(layouts["numpy"])
+    for write in (r.write_html, r.write_json):
+        with pytest.raises(tokscan.TokscanError, match="nowhere"):
+            write(tmp_path / "nowhere" / "r.out")

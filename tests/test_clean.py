@@ -157,3 +157,149 @@ def test_selection_follows_severity_floor_and_ignored_codes(layouts):
     policy = {ignored: "ignore", tolerated: 10**9}
     assert [f["row"] for f in selected(report, "error", policy=policy)] == oracle(2, {ignored, tolerated})
     assert oracle(2, {ignored}) != oracle(2, set())
+
+
+# --- issue 22: nothing lost -----------------------------------------------------------------------------------
+
+
+def scan_json(src: Path, report_path: Path, *extra: str) -> tokscan.Report:
+    proc = run_cli("scan", str(src), "--json", str(report_path), "-q", *extra)
+    assert proc.returncode in (0, 1), proc.stderr
+    return tokscan.Report.load(report_path)
+
+
+def test_clean_drops_the_flagged_jsonl_lines_whatever_the_line_endings(samples, tmp_path):
+    """A line holding only `\\x0b` is a (malformed) sample to the reader; `clean` once split lines its own way,
+    removed the samples after each flagged one and kept the flagged ones."""
+    import synth
+
+    src = tmp_path / "gen"
+    src.mkdir()
+    lines = [json.dumps(synth.jsonl_record(s)) for s in samples[:60]]
+    text = "".join(line + ("\n\x0b\n" if i % 7 == 3 else "\r\n" if i % 2 else "\n") for i, line in enumerate(lines))
+    (src / "a.jsonl").write_bytes(text.encode())
+    before = digest(src)
+    report = scan_json(src, tmp_path / "r.json")
+    flagged = {f["row"] for f in report.flagged if ERRORS.intersection(f["codes"])}
+    assert any("malformed_line" in f["codes"] for f in report.flagged)
+    out = tmp_path / "clean"
+    proc = run_cli("clean", str(src), "--report", str(tmp_path / "r.json"), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert digest(src) == before
+    again = tokscan.scan(out)
+    assert again.failures("error") == {}
+    assert again.n_samples == report.n_samples - len(flagged)
+    ids = tokscan._core.Corpus([str(out)]).sample_ids()
+    orig = tokscan._core.Corpus([str(src)]).sample_ids()
+    assert ids == [sid for row, sid in enumerate(orig) if row not in flagged]
+    # The kept lines are byte-identical: every line of the copy is a line of the source.
+    src_lines = set(text.encode().split(b"\n"))
+    assert all(line in src_lines for line in (out / "a.jsonl").read_bytes().split(b"\n"))
+
+
+def test_clean_writes_each_input_once_when_a_symlink_names_another(layouts, tmp_path):
+    """`b.parquet -> a.parquet`: the copy of one name used to overwrite the other's (0 rows). Whether the
+    scan reads the file once or twice, every output holds exactly the rows its manifest entry says."""
+    src = tmp_path / "src"
+    src.mkdir()
+    a = next(iter(sorted(layouts["parquet_full"].rglob("*.parquet"))))
+    (src / "a.parquet").write_bytes(a.read_bytes())
+    (src / "b.parquet").symlink_to(src / "a.parquet")
+    report = scan_json(src, tmp_path / "r.json")
+    out = tmp_path / "clean"
+    proc = run_cli("clean", str(src), "--report", str(tmp_path / "r.json"), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads((out / "tokscan-clean.json").read_text())
+    outputs = [f["output"] for f in manifest["inputs"]]
+    assert len(set(outputs)) == len(outputs)
+    for f in manifest["inputs"]:  # b's rows repeat a's sample ids: all flagged, an empty copy
+        assert pq.read_metadata(f["output"]).num_rows == f["kept"]
+    assert sorted(Path(f["source"]).name for f in manifest["inputs"]) == ["a.parquet", "b.parquet"]
+    assert tokscan.scan(out).n_samples == manifest["kept"] == report.n_samples - len(manifest["removed"])
+
+
+def test_clean_follows_a_symlink_to_a_shard_outside_the_scanned_folder(layouts, tmp_path):
+    src, elsewhere = tmp_path / "src", tmp_path / "elsewhere"
+    src.mkdir()
+    elsewhere.mkdir()
+    a = next(iter(sorted(layouts["parquet_full"].rglob("*.parquet"))))
+    (elsewhere / "a.parquet").write_bytes(a.read_bytes())
+    (src / "linked.parquet").symlink_to(elsewhere / "a.parquet")
+    report = scan_json(src, tmp_path / "r.json")
+    out = tmp_path / "clean"
+    proc = run_cli("clean", str(src), "--report", str(tmp_path / "r.json"), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "linked.parquet").is_file() and not (out / "linked.parquet").is_symlink()
+    assert tokscan.scan(out).n_samples == report.n_samples - len(json.loads((out / MANIFEST).read_text())["removed"])
+
+
+MANIFEST = "tokscan-clean.json"
+
+
+def test_a_jsonl_shard_whose_every_sample_is_dropped_is_omitted_and_listed(samples, tmp_path):
+    """An empty JSONL file is not an input (the re-scan refused the 0-byte copy): the copy is left out and the
+    manifest says so."""
+    import synth
+
+    src = tmp_path / "gen"
+    src.mkdir()
+    cut = [s for s in samples if s.expected == {"truncated"}][:3]
+    clean = [s for s in samples if not s.expected][:5]
+    assert cut and clean
+    (src / "bad.jsonl").write_text("".join(json.dumps(synth.jsonl_record(s)) + "\n" for s in cut))
+    (src / "good.jsonl").write_text("".join(json.dumps(synth.jsonl_record(s)) + "\n" for s in clean))
+    scan_json(src, tmp_path / "r.json")
+    out = tmp_path / "clean"
+    proc = run_cli("clean", str(src), "--report", str(tmp_path / "r.json"), "--out", str(out), "--code", "truncated")
+    assert proc.returncode == 0, proc.stderr
+    entries = {Path(f["source"]).name: f for f in json.loads((out / MANIFEST).read_text())["inputs"]}
+    assert (
+        entries["bad.jsonl"]["output"] is None and entries["bad.jsonl"]["kept"] == 0 and entries["bad.jsonl"]["omitted"]
+    )
+    assert not (out / "bad.jsonl").exists()
+    assert run_cli("scan", str(out), "-q").returncode == 0
+    assert tokscan.scan(out).n_samples == len(clean)
+
+
+@pytest.mark.parametrize("layout", ["parquet_full", "numpy_mask", "arrow_file", "arrow_stream"])
+def test_a_shard_whose_every_sample_is_dropped_is_an_empty_file_that_rescans(layouts, tmp_path, layout):
+    src = layouts[layout]
+    scan_json(src, tmp_path / "r.json")
+    report = tokscan.Report.load(tmp_path / "r.json")
+    # Drop everything with --fail-on info plus a code every sample of a small copy has: simplest, all rows.
+    from tokscan.clean import write_copy
+    from tokscan.forensics import Corpus
+
+    corpus = Corpus([str(src)])
+    first = corpus.counts[0]
+    out = tmp_path / "clean"
+    files = write_copy(corpus, [str(src)], range(first), out)
+    assert files[0]["kept"] == 0 and files[0]["output"] is not None
+    assert len(tokscan._core.Corpus([str(out)])) == report.n_samples - first  # the empty copy opens
+    if len(corpus.counts) > 1:
+        assert tokscan.scan(out).n_samples == report.n_samples - first
+
+
+def test_outputs_that_are_or_are_inside_an_input_are_refused(layouts, tmp_path):
+    src = tmp_path / "corpus"
+    src.mkdir()
+    shard = src / "a.parquet"
+    shard.write_bytes(next(iter(sorted(layouts["parquet_full"].rglob("*.parquet")))).read_bytes())
+    before = digest(src)
+    for option in ("--json", "--html", "--junit", "--exclude"):
+        for target in (shard, src / f"report{option[2:]}.out"):
+            proc = run_cli("scan", str(src if target != shard else shard), option, str(target), "-q")
+            lines = proc.stderr.strip().splitlines()
+            assert proc.returncode == 2 and len(lines) == 1 and "must not overlap" in lines[0], (option, proc.stderr)
+    proc = run_cli("scan", str(shard), "--json", str(shard), "-q")
+    assert proc.returncode == 2 and "must not overlap" in proc.stderr
+    for to in ("numpy", "parquet"):
+        proc = run_cli("convert", str(src), "--to", to, "--out", str(src / "x"))
+        assert proc.returncode == 2 and "must not overlap" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    proc = run_cli("convert", str(shard), "--to", "numpy", "--out", str(shard))
+    assert proc.returncode == 2 and "must not overlap" in proc.stderr
+    assert digest(src) == before
+    with pytest.raises(tokscan.UsageError, match="must not overlap"):
+        from tokscan.convert import convert
+
+        convert([str(src)], "numpy", src / "y")

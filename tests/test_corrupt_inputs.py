@@ -5,6 +5,7 @@ Inputs are never modified."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import struct
 import subprocess
@@ -351,3 +352,168 @@ def test_llmc_other_bin_files_in_a_directory_are_not_inputs(tmp_path, llmc_path)
     llmc_path.unlink()
     with pytest.raises(tokscan.InputError, match="no corpus found"):
         tokscan.scan(tmp_path, profile="plain")
+
+
+# --- issue 22: wrong categories and layouts, inputs wrongly refused ------------------------------------------
+
+
+def test_a_jsonl_file_mixing_layouts_is_refused_naming_both_lines(tmp_path, good):
+    lines = [json.dumps({"input_ids": s.ids}) for s in good[:3]]
+    lines.insert(2, json.dumps({"prompt_ids": good[3].prompt, "output_ids": good[3].completion}))
+    p = tmp_path / "mixed.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    assert_input_error(p, tokscan.InputError, "mixed layouts", "line 1 holds input_ids", "line 3 holds prompt_ids")
+
+
+def test_an_arrow_stream_that_replaces_its_category_dictionary(tmp_path):
+    """Each record batch is read with the dictionaries in force where it stands, not the last one."""
+    schema = pa.schema([("input_ids", pa.list_(pa.int64())), ("category", pa.dictionary(pa.int32(), pa.string()))])
+    p = tmp_path / "d.arrow"
+    with pa.ipc.new_stream(p, schema) as w:
+        for cat in ("math", "code", "chat"):
+            cats = pa.DictionaryArray.from_arrays(pa.array([0, 0], pa.int32()), pa.array([cat]))
+            w.write_batch(pa.record_batch([pa.array([[1, 2], [3]]), cats], schema=schema))
+    want = [c for c in ("math", "code", "chat") for _ in range(2)]
+    assert pa.ipc.open_stream(p).read_all().column("category").to_pylist() == want  # pyarrow's reading
+    r = tokscan.scan(p, profile="plain")
+    assert {c: v["samples"] for c, v in r.categories.items()} == {"math": 2, "code": 2, "chat": 2}
+    corpus = tokscan._core.Corpus([str(p)])
+    assert [corpus.sample(i)["category"] for i in range(6)] == want
+    assert [s["category"] for s in corpus.samples(1, 5)] == want[1:5]
+
+
+@pytest.mark.parametrize("codec", ["brotli", "gzip", "lz4", "snappy", "zstd", "none"])
+def test_parquet_in_every_codec_is_read(tmp_path, good, codec):
+    p = tmp_path / f"{codec}.parquet"
+    pq.write_table(pa.table({"input_ids": [s.ids for s in good]}), p, compression=codec)
+    assert tokscan.scan(p).n_samples == len(good)
+
+
+def test_a_megatron_prefix_with_a_dot(tmp_path):
+    prefix = tmp_path / "c4.en_text_document"
+    docs = [[1, 2, 3], [4, 5]]
+    Path(str(prefix) + ".bin").write_bytes(np.array([t for d in docs for t in d], dtype=np.int32).tobytes())
+    synth.write_megatron_index(Path(str(prefix) + ".idx"), np.int32, np.array([3, 2]), np.arange(3))
+    r = tokscan.scan(str(prefix), profile="plain")
+    assert r.n_samples == 2 and r.data["inputs"][0]["format"] == "megatron"
+
+
+# --- issue 22 item 13: every error is a one-line error ---------------------------------------------------------
+
+
+def one_line_usage_error(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "internal error" not in lines[0], lines[0]
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_show_rows_out_of_range_are_usage_errors(tmp_path, good):
+    p = write_good_parquet(good, tmp_path / "a.parquet")
+    for row in ("-1", str(2**70), str(len(good))):
+        one_line_usage_error(run_cli("show", str(p), "--row", row), "out of range")
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "needle"),
+    [
+        ("tokscan.toml", b"threads = -1\n", "threads"),
+        ("tokscan.toml", b"\xff\xfe\x00binary\x81", "tokscan.toml"),
+        ("pyproject.toml", b"[tool]\ntokscan = 5\n", "tokscan must be a table"),
+        ("pyproject.toml", b"[tool.tokscan]\nthreads = = 2\n", "invalid TOML"),
+    ],
+)
+def test_broken_configs_are_one_line_usage_errors(tmp_path, good, name, content, needle):
+    write_good_parquet(good, tmp_path / "a.parquet")
+    (tmp_path / name).write_bytes(content)
+    one_line_usage_error(run_cli("scan", "a.parquet", "-q", cwd=tmp_path), needle)
+
+
+def test_a_clean_report_naming_rows_that_do_not_exist_is_refused(tmp_path, good):
+    p = write_good_parquet(good, tmp_path / "a.parquet")
+    r = tmp_path / "r.json"
+    assert run_cli("scan", str(p), "--json", str(r), "-q", "--fail-on", "never").returncode == 0
+    data = json.loads(r.read_text())
+    for row in (10**9, -1):
+        data["flagged"] = [
+            {
+                "row": row,
+                "sample_id": None,
+                "source": str(p),
+                "category": "default",
+                "codes": ["truncated"],
+                "severity": "error",
+            }
+        ]
+        r.write_text(json.dumps(data))
+        proc = run_cli("clean", str(p), "--report", str(r), "--out", str(tmp_path / f"out{row}"), "--code", "truncated")
+        one_line_usage_error(proc, "row")
+
+
+@pytest.mark.parametrize(
+    ("damage", "needle"),
+    [
+        (lambda d: b"\xff\xfe\x00\x81binary", "not UTF-8"),
+        (lambda d: json.dumps({k: v for k, v in d.items() if k != "anomalies"}).encode(), "anomalies"),
+        (lambda d: json.dumps({**d, "flagged": [{"row": "x", "codes": []}]}).encode(), "flagged[0].row"),
+        (lambda d: json.dumps({**d, "inputs": 5}).encode(), "inputs"),
+    ],
+)
+def test_a_broken_report_is_a_one_line_report_error(tmp_path, good, damage, needle):
+    p = write_good_parquet(good, tmp_path / "a.parquet")
+    r = tmp_path / "r.json"
+    assert run_cli("scan", str(p), "--json", str(r), "-q", "--fail-on", "never").returncode == 0
+    r.write_bytes(damage(json.loads(r.read_text())))
+    with pytest.raises(tokscan.ReportError, match=needle.replace("[", r"\[")):
+        tokscan.Report.load(r)
+    one_line_usage_error(run_cli("diff", str(r), str(r)), needle)
+    one_line_usage_error(run_cli("clean", str(p), "--report", str(r), "--out", str(tmp_path / "o")), needle)
+    one_line_usage_error(run_cli("scan", str(p), "--baseline", str(r), "-q"), needle)
+
+
+def test_sample_ids_with_control_characters_stay_on_one_line_and_valid_xml(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    p = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"input_ids": [[1, 2, 3], [4]], "sample_id": ["a\nb", "c\x01d"]}), p)
+    excl, junit = tmp_path / "x.txt", tmp_path / "j.xml"
+    proc = run_cli("scan", str(p), "--exclude", str(excl), "--junit", str(junit), "-q")
+    assert proc.returncode == 1, proc.stderr
+    assert excl.read_text().splitlines() == ["a\\x0ab", "c\\x01d"]
+    ET.parse(junit)  # valid XML
+
+
+@pytest.mark.parametrize("args", [["--threads", "abc"], ["--fail-on", "bogus"], ["--nope"]])
+def test_cli_usage_errors_are_one_line(tmp_path, good, args):
+    p = write_good_parquet(good, tmp_path / "a.parquet")
+    one_line_usage_error(run_cli("scan", str(p), *args), "tokscan: error:")
+
+
+def test_an_arrow_stream_without_its_end_marker_reads_with_a_warning(tmp_path):
+    schema = pa.schema([("input_ids", pa.list_(pa.int64()))])
+    whole = tmp_path / "whole.arrow"
+    with pa.ipc.new_stream(whole, schema) as w:
+        for _ in range(3):
+            w.write_batch(pa.record_batch([pa.array([[1, 2], [3]])], schema=schema))
+    data = whole.read_bytes()
+    assert data.endswith(b"\xff\xff\xff\xff\x00\x00\x00\x00")
+    cut = tmp_path / "cut.arrow"
+    cut.write_bytes(data[:-8])  # cut cleanly before the end-of-stream marker
+    assert "warning" not in tokscan.scan(whole, profile="plain").data["inputs"][0]
+    r = tokscan.scan(cut, profile="plain")
+    assert r.n_samples == 6 and "end-of-stream marker" in r.data["inputs"][0]["warning"]
+    proc = run_cli("scan", str(cut), "--profile", "plain", "--fail-on", "never")
+    assert proc.returncode == 0 and f"warning: {cut}" in " ".join(proc.stderr.split()), proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"), [(b"", "no prompt records"), (b"\n \n", "no prompt records"), (b"\xff\x81\x00", "UTF-8")]
+)
+def test_align_with_an_empty_or_binary_prompts_file_is_an_input_error(tmp_path, content, needle):
+    from tokscan.align import read_records
+
+    p = tmp_path / "prompts.jsonl"
+    p.write_bytes(content)
+    with pytest.raises(tokscan.InputError, match=needle):
+        read_records(p)

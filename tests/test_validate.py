@@ -256,3 +256,17 @@ def test_a_pool_built_before_fork_is_rebuilt_in_the_child(samples):
         if child.is_alive():
             child.kill()
     assert got == want and child.exitcode == 0
+
+
+def test_float_ids_and_offsets_are_refused_not_truncated():
+    """Issue 22: `[[1.5, 2.7]]`, fractional offsets and a float64 column used to be truncated silently
+    (163586.9 -> 163586)."""
+    v = tokscan.Validator("kimi-k2")
+    for bad in ([[1.5, 2.7]], [np.array([163586.9, 2.0])], np.array([[1.5, 2.7]]), pa.array([[1.5, 2.7]])):
+        with pytest.raises(tokscan.UsageError):
+            v.check(bad)
+    with pytest.raises(tokscan.UsageError, match="offsets must be integers"):
+        v.check(np.array([1, 2, 3], dtype=np.int64), np.array([0.0, 1.5, 3.0]))
+    with pytest.raises(tokscan.UsageError):
+        v.check_each([np.array([1.5, 2.0])])
+    assert v.check([[1, 2], []]).lengths.tolist() == [2, 0]  # integer lists and empty rows still pass

@@ -53,6 +53,8 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         lines = path.read_text().splitlines()
     except OSError as e:
         raise InputError(f"{path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a JSONL prompts file (not UTF-8 text)") from None
     for n, line in enumerate(lines, 1):
         if line.strip():
             try:
@@ -62,6 +64,8 @@ def read_records(path: Path) -> list[dict[str, Any]]:
             if not isinstance(rec, dict) or not isinstance(rec.get("messages"), list):
                 raise InputError(f"{path}: line {n} has no 'messages' list")
             out.append(rec)
+    if not out:
+        raise InputError(f'{path}: no prompt records (one {{"messages": [...]}} object per line)')
     return out
 
 

@@ -109,6 +109,8 @@ def scan(
         raise UsageError(f"engine must be 'local' or 'ray', got {engine!r}")
     if chat_template is not None and not Path(chat_template).is_file():
         raise UsageError(f"{os.fspath(chat_template)}: no such chat template file")
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads < 2**32:
+        raise UsageError(f"threads must be 0 (one per core) or a positive number, got {threads!r}")
     if engine == "ray":
         if prompts is not None:
             raise UsageError("pairing with prompts runs in the local engine only (engine='local')")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 
@@ -64,7 +65,15 @@ def junit(
         d.set("failures", str(sum(1 for c in d if c.find("failure") is not None)))
         d.set("errors", "0")
     ET.indent(suites)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+    return _XML_INVALID.sub(_escaped, ET.tostring(suites, encoding="unicode", xml_declaration=True)) + "\n"
+
+
+#: Characters XML 1.0 allows nowhere, not even escaped (a sample id may hold them).
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _escaped(m: re.Match[str]) -> str:
+    return f"\\x{ord(m.group()):02x}"
 
 
 def _escape(s: str) -> str:

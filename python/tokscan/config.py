@@ -118,6 +118,8 @@ def from_table(table: dict[str, Any], where: str, source: Path | None = None) ->
         cfg.paths = [str(base / typed("paths[]", str, p)) for p in typed("paths", list, table["paths"])]
     if "threads" in table:
         cfg.threads = typed("threads", int, table["threads"])
+        if cfg.threads < 0:
+            raise UsageError(f"{where}: threads must be 0 (one per core) or more, got {cfg.threads}")
     if "fail_on" in table:
         cfg.fail_on = typed("fail_on", str, table["fail_on"])
         if cfg.fail_on not in FAIL_ON:
@@ -147,12 +149,17 @@ def load_file(path: Path) -> Config:
         data = tomllib.loads(path.read_text())
     except OSError as e:
         raise UsageError(f"{path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not a text file (invalid TOML)") from None
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"{path}: invalid TOML: {e}") from None
     if path.name == "pyproject.toml":
-        table = data.get("tool", {}).get("tokscan")
+        tool = data.get("tool", {})
+        table = tool.get("tokscan") if isinstance(tool, dict) else None
         if table is None:
             raise UsageError(f"{path}: no [tool.tokscan] table")
+        if not isinstance(table, dict):
+            raise UsageError(f"{path}: [tool] tokscan must be a table, got {table!r}")
         return from_table(table, f"{path} [tool.tokscan]", path)
     return from_table(data, str(path), path)
 
@@ -167,8 +174,14 @@ def discover(start: Path | None = None) -> Config:
         py = folder / "pyproject.toml"
         if py.is_file():
             try:
-                has = "tokscan" in tomllib.loads(py.read_text()).get("tool", {})
-            except (OSError, tomllib.TOMLDecodeError):
+                text = py.read_text()
+            except (OSError, UnicodeDecodeError):
+                text = ""
+            try:
+                has = "tokscan" in tomllib.loads(text).get("tool", {})
+            except tomllib.TOMLDecodeError as e:
+                if "[tool.tokscan" in text:  # meant for us: say why it cannot be read, never ignore it
+                    raise UsageError(f"{py}: invalid TOML: {e}") from None
                 has = False
             if has:
                 return load_file(py)

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import _core
 from .errors import UsageError
+from .outputs import input_paths, refuse_overlap
 
 CHUNK = 4096
 
@@ -37,6 +38,7 @@ def convert(
     if to not in ("parquet", "numpy"):
         raise UsageError(f"--to must be parquet or numpy, not {to!r}")
     out = Path(out)
+    refuse_overlap(out, "--out", input_paths(paths))
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out}: exists and is not an empty directory")
     corpus = _core.Corpus([os.fspath(p) for p in paths], dict(columns or {}))

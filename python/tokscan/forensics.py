@@ -115,6 +115,8 @@ class Corpus:
         return int(row)
 
     def fetch(self, row: int) -> Sample:
+        if not 0 <= int(row) < len(self.core):
+            raise UsageError(f"row {row} is out of range (the corpus has {len(self.core)} samples)")
         return _sample(self.core.sample(int(row)))
 
     def fetch_range(self, start: int, end: int) -> list[Sample]:

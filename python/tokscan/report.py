@@ -253,7 +253,11 @@ class Report:
         **run_info: Any,
     ) -> None:
         """Write the self-contained HTML report to `path` (what `tokscan scan --html` writes)."""
-        Path(path).write_text(self.to_html(fail_on, policy, **run_info), encoding="utf-8")
+        text = self.to_html(fail_on, policy, **run_info)
+        try:
+            Path(path).write_text(text, encoding="utf-8")
+        except OSError as e:  # a missing folder, no permission, a full disk: named, as every error is
+            raise UsageError(f"{path}: cannot write the HTML report ({e.strerror or e})") from None
 
     @classmethod
     def from_json(cls, text: str, origin: str = "<report>") -> Report:
@@ -266,6 +270,7 @@ class Report:
             raise ReportError(
                 f"{origin}: report schema_version {version!r} is not supported (this tokscan reads {SCHEMA_VERSION})"
             )
+        _check_shape(data, origin)
         return cls(data)
 
     @classmethod
@@ -275,4 +280,35 @@ class Report:
             text = p.read_text()
         except OSError as e:
             raise ReportError(f"{p}: {e.strerror}") from None
+        except UnicodeDecodeError:
+            raise ReportError(f"{p}: not a JSON report (not UTF-8 text)") from None
         return cls.from_json(text, str(p))
+
+
+def _check_shape(data: dict[str, Any], origin: str) -> None:
+    """The fields every consumer (`diff`, `--baseline`, `clean --report`) reads, with their types: a report
+    edited by hand or cut short is a `ReportError` naming the field, not a KeyError or TypeError later."""
+
+    def need(where: dict[str, Any], key: str, kind: type | tuple[type, ...], path: str) -> Any:
+        value = where.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ReportError(f"{origin}: not a tokscan report: {path} is missing or not a {_kind(kind)}")
+        return value
+
+    for key, kind in (("n_samples", int), ("anomalies", dict), ("categories", dict), ("inputs", list)):
+        need(data, key, kind, key)
+    need(data, "flagged", list, "flagged")
+    for i, f in enumerate(data["flagged"]):
+        if not isinstance(f, dict):
+            raise ReportError(f"{origin}: not a tokscan report: flagged[{i}] is not an object")
+        need(f, "row", int, f"flagged[{i}].row")
+        need(f, "codes", list, f"flagged[{i}].codes")
+    for i, f in enumerate(data["inputs"]):
+        if not isinstance(f, dict):
+            raise ReportError(f"{origin}: not a tokscan report: inputs[{i}] is not an object")
+        need(f, "path", str, f"inputs[{i}].path")
+        need(f, "samples", int, f"inputs[{i}].samples")
+
+
+def _kind(kind: type | tuple[type, ...]) -> str:
+    return " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))

@@ -123,9 +123,24 @@ def _ragged_lists(x: Any, what: str) -> Any:
     import pyarrow as pa
 
     try:
-        return pa.array([_host(r, what) for r in x], type=pa.large_list(pa.int64()))
+        rows = [_host(r, what) for r in x]
+        if what == "ids":
+            # Inferred first, so a float id is refused rather than truncated by the cast (163586.9 -> 163586).
+            inferred = pa.array(rows)
+            value = getattr(inferred.type, "value_type", None)
+            if value is None or not (pa.types.is_integer(value) or pa.types.is_null(value)):
+                raise UsageError(f"{what}: token ids must be integers, found {value or inferred.type}")
+            return inferred.cast(pa.large_list(pa.int64()))
+        return pa.array(rows, type=pa.large_list(pa.int64()))
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
         raise UsageError(f"{what}: not a list of integer sequences ({e})") from None
+
+
+def _integers(x: np.ndarray, what: str) -> np.ndarray:
+    """`x` as int64 when it holds integers; a float array is refused, never truncated."""
+    if x.dtype.kind not in "iu":
+        raise UsageError(f"{what} must be integers, found {x.dtype}")
+    return x if x.dtype in (np.int32, np.int64) else x.astype(np.int64)
 
 
 def _sequence(x: Any, what: str) -> np.ndarray:
@@ -179,6 +194,8 @@ class Validator:
         self.policy = dict(policy or {})
         self.fail_on = fail_on
         self.fail_mask = fail_mask(self.policy, fail_on)
+        if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads < 2**16:
+            raise UsageError(f"threads must be a positive number, got {threads!r}")
         self._core = _core.Validator(self.profile, pad_id, threads)
         self._args = (profile if not isinstance(profile, _core.Profile) else None, tokenizer, pad_id, threads)
 
@@ -226,16 +243,15 @@ class Validator:
         ids = _as_array(ids, "ids")
         if offsets is not None:
             offsets = _host(offsets, "offsets")
-            offsets = _as_array(offsets, "offsets")
-            if offsets.dtype not in (np.int32, np.int64):
-                offsets = offsets.astype(np.int64)
+            offsets = _integers(_as_array(offsets, "offsets"), "offsets")
         if loss_mask is not None:
             loss_mask = _as_array(loss_mask, "loss_mask")
             # The shape first: a mask of the wrong length is the mistake to name, whatever its dtype.
             if mask_offsets is None and ids.ndim == 1 and loss_mask.shape != ids.shape:
                 raise UsageError(f"loss_mask has {loss_mask.size} values, ids have {ids.size}")
         if mask_offsets is not None:
-            mask_offsets = _as_array(_host(mask_offsets, "mask_offsets"), "mask_offsets").astype(np.int64, copy=False)
+            mask_offsets = _integers(_as_array(_host(mask_offsets, "mask_offsets"), "mask_offsets"), "mask_offsets")
+            mask_offsets = mask_offsets.astype(np.int64, copy=False)
         flags, lengths = self._core.check_numpy(ids, offsets, loss_mask, mask_offsets)
         return CheckResult(flags, lengths, self.fail_mask)
 

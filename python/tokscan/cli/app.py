@@ -14,6 +14,7 @@ import typer
 from typer.core import TyperArgument
 
 from ..errors import TokscanError, UsageError
+from ..outputs import STDOUT
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -94,8 +95,6 @@ class _TrimmedLines:
 
 out: "Console" = LazyConsole()  # type: ignore[assignment]
 err: "Console" = LazyConsole(stderr=True)  # type: ignore[assignment]
-
-STDOUT = "-"
 
 
 class FailOn(str, Enum):

@@ -117,6 +117,7 @@ def execute(a: ScanArgs) -> int:
     from ..api import load_profile
     from ..config import discover, load_file
     from ..drift import compare
+    from ..outputs import input_paths, refuse_overlap
     from ..report import Report
 
     cfg = load_file(a.config) if a.config is not None else discover()
@@ -127,6 +128,7 @@ def execute(a: ScanArgs) -> int:
         raise UsageError("--exclude-code needs --exclude FILE")
     if stdout_taken(a.json_out) and a.fmt is OutputFormat.github:
         raise UsageError("--format github and --json - both write to stdout; write the JSON to a file")
+    inputs = input_paths(paths)
     for path, option in (
         (a.json_out, "--json"),
         (a.html_out, "--html"),
@@ -134,6 +136,7 @@ def execute(a: ScanArgs) -> int:
         (a.exclude, "--exclude"),
     ):
         check_output(path, option)
+        refuse_overlap(path, option, inputs)
     columns = {**cfg.columns, **a.columns}
     profile = a.profile if a.profile is not None else (cfg.profile or "kimi-k2")
     tok_dir = a.tokenizer or cfg.tokenizer
@@ -211,6 +214,10 @@ def execute(a: ScanArgs) -> int:
             print_drift(drifts, out, a.baseline)
         for line in written:
             out.print(f"wrote {line}", highlight=False, soft_wrap=not out.is_terminal)
+    if not a.quiet:
+        for i in report.data.get("inputs", []):
+            if i.get("warning"):
+                err.print(f"[bold yellow]warning:[/] {i['path']}: {i['warning']}", highlight=False, soft_wrap=True)
     if a.hint and not a.quiet:
         from ..hints import profile_hint
 

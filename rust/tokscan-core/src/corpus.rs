@@ -99,6 +99,24 @@ impl Corpus {
         out
     }
 
+    /// Writes a copy of source `k` at `out` holding the rows where `keep[local row]`, through its format's
+    /// own writer (see [`Source::write_filtered`]).
+    pub fn write_filtered(
+        &self,
+        k: usize,
+        keep: &[bool],
+        out: &Path,
+    ) -> Result<source::WriteStats> {
+        let s = self.sources.get(k).ok_or_else(|| {
+            Error::Usage(format!(
+                "input {k} is out of range (the corpus has {} inputs)",
+                self.sources.len()
+            ))
+        })?;
+        source::check_keep(s.as_ref(), keep)?;
+        s.write_filtered(keep, out)
+    }
+
     /// `(source, local row)` of a global row.
     pub fn locate(&self, row: u64) -> Result<(usize, u64)> {
         if row >= self.len() {

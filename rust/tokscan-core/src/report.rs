@@ -29,6 +29,9 @@ pub struct InputInfo {
     pub layout: String,
     pub samples: u64,
     pub tokens: u64,
+    /// What the reader noticed about the input though it reads (an optional addition to `schema_version` 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -162,6 +162,7 @@ pub fn input_infos(corpus: &Corpus) -> Vec<InputInfo> {
             layout: s.layout(),
             samples: 0,
             tokens: 0,
+            warning: s.warning(),
         })
         .collect()
 }

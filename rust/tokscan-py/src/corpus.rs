@@ -103,6 +103,23 @@ impl PyCorpus {
         detached(py, || self.inner.find(&id))
     }
 
+    /// Writes a copy of input `index` (an index into `inputs`) at `out` holding the rows where `keep` is true
+    /// (one flag per row of that input), in the same format and layout, through the core's writer of the
+    /// format. Returns `(rows written, files written, why the copy was left out or None)`: no files when the
+    /// format has no valid file for what is kept (JSONL with no sample line). Never overwrites a file.
+    fn write_filtered(
+        &self,
+        py: Python<'_>,
+        index: usize,
+        keep: numpy::PyReadonlyArray1<'_, bool>,
+        out: std::path::PathBuf,
+    ) -> PyResult<(u64, Vec<String>, Option<String>)> {
+        let keep = keep.as_slice()?.to_vec();
+        let st = detached(py, || self.inner.write_filtered(index, &keep, &out))?;
+        let files = st.files.iter().map(|p| p.display().to_string()).collect();
+        Ok((st.rows, files, st.omitted))
+    }
+
     /// Every sample's id (None where it has none), in row order.
     fn sample_ids(&self, py: Python<'_>) -> PyResult<Vec<Option<String>>> {
         detached(py, || self.inner.sample_ids())

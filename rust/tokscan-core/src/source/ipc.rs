@@ -22,7 +22,7 @@ use arrow_schema::SchemaRef;
 use memmap2::Mmap;
 
 use super::parquet::{detect_layout, record_batch, strings, Layout};
-use super::{Batch, ColumnNames, Format, Source, UnitSpan};
+use super::{Batch, ColumnNames, Format, Source, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
 
 /// Magic at both ends of the IPC file format.
@@ -63,9 +63,18 @@ pub struct IpcShard {
     version: MetadataVersion,
     pub layout: Layout,
     projection: Vec<usize>,
+    /// Dictionary batches in file order.
     dictionaries: Vec<Block>,
     /// Record batches in file order and their row counts.
     batches: Vec<(Block, u64)>,
+    /// How many dictionary batches come before each record batch: a stream may replace a dictionary
+    /// between batches, and each batch is decoded with the dictionaries in force where it stands.
+    dicts_before: Vec<usize>,
+    /// The body compression of the record batches (of the first one).
+    codec: Option<arrow_ipc::CompressionType>,
+    /// A stream that ends without its end-of-stream marker: the spec allows it, but a file cut at a record
+    /// batch boundary looks the same, so the report says so.
+    no_eos: bool,
     /// `starts[b]` is batch b's first row; the last entry is the total.
     starts: Vec<u64>,
     /// One unit per record batch.
@@ -113,6 +122,8 @@ struct Parsed {
     rows: u64,
     schema: Option<arrow_schema::Schema>,
     version: MetadataVersion,
+    /// A record batch's body compression.
+    codec: Option<arrow_ipc::CompressionType>,
 }
 
 /// Parses the message at `pos` whose body must end by `limit`; `None` at the end-of-stream marker. The body
@@ -144,6 +155,7 @@ fn parse_at(
     }
     let mut rows = 0;
     let mut schema = None;
+    let mut codec = None;
     match msg.header_type() {
         MessageHeader::RecordBatch => {
             let rb = msg
@@ -153,6 +165,7 @@ fn parse_at(
                 .map_err(|_| format!("negative row count at byte {pos}"))?;
             let spans = buffer_spans(rb.buffers());
             check_buffers(&spans, body, pos)?;
+            codec = rb.compression().map(|c| c.codec());
             let ratio = if rb.compression().is_some() {
                 check_compressed(&bytes[body_start..body_start + body], &spans, pos)?;
                 MAX_COMPRESSION_RATIO
@@ -192,6 +205,7 @@ fn parse_at(
         rows,
         schema,
         version: msg.version(),
+        codec,
     }))
 }
 
@@ -276,8 +290,8 @@ impl IpcShard {
                     "no ARROW1 magic and no stream schema message at the start",
                 )
             })?;
-        let (messages, schema, version) = match kind {
-            IpcKind::File => read_file_layout(bytes),
+        let ((messages, schema, version), eos) = match kind {
+            IpcKind::File => read_file_layout(bytes).map(|l| (l, true)),
             IpcKind::Stream => read_stream_layout(bytes),
         }
         .map_err(|m| bad(path, m))?;
@@ -290,10 +304,18 @@ impl IpcShard {
             .collect();
         let mut dictionaries = Vec::new();
         let mut batches = Vec::new();
+        let mut dicts_before = Vec::new();
+        let mut codec = None;
         for m in messages {
             match m.header {
                 MessageHeader::DictionaryBatch => dictionaries.push(m.block),
-                MessageHeader::RecordBatch => batches.push((m.block, m.rows)),
+                MessageHeader::RecordBatch => {
+                    if batches.is_empty() {
+                        codec = m.codec;
+                    }
+                    batches.push((m.block, m.rows));
+                    dicts_before.push(dictionaries.len());
+                }
                 _ => {}
             }
         }
@@ -316,6 +338,9 @@ impl IpcShard {
             projection,
             dictionaries,
             batches,
+            dicts_before,
+            codec,
+            no_eos: !eos,
             starts,
             units,
         })
@@ -326,9 +351,12 @@ impl IpcShard {
         self.buf.slice_with_length(b.offset() as usize, len)
     }
 
-    fn decoder(&self, projection: Vec<usize>) -> Result<FileDecoder> {
+    /// A decoder for record batch `batch`: the dictionaries that precede it read in order, so a later one
+    /// with the same id replaces an earlier one (or extends it, when it is a delta).
+    fn decoder(&self, projection: Vec<usize>, batch: usize) -> Result<FileDecoder> {
         let mut d = FileDecoder::new(self.schema.clone(), self.version).with_projection(projection);
-        for b in &self.dictionaries {
+        let upto = self.dicts_before.get(batch).copied().unwrap_or(0);
+        for b in &self.dictionaries[..upto] {
             let data = self.block_buffer(b);
             guarded(&self.path, || d.read_dictionary(b, &data))?;
         }
@@ -387,14 +415,16 @@ fn guarded<T>(
 type LayoutOf = (Vec<Parsed>, arrow_schema::Schema, MetadataVersion);
 
 /// The stream format: a schema message, then dictionary and record batch messages, then (optionally) the
-/// end-of-stream marker.
-fn read_stream_layout(bytes: &[u8]) -> std::result::Result<LayoutOf, String> {
+/// end-of-stream marker; also says whether the marker was there.
+fn read_stream_layout(bytes: &[u8]) -> std::result::Result<(LayoutOf, bool), String> {
     let mut pos = 0;
+    let mut eos = false;
     let mut schema = None;
     let mut version = MetadataVersion::V5;
     let mut out = Vec::new();
     while pos < bytes.len() {
         let Some(m) = parse_at(bytes, pos, bytes.len(), None)? else {
+            eos = true;
             break;
         };
         pos = (m.block.offset() + i64::from(m.block.metaDataLength()) + m.block.bodyLength())
@@ -410,7 +440,7 @@ fn read_stream_layout(bytes: &[u8]) -> std::result::Result<LayoutOf, String> {
         }
     }
     let schema = schema.ok_or("the stream holds no schema message")?;
-    Ok((out, schema, version))
+    Ok(((out, schema, version), eos))
 }
 
 /// The file format: magic, a stream, the footer (schema and the blocks of every batch), its length, magic.
@@ -493,8 +523,19 @@ impl Source for IpcShard {
         &self.units
     }
 
+    fn warning(&self) -> Option<String> {
+        self.no_eos.then(|| {
+            format!(
+                "the Arrow stream ends without its end-of-stream marker after {} record batch(es) ({} rows): \
+                 allowed, but a file cut at a batch boundary looks the same",
+                self.batches.len(),
+                self.rows()
+            )
+        })
+    }
+
     fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {
-        let d = self.decoder(self.projection.clone())?;
+        let d = self.decoder(self.projection.clone(), unit)?;
         self.batch_rows(&d, unit, 0, self.batches[unit].1, f)
     }
 
@@ -504,12 +545,19 @@ impl Source for IpcShard {
         end: u64,
         f: &mut dyn FnMut(&Batch<'_>) -> Result<()>,
     ) -> Result<()> {
-        let d = self.decoder(self.projection.clone())?;
+        let mut d: Option<(usize, FileDecoder)> = None;
         for b in 0..self.batches.len() {
             let (first, next) = (self.starts[b], self.starts[b + 1]);
             let (lo, hi) = (start.max(first), end.min(next));
             if lo < hi {
-                self.batch_rows(&d, b, lo - first, hi - first, f)?;
+                if d.as_ref().is_none_or(|(u, _)| *u != self.dicts_before[b]) {
+                    d = Some((
+                        self.dicts_before[b],
+                        self.decoder(self.projection.clone(), b)?,
+                    ));
+                }
+                let (_, dec) = d.as_ref().expect("set above");
+                self.batch_rows(dec, b, lo - first, hi - first, f)?;
             }
         }
         Ok(())
@@ -520,13 +568,86 @@ impl Source for IpcShard {
             return Ok(None);
         };
         let index = self.schema.index_of(name).expect("detected column");
-        let d = self.decoder(vec![index])?;
         let mut out = Vec::with_capacity(self.rows() as usize);
         for b in 0..self.batches.len() {
+            let d = self.decoder(vec![index], b)?;
             let rb = self.decode(&d, b)?;
             out.extend(strings(&self.path, name, rb.column(0))?);
         }
         Ok(Some(out))
+    }
+
+    /// The same IPC format (file or stream), schema with its metadata (e.g. `datasets` features), body
+    /// compression and record-batch boundaries (a batch that keeps no row is left out), minus the dropped
+    /// rows; dictionaries are written as the batches need them. A `save_to_disk` directory's
+    /// `dataset_info.json` and `state.json` are copied beside the first copy. No kept row: the schema alone,
+    /// a valid IPC file of no batches.
+    fn write_filtered(&self, keep: &[bool], out: &Path) -> Result<WriteStats> {
+        use arrow_ipc::writer::{FileWriter, IpcWriteOptions, StreamWriter};
+        super::check_keep(self, keep)?;
+        let werr = |e: arrow_schema::ArrowError| {
+            Error::invalid(out, format!("cannot write Arrow IPC: {e}"))
+        };
+        let options = IpcWriteOptions::default()
+            .try_with_compression(self.codec)
+            .map_err(werr)?;
+        let file = super::create_new(out)?;
+        enum Writer<W: std::io::Write> {
+            File(FileWriter<W>),
+            Stream(StreamWriter<W>),
+        }
+        let mut w = match self.kind {
+            IpcKind::File => Writer::File(
+                FileWriter::try_new_with_options(file, &self.schema, options).map_err(werr)?,
+            ),
+            IpcKind::Stream => Writer::Stream(
+                StreamWriter::try_new_with_options(file, &self.schema, options).map_err(werr)?,
+            ),
+        };
+        let all: Vec<usize> = (0..self.schema.fields().len()).collect();
+        let mut rows = 0u64;
+        for b in 0..self.batches.len() {
+            let (lo, hi) = (self.starts[b] as usize, self.starts[b + 1] as usize);
+            let k = &keep[lo..hi];
+            if !k.iter().any(|&x| x) {
+                continue;
+            }
+            let d = self.decoder(all.clone(), b)?;
+            let rb = self.decode(&d, b)?;
+            let rb = if k.iter().all(|&x| x) {
+                rb
+            } else {
+                let mask = arrow_array::BooleanArray::from(k.to_vec());
+                arrow_select::filter::filter_record_batch(&rb, &mask)
+                    .map_err(|e| bad(&self.path, e))?
+            };
+            rows += rb.num_rows() as u64;
+            match &mut w {
+                Writer::File(w) => w.write(&rb),
+                Writer::Stream(w) => w.write(&rb),
+            }
+            .map_err(werr)?;
+        }
+        let file = match w {
+            Writer::File(w) => w.into_inner().map_err(werr)?,
+            Writer::Stream(w) => w.into_inner().map_err(werr)?,
+        };
+        super::finish(out, file)?;
+        let mut files = vec![out.to_path_buf()];
+        if let (Some(from), Some(to)) = (self.path.parent(), out.parent()) {
+            for name in ["dataset_info.json", "state.json"] {
+                let (a, b) = (from.join(name), to.join(name));
+                if a.is_file() && !b.exists() {
+                    std::fs::copy(&a, &b).map_err(|e| Error::io(&b, e))?;
+                    files.push(b);
+                }
+            }
+        }
+        Ok(WriteStats {
+            rows,
+            files,
+            omitted: None,
+        })
     }
 }
 

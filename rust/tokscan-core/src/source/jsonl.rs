@@ -20,7 +20,7 @@ use serde_json::value::RawValue;
 
 use super::{
     plan_units, Batch, ColumnNames, Finding, Finish, Format, Offsets, Ragged, RaggedMask, Source,
-    Tokens, UnitSpan,
+    Tokens, UnitSpan, WriteStats,
 };
 use crate::error::{Error, Result};
 use crate::token::MaskSlice;
@@ -103,6 +103,9 @@ struct Line {
     sample_id: Option<String>,
     category: Option<String>,
     finding: Finding,
+    /// Which layout the line is in: `Some(true)` prompt + completion apart, `Some(false)` one `input_ids`
+    /// sequence, `None` a completion alone (fits either).
+    split: Option<bool>,
 }
 
 struct Fields<'n> {
@@ -233,8 +236,12 @@ fn parse_line(text: &str, f: &Fields<'_>) -> std::result::Result<Line, String> {
         (_, Some(pk), Some(o)) => {
             line.prompt = tokens.remove(pk).expect("present");
             line.ids = o;
+            line.split = Some(true);
         }
-        (Some(k), _, _) => line.ids = tokens.remove(k).expect("present"),
+        (Some(k), _, _) => {
+            line.ids = tokens.remove(k).expect("present");
+            line.split = Some(false);
+        }
         (None, None, Some(o)) => line.ids = o,
         _ => return Err("no token ids (input_ids, or prompt_ids + output_ids)".into()),
     }
@@ -318,49 +325,117 @@ pub struct JsonlShard {
     layout: String,
 }
 
-impl JsonlShard {
-    pub fn open(path: &Path, names: &ColumnNames) -> Result<Self> {
-        let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
-        let map;
-        let owned: Vec<u8>;
-        let bytes: &[u8] = match codec(path) {
-            "gz" => {
-                let mut v = Vec::new();
-                flate2::read::MultiGzDecoder::new(file)
-                    .read_to_end(&mut v)
-                    .map_err(|e| Error::invalid(path, format!("not a readable gzip file: {e}")))?;
-                owned = v;
-                &owned
-            }
-            "zst" => {
-                let mut v = Vec::new();
-                zstd::stream::read::Decoder::new(file)
-                    .and_then(|mut d| d.read_to_end(&mut v))
-                    .map_err(|e| Error::invalid(path, format!("not a readable zstd file: {e}")))?;
-                owned = v;
-                &owned
-            }
-            _ => {
-                let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-                if len == 0 {
-                    owned = Vec::new();
-                    &owned
-                } else {
-                    // SAFETY: opened read-only and only read; inputs must not be modified while tokscan reads them.
-                    map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
-                    let _ = file.read(&mut []);
-                    &map
-                }
-            }
-        };
-        // Line boundaries (1-based line numbers kept), blank lines skipped.
-        let mut lines: Vec<(u32, &[u8])> = Vec::new();
-        for (i, l) in bytes.split(|&b| b == b'\n').enumerate() {
-            let l = l.strip_suffix(b"\r").unwrap_or(l);
-            if !l.iter().all(u8::is_ascii_whitespace) {
-                lines.push(((i + 1).min(u32::MAX as usize) as u32, l));
+/// A JSONL file's bytes: memory-mapped when plain, decompressed into memory when `.gz` / `.zst`.
+enum Text {
+    Empty,
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Text {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Text::Empty => &[],
+            Text::Mapped(m) => m,
+            Text::Owned(v) => v,
+        }
+    }
+}
+
+/// Reads the file's bytes (decompressing by its name's codec).
+fn load(path: &Path) -> Result<Text> {
+    let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+    Ok(match codec(path) {
+        "gz" => {
+            let mut v = Vec::new();
+            flate2::read::MultiGzDecoder::new(file)
+                .read_to_end(&mut v)
+                .map_err(|e| Error::invalid(path, format!("not a readable gzip file: {e}")))?;
+            Text::Owned(v)
+        }
+        "zst" => {
+            let mut v = Vec::new();
+            zstd::stream::read::Decoder::new(file)
+                .and_then(|mut d| d.read_to_end(&mut v))
+                .map_err(|e| Error::invalid(path, format!("not a readable zstd file: {e}")))?;
+            Text::Owned(v)
+        }
+        _ => {
+            let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+            if len == 0 {
+                Text::Empty
+            } else {
+                // SAFETY: opened read-only and only read; inputs must not be modified while tokscan reads them.
+                let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+                let _ = file.read(&mut []);
+                Text::Mapped(map)
             }
         }
+    })
+}
+
+/// The sample lines of a file, in order: (1-based line number, the line's bytes without its `\n`). A line
+/// is split at `\n` only, and is a sample unless it holds nothing but ASCII whitespace (space, `\t`, `\n`,
+/// `\x0c`, `\r`; a `\x0b` line is a sample, malformed). The reader numbers rows and the writer drops
+/// lines by this one function.
+fn sample_lines(bytes: &[u8]) -> Vec<(u32, std::ops::Range<usize>)> {
+    let mut lines = Vec::new();
+    let mut at = 0;
+    for (i, l) in bytes.split(|&b| b == b'\n').enumerate() {
+        let range = at..at + l.len();
+        at += l.len() + 1;
+        let content = l.strip_suffix(b"\r").unwrap_or(l);
+        if !content.iter().all(u8::is_ascii_whitespace) {
+            lines.push(((i + 1).min(u32::MAX as usize) as u32, range));
+        }
+    }
+    lines
+}
+
+/// Writes `bytes` to `path` compressed with the codec its name says (none, `.gz`, `.zst`).
+fn write_encoded(path: &Path, bytes: &[&[u8]]) -> Result<()> {
+    use std::io::Write;
+    let io = |e| Error::io(path, e);
+    let w = super::create_new(path)?;
+    let w = match codec(path) {
+        "gz" => {
+            let mut e = flate2::write::GzEncoder::new(w, flate2::Compression::default());
+            for b in bytes {
+                e.write_all(b).map_err(io)?;
+            }
+            e.finish().map_err(io)?
+        }
+        "zst" => {
+            let mut e = zstd::stream::write::Encoder::new(w, 0).map_err(io)?;
+            for b in bytes {
+                e.write_all(b).map_err(io)?;
+            }
+            e.finish().map_err(io)?
+        }
+        _ => {
+            let mut w = w;
+            for b in bytes {
+                w.write_all(b).map_err(io)?;
+            }
+            w
+        }
+    };
+    super::finish(path, w)
+}
+
+impl JsonlShard {
+    pub fn open(path: &Path, names: &ColumnNames) -> Result<Self> {
+        let text = load(path)?;
+        let bytes: &[u8] = &text;
+        let lines: Vec<(u32, &[u8])> = sample_lines(bytes)
+            .into_iter()
+            .map(|(no, r)| {
+                let l = &bytes[r];
+                (no, l.strip_suffix(b"\r").unwrap_or(l))
+            })
+            .collect();
         let f = fields(names);
         let parsed: Vec<std::result::Result<Line, String>> = lines
             .par_iter()
@@ -384,8 +459,33 @@ impl JsonlShard {
                 ),
             ));
         }
-        let split =
-            parsed.iter().flatten().any(|l| !l.prompt.is_empty()) || names.prompt_ids.is_some();
+        // One layout per file: a line of the other layout would be read in this one and flag clean samples.
+        let first_of = |want: bool| {
+            lines
+                .iter()
+                .zip(&parsed)
+                .find(|(_, p)| p.as_ref().is_ok_and(|l| l.split == Some(want)))
+                .map(|((no, _), _)| *no)
+        };
+        if let (Some(a), Some(b)) = (first_of(false), first_of(true)) {
+            let (first, other) = if a < b {
+                ((a, "input_ids"), (b, "prompt_ids + output_ids"))
+            } else {
+                ((b, "prompt_ids + output_ids"), (a, "input_ids"))
+            };
+            return Err(Error::invalid(
+                path,
+                format!(
+                    "mixed layouts: line {} holds {} but line {} holds {} (one layout per file)",
+                    first.0, first.1, other.0, other.1
+                ),
+            ));
+        }
+        let split = parsed
+            .iter()
+            .flatten()
+            .any(|l| l.split == Some(true) || !l.prompt.is_empty())
+            || names.prompt_ids.is_some();
         let has_mask = parsed.iter().flatten().any(|l| l.mask.is_some());
         let has_ids = parsed.iter().flatten().any(|l| l.sample_id.is_some());
         let has_cat = parsed.iter().flatten().any(|l| l.category.is_some());
@@ -508,6 +608,52 @@ impl Source for JsonlShard {
     fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
         Ok(self.sample_ids.clone())
     }
+
+    /// Every byte of the file but the dropped samples' lines (each with its `\n`), split by the reader's own
+    /// [`sample_lines`], in the same codec. No kept sample: no file (an empty JSONL file is not an input).
+    fn write_filtered(&self, keep: &[bool], out: &Path) -> Result<WriteStats> {
+        super::check_keep(self, keep)?;
+        let text = load(&self.path)?;
+        let lines = sample_lines(&text);
+        if lines.len() != keep.len() {
+            return Err(Error::invalid(
+                &self.path,
+                "the file changed since it was opened",
+            ));
+        }
+        let rows = keep.iter().filter(|&&k| k).count() as u64;
+        let readable = keep
+            .iter()
+            .zip(&self.findings)
+            .any(|(&k, f)| k && f.malformed_line.is_none());
+        if !readable {
+            let why = if rows == 0 {
+                "no sample kept, and a JSONL file with no sample is not an input"
+            } else {
+                "only malformed lines kept, and a JSONL file where no line is a sample is not an input"
+            };
+            return Ok(WriteStats {
+                rows: 0,
+                files: Vec::new(),
+                omitted: Some(why.into()),
+            });
+        }
+        let mut pieces = Vec::new();
+        let mut at = 0;
+        for ((_, r), &k) in lines.iter().zip(keep) {
+            if !k {
+                pieces.push(&text[at..r.start]);
+                at = (r.end + 1).min(text.len());
+            }
+        }
+        pieces.push(&text[at..]);
+        write_encoded(out, &pieces)?;
+        Ok(WriteStats {
+            rows,
+            files: vec![out.to_path_buf()],
+            omitted: None,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -551,6 +697,61 @@ mod tests {
         assert_eq!(
             s.sample_ids.as_ref().unwrap()[..2],
             [Some("a".to_string()), Some("b".to_string())]
+        );
+    }
+
+    /// The writer drops exactly the lines the reader numbered: a `\x0b` line is a (malformed) sample, blank
+    /// and `\r\n` lines are kept byte for byte.
+    #[test]
+    fn write_filtered_drops_the_rows_the_reader_numbered() {
+        let dir = tempfile::tempdir().unwrap();
+        let text =
+            "{\"input_ids\": [1]}\r\n\x0b\n \n{\"input_ids\": [2]}\n\t\n{\"input_ids\": [3]}";
+        for name in ["a.jsonl", "a.jsonl.gz", "a.jsonl.zst"] {
+            let src = dir.path().join(name);
+            let out = dir.path().join(format!("out-{name}"));
+            std::fs::write(dir.path().join("plain.jsonl"), text).unwrap();
+            let plain =
+                JsonlShard::open(&dir.path().join("plain.jsonl"), &ColumnNames::default()).unwrap();
+            write_encoded(&src, &[text.as_bytes()]).unwrap();
+            let s = JsonlShard::open(&src, &ColumnNames::default()).unwrap();
+            assert_eq!((s.rows(), plain.rows()), (4, 4));
+            assert_eq!(s.findings[1].malformed_line, Some(2));
+            let st = s.write_filtered(&[true, false, true, false], &out).unwrap();
+            assert_eq!(st.rows, 2);
+            let back = load(&out).unwrap();
+            assert_eq!(
+                &*back,
+                "{\"input_ids\": [1]}\r\n \n{\"input_ids\": [2]}\n\t\n".as_bytes()
+            );
+            // Never written twice.
+            assert!(s
+                .write_filtered(&[true; 4], &out)
+                .unwrap_err()
+                .to_string()
+                .contains("already exists"));
+            let none = dir.path().join(format!("none-{name}"));
+            assert!(s
+                .write_filtered(&[false; 4], &none)
+                .unwrap()
+                .files
+                .is_empty());
+            assert!(!none.exists());
+        }
+    }
+
+    #[test]
+    fn a_file_mixing_layouts_is_refused_with_the_lines() {
+        let e = shard(
+            "{\"input_ids\": [1]}\n[1]\n{\"prompt_ids\": [1], \"output_ids\": [2]}\n",
+            "x.jsonl",
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            e.contains("line 1 holds input_ids but line 3 holds prompt_ids"),
+            "{e}"
         );
     }
 

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 use rayon::prelude::*;
 
-use super::{plan_units, Batch, Format, Offsets, Ragged, Source, Tokens, UnitSpan};
+use super::{plan_units, Batch, Format, Offsets, Ragged, Source, Tokens, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
 
 /// `header[0]` of every llm.c token file.
@@ -256,6 +256,36 @@ impl Source for LlmcShard {
             categories: None,
             null_rows: None,
             findings: None,
+        })
+    }
+
+    /// The header with the new token count, then each kept sample's tokens as they are in the file (its
+    /// leading delimiter included, so every document still starts with one). No kept sample: the header
+    /// alone, a valid file of no tokens.
+    fn write_filtered(&self, keep: &[bool], out: &Path) -> Result<WriteStats> {
+        use std::io::{Seek, Write};
+        super::check_keep(self, keep)?;
+        let mut w = super::create_new(out)?;
+        w.write_all(&self.map[..HEADER_BYTES])
+            .map_err(|e| Error::io(out, e))?;
+        let size = self.header.token_size() as usize;
+        let written = super::copy_kept(
+            out,
+            &mut w,
+            &self.map[HEADER_BYTES..],
+            &self.offsets,
+            size,
+            keep,
+        )?;
+        let count = i32::try_from(written).expect("at most the source's count");
+        w.seek(std::io::SeekFrom::Start(8))
+            .and_then(|_| w.write_all(&count.to_le_bytes()))
+            .map_err(|e| Error::io(out, e))?;
+        super::finish(out, w)?;
+        Ok(WriteStats {
+            rows: keep.iter().filter(|&&k| k).count() as u64,
+            files: vec![out.to_path_buf()],
+            omitted: None,
         })
     }
 }

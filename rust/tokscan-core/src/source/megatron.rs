@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
-use super::{plan_units, Batch, Format, Offsets, Ragged, Source, Tokens, UnitSpan};
+use super::{plan_units, Batch, Format, Offsets, Ragged, Source, Tokens, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
 
 /// The first 9 bytes of every `.idx`.
@@ -70,13 +70,26 @@ impl MDtype {
     }
 }
 
+/// `PREFIX.ext` for a `.bin`, an `.idx` or a bare prefix: a prefix may hold dots of its own
+/// (`c4.en_text_document`), so only a `.bin` / `.idx` extension is replaced.
+fn with_ext(path: &Path, ext: &str) -> PathBuf {
+    if path.extension().is_some_and(|e| e == "bin" || e == "idx") {
+        path.with_extension(ext)
+    } else {
+        let mut p = path.as_os_str().to_owned();
+        p.push(".");
+        p.push(ext);
+        PathBuf::from(p)
+    }
+}
+
 /// The `.bin` of an `.idx` (or of a prefix, or the `.bin` itself).
 pub fn bin_path(path: &Path) -> PathBuf {
-    path.with_extension("bin")
+    with_ext(path, "bin")
 }
 
 pub fn idx_path(path: &Path) -> PathBuf {
-    path.with_extension("idx")
+    with_ext(path, "idx")
 }
 
 /// A parsed `.idx`: document boundaries in tokens.
@@ -176,6 +189,42 @@ pub fn parse_index(b: &[u8], bin_len: u64) -> std::result::Result<Index, String>
     })
 }
 
+/// Writes an `.idx` as megatron-core's `_IndexWriter` does: magic, version 1, the dtype code, the counts,
+/// int32 sequence lengths, int64 byte pointers (back to back), int64 document indices, then the int8
+/// sequence modes of a multimodal index when given.
+fn write_index(
+    path: &Path,
+    dtype: MDtype,
+    lengths: &[i32],
+    docs: &[i64],
+    modes: Option<&[u8]>,
+) -> Result<()> {
+    use std::io::Write;
+    let mut w = super::create_new(path)?;
+    let mut buf = Vec::with_capacity(34 + 12 * lengths.len() + 8 * docs.len());
+    buf.extend_from_slice(IDX_MAGIC);
+    buf.extend_from_slice(&1u64.to_le_bytes());
+    buf.push(dtype as u8);
+    buf.extend_from_slice(&(lengths.len() as u64).to_le_bytes());
+    buf.extend_from_slice(&(docs.len() as u64).to_le_bytes());
+    for l in lengths {
+        buf.extend_from_slice(&l.to_le_bytes());
+    }
+    let mut at = 0i64;
+    for &l in lengths {
+        buf.extend_from_slice(&at.to_le_bytes());
+        at += i64::from(l) * dtype.size() as i64;
+    }
+    for d in docs {
+        buf.extend_from_slice(&d.to_le_bytes());
+    }
+    if let Some(m) = modes {
+        buf.extend_from_slice(m);
+    }
+    w.write_all(&buf).map_err(|e| Error::io(path, e))?;
+    super::finish(path, w)
+}
+
 /// An opened indexed dataset.
 pub struct MegatronShard {
     /// The `.bin`.
@@ -234,6 +283,61 @@ fn whole(v: f64) -> i64 {
 }
 
 impl Source for MegatronShard {
+    /// A valid `.bin` + `.idx` pair (`out` is the `.bin`) holding the kept documents, each with its own
+    /// sequences, their tokens byte-identical, the same dtype and, for a multimodal index, the same modes.
+    fn write_filtered(&self, keep: &[bool], out: &Path) -> Result<WriteStats> {
+        super::check_keep(self, keep)?;
+        let idx = idx_path(&self.path);
+        let b = std::fs::read(&idx).map_err(|e| Error::io(&idx, e))?;
+        let bin_len = self.map.as_ref().map_or(0, |m| m.len() as u64);
+        if parse_index(&b, bin_len).ok().as_ref() != Some(&self.index) {
+            return Err(Error::invalid(
+                &idx,
+                "the index changed since it was opened",
+            ));
+        }
+        let (s, d) = (le_u64(&b, 18) as usize, le_u64(&b, 26) as usize);
+        let length =
+            |i: usize| i32::from_le_bytes(b[34 + 4 * i..38 + 4 * i].try_into().expect("4"));
+        let doc = |i: usize| le_u64(&b, 34 + 12 * s + 8 * i) as usize;
+        let modes_at = 34 + 12 * s + 8 * d;
+        let modes = (s > 0 && b.len() - modes_at == s).then(|| &b[modes_at..]);
+        let (mut lengths, mut docs, mut kept_modes) = (Vec::new(), vec![0i64], Vec::new());
+        for (k, _) in keep.iter().enumerate().filter(|(_, &k)| k) {
+            let (a, z) = (doc(k), doc(k + 1));
+            lengths.extend((a..z).map(length));
+            if let Some(m) = modes {
+                kept_modes.extend_from_slice(&m[a..z]);
+            }
+            docs.push(lengths.len() as i64);
+        }
+        let out_bin = bin_path(out);
+        let mut w = super::create_new(&out_bin)?;
+        let data: &[u8] = self.map.as_deref().unwrap_or(&[]);
+        super::copy_kept(
+            &out_bin,
+            &mut w,
+            data,
+            &self.index.offsets,
+            self.index.dtype.size(),
+            keep,
+        )?;
+        super::finish(&out_bin, w)?;
+        let out_idx = idx_path(out);
+        write_index(
+            &out_idx,
+            self.index.dtype,
+            &lengths,
+            &docs,
+            modes.map(|_| kept_modes.as_slice()),
+        )?;
+        Ok(WriteStats {
+            rows: (docs.len() - 1) as u64,
+            files: vec![out_bin, out_idx],
+            omitted: None,
+        })
+    }
+
     fn path(&self) -> &Path {
         &self.path
     }

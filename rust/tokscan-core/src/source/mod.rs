@@ -1,13 +1,14 @@
 //! Input sources. Discovery turns the user's paths into a sorted list of inputs (so results never depend
 //! on the order paths were given in); each input opens as a [`Source`], which splits into independent
 //! units of work (a Parquet row group, a range of NumPy samples) that yield ragged batches of token rows,
-//! and reads any range of rows on its own (for `show`, `align`, `clean`).
+//! reads any range of rows on its own (for `show`, `align`), and writes a filtered copy of itself (for
+//! `clean`): the rows a scan numbers and the rows a copy keeps come from the same reader.
 //!
 //! **Adding a format**: one new file in this folder implementing [`Source`] (open with validation and plan
-//! the units; `read_rows`; `scan_unit` only when a unit decodes as a whole; `sample_ids` when the format has
-//! ids), one [`Format`] variant with its detection in `discover_path` and
-//! its constructor in [`open`], and its tests (a reader unit test here, the corrupt-input and layout suites
-//! in `tests/`). Nothing else in the core or in Python matches on the format.
+//! the units; `read_rows`; `write_filtered`; `scan_unit` only when a unit decodes as a whole; `sample_ids`
+//! when the format has ids), one [`Format`] variant with its detection in `discover_path` and
+//! its constructor in [`open`], and its tests (a reader and writer unit test here, the corrupt-input,
+//! layout and clean suites in `tests/`). Nothing else in the core or in Python matches on the format.
 
 pub mod arrow;
 pub mod ipc;
@@ -132,6 +133,108 @@ pub trait Source: Send + Sync {
     fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
         Ok(None)
     }
+    /// Something about the input the report should say though it reads (an Arrow stream without its end
+    /// marker), or `None`.
+    fn warning(&self) -> Option<String> {
+        None
+    }
+    /// Writes a copy of this source at `out` (the path that stands for it, like [`Source::path`]) holding
+    /// exactly the rows where `keep[row]` (`keep.len()` = [`Source::rows`]), in the same format and layout:
+    /// kept rows byte-identical where the format allows, any index or header rebuilt, compression kept. A
+    /// copy with no row is a valid empty file of the format that re-scans, or, for a format that has none
+    /// (JSONL), not written at all (`WriteStats::omitted` says why). Never overwrites a file.
+    fn write_filtered(&self, keep: &[bool], out: &Path) -> Result<WriteStats>;
+}
+
+/// What [`Source::write_filtered`] wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Rows written (the kept rows).
+    pub rows: u64,
+    /// Every file or directory written, the one that stands for the copy first; empty when the copy was
+    /// left out (see `omitted`).
+    pub files: Vec<PathBuf>,
+    /// Why no copy was written, when none was: it would hold no row, or no row the format can read back
+    /// (a JSONL copy of malformed lines alone), and the format has no valid file for that.
+    pub omitted: Option<String>,
+}
+
+/// Creates `path` for writing, refusing one that exists: an output file is never written twice, and an
+/// input is never overwritten.
+pub(crate) fn create_new(path: &Path) -> Result<std::io::BufWriter<std::fs::File>> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map(|f| std::io::BufWriter::with_capacity(1 << 20, f))
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => Error::Usage(format!(
+                "{}: already exists (tokscan never overwrites a file)",
+                path.display()
+            )),
+            _ => Error::io(path, e),
+        })
+}
+
+/// Finishes a file written through [`create_new`], so that a full disk is an error naming it.
+pub(crate) fn finish(path: &Path, w: std::io::BufWriter<std::fs::File>) -> Result<()> {
+    use std::io::Write;
+    let mut f = w
+        .into_inner()
+        .map_err(|e| Error::io(path, e.into_error()))?;
+    f.flush().map_err(|e| Error::io(path, e))?;
+    f.sync_all().map_err(|e| Error::io(path, e))
+}
+
+/// The runs of kept rows, `[start, end)`, in order.
+pub(crate) fn kept_runs(keep: &[bool]) -> Vec<(usize, usize)> {
+    let mut runs = Vec::new();
+    let mut i = 0;
+    while i < keep.len() {
+        if keep[i] {
+            let start = i;
+            while i < keep.len() && keep[i] {
+                i += 1;
+            }
+            runs.push((start, i));
+        } else {
+            i += 1;
+        }
+    }
+    runs
+}
+
+/// Writes the kept rows of a flat array to `w`, run by run: row `i` is elements `offs[i]..offs[i + 1]` of
+/// `data` (elements of `elem` bytes). Returns the elements written.
+pub(crate) fn copy_kept(
+    path: &Path,
+    w: &mut impl std::io::Write,
+    data: &[u8],
+    offs: &[i64],
+    elem: usize,
+    keep: &[bool],
+) -> Result<u64> {
+    let mut written = 0u64;
+    for (a, b) in kept_runs(keep) {
+        let (lo, hi) = (offs[a] as usize, offs[b] as usize);
+        w.write_all(&data[lo * elem..hi * elem])
+            .map_err(|e| Error::io(path, e))?;
+        written += (hi - lo) as u64;
+    }
+    Ok(written)
+}
+
+/// Checks that `keep` has one entry per row of `source`.
+pub fn check_keep(source: &dyn Source, keep: &[bool]) -> Result<()> {
+    if keep.len() as u64 != source.rows() {
+        return Err(Error::Usage(format!(
+            "{}: {} keep flags for {} rows",
+            source.path().display(),
+            keep.len(),
+            source.rows()
+        )));
+    }
+    Ok(())
 }
 
 /// Opens `input` with the reader of its format, validating headers and schemas.

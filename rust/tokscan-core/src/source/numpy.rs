@@ -10,7 +10,9 @@ use arrow_array::RecordBatchReader;
 use memmap2::Mmap;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use super::{plan_units, Batch, Format, Offsets, Ragged, RaggedMask, Source, Tokens, UnitSpan};
+use super::{
+    plan_units, Batch, Format, Offsets, Ragged, RaggedMask, Source, Tokens, UnitSpan, WriteStats,
+};
 use crate::error::{Error, Result};
 use crate::token::MaskSlice;
 
@@ -49,6 +51,23 @@ impl Dtype {
             _ => return None,
         };
         (little || d.size() == 1).then_some(d)
+    }
+
+    /// The `descr` of a `.npy` header for this type (little-endian).
+    pub fn descr(self) -> &'static str {
+        match self {
+            Dtype::Bool => "|b1",
+            Dtype::I8 => "|i1",
+            Dtype::U8 => "|u1",
+            Dtype::I16 => "<i2",
+            Dtype::U16 => "<u2",
+            Dtype::I32 => "<i4",
+            Dtype::U32 => "<u4",
+            Dtype::I64 => "<i8",
+            Dtype::U64 => "<u8",
+            Dtype::F32 => "<f4",
+            Dtype::F64 => "<f8",
+        }
     }
 
     pub fn size(self) -> usize {
@@ -204,6 +223,14 @@ impl NpyArray {
         }
     }
 
+    /// The data bytes (`len` elements).
+    fn data(&self) -> &[u8] {
+        match &self.map {
+            None => &[],
+            Some(m) => &m[self.offset..self.offset + self.len * self.dtype.size()],
+        }
+    }
+
     fn tokens(&self) -> Result<Tokens<'_>> {
         Ok(match self.dtype {
             Dtype::I32 => Tokens::I32(self.slice()),
@@ -241,11 +268,48 @@ impl NpyArray {
     }
 }
 
+/// A `.npy` version 1.0 header for a 1-D array of `len` elements, padded so the data starts at a multiple
+/// of 64 bytes (as `numpy.save` writes it).
+pub fn npy_header(dtype: Dtype, len: usize) -> Vec<u8> {
+    let dict = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': ({len},), }}",
+        dtype.descr()
+    );
+    let total = (10 + dict.len() + 1).div_ceil(64) * 64;
+    let mut h = b"\x93NUMPY\x01\x00".to_vec();
+    h.extend(((total - 10) as u16).to_le_bytes());
+    h.extend(dict.as_bytes());
+    h.resize(total - 1, b' ');
+    h.push(b'\n');
+    h
+}
+
+/// Writes a 1-D `.npy` of `len` elements whose data `body` writes.
+fn write_npy(
+    path: &Path,
+    dtype: Dtype,
+    len: usize,
+    body: impl FnOnce(&mut std::io::BufWriter<File>) -> Result<u64>,
+) -> Result<()> {
+    use std::io::Write;
+    let mut w = super::create_new(path)?;
+    w.write_all(&npy_header(dtype, len))
+        .map_err(|e| Error::io(path, e))?;
+    let n = body(&mut w)?;
+    debug_assert_eq!(n as usize, len);
+    super::finish(path, w)
+}
+
+/// Files of a NumPy corpus directory that the writer rebuilds (every other regular file is copied).
+const ARRAYS: [&str; 4] = ["tokens.npy", "offsets.npy", "loss_mask.npy", "meta.parquet"];
+
 /// An opened NumPy corpus directory.
 pub struct NumpyShard {
     pub dir: PathBuf,
     tokens: NpyArray,
     offsets: Vec<i64>,
+    /// The element type of `offsets.npy`.
+    offsets_dtype: Dtype,
     mask: Option<NpyArray>,
     pub sample_ids: Option<Vec<Option<String>>>,
     pub categories: Option<Vec<Option<String>>>,
@@ -323,6 +387,7 @@ impl NumpyShard {
             dir: dir.to_path_buf(),
             tokens,
             offsets,
+            offsets_dtype: oarr.dtype,
             mask,
             sample_ids,
             categories,
@@ -406,6 +471,85 @@ impl Source for NumpyShard {
 
     fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
         Ok(self.sample_ids.clone())
+    }
+
+    /// A new directory `out`: `tokens.npy` and `loss_mask.npy` with the kept samples' elements (same
+    /// dtypes, copied run by run), `offsets.npy` rebuilt from 0 in its own dtype, `meta.parquet` filtered
+    /// (through the Parquet writer), every other file of the directory copied.
+    fn write_filtered(&self, keep: &[bool], out: &Path) -> Result<WriteStats> {
+        use std::io::Write;
+        super::check_keep(self, keep)?;
+        std::fs::create_dir(out).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => Error::Usage(format!(
+                "{}: already exists (tokscan never overwrites a file)",
+                out.display()
+            )),
+            _ => Error::io(out, e),
+        })?;
+        let offs = &self.offsets;
+        let mut new_offsets = vec![0i64];
+        for (i, _) in keep.iter().enumerate().filter(|(_, &k)| k) {
+            new_offsets.push(new_offsets.last().expect("non-empty") + offs[i + 1] - offs[i]);
+        }
+        let total = *new_offsets.last().expect("non-empty") as usize;
+        let mut files = vec![out.to_path_buf()];
+        for (name, arr) in [
+            ("tokens.npy", Some(&self.tokens)),
+            ("loss_mask.npy", self.mask.as_ref()),
+        ] {
+            let Some(arr) = arr else { continue };
+            let p = out.join(name);
+            write_npy(&p, arr.dtype, total, |w| {
+                super::copy_kept(&p, w, arr.data(), offs, arr.dtype.size(), keep)
+            })?;
+            files.push(p);
+        }
+        let p = out.join("offsets.npy");
+        let dtype = self.offsets_dtype;
+        write_npy(&p, dtype, new_offsets.len(), |w| {
+            for &o in &new_offsets {
+                let r = match dtype {
+                    Dtype::I32 => w.write_all(&(o as i32).to_le_bytes()),
+                    Dtype::U32 => w.write_all(&(o as u32).to_le_bytes()),
+                    Dtype::U64 => w.write_all(&(o as u64).to_le_bytes()),
+                    _ => w.write_all(&o.to_le_bytes()),
+                };
+                r.map_err(|e| Error::io(&p, e))?;
+            }
+            Ok(new_offsets.len() as u64)
+        })?;
+        files.push(p);
+        let meta = self.dir.join("meta.parquet");
+        if meta.is_file() {
+            let file = File::open(&meta).map_err(|e| Error::io(&meta, e))?;
+            let m =
+                parquet::arrow::arrow_reader::ArrowReaderMetadata::load(&file, Default::default())
+                    .map_err(|e| {
+                        Error::invalid(&meta, format!("not a readable Parquet file: {e}"))
+                    })?;
+            let p = out.join("meta.parquet");
+            super::parquet::write_filtered_file(&meta, &m, keep, &p)?;
+            files.push(p);
+        }
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        for e in entries {
+            let e = e.map_err(|e| Error::io(&self.dir, e))?;
+            let name = e.file_name();
+            let from = e.path();
+            if from.is_file() && !ARRAYS.iter().any(|a| name == *a) {
+                let to = out.join(&name);
+                let mut w = super::create_new(&to)?;
+                let mut r = File::open(&from).map_err(|e| Error::io(&from, e))?;
+                std::io::copy(&mut r, &mut w).map_err(|e| Error::io(&to, e))?;
+                super::finish(&to, w)?;
+                files.push(to);
+            }
+        }
+        Ok(WriteStats {
+            rows: (new_offsets.len() - 1) as u64,
+            files,
+            omitted: None,
+        })
     }
 }
 

@@ -14,7 +14,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 
 use super::arrow::ListProblem;
-use super::{Batch, ColumnNames, Format, Ragged, Source, UnitSpan};
+use super::{Batch, ColumnNames, Format, Ragged, Source, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
 
 /// Tokens decoded at a time inside a row group (rows per batch = this / the row group's mean row length).
@@ -493,6 +493,87 @@ impl Source for ParquetShard {
     fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
         self.read_sample_ids()
     }
+
+    fn write_filtered(&self, keep: &[bool], out: &Path) -> Result<WriteStats> {
+        super::check_keep(self, keep)?;
+        let rows = write_filtered_file(&self.path, &self.meta, keep, out)?;
+        Ok(WriteStats {
+            rows,
+            files: vec![out.to_path_buf()],
+            omitted: None,
+        })
+    }
+}
+
+/// Writes the Parquet file `path` (opened with `meta`) again at `out` without the rows where `keep` is
+/// false: every column, the same Arrow schema (with its metadata), the codec of its first column chunk, one
+/// row group per source row group that keeps a row. Returns the rows written. (The NumPy format's
+/// `meta.parquet` goes through here too.)
+pub(crate) fn write_filtered_file(
+    path: &Path,
+    meta: &ArrowReaderMetadata,
+    keep: &[bool],
+    out: &Path,
+) -> Result<u64> {
+    use parquet::arrow::ArrowWriter;
+    use parquet::basic::Compression;
+    use parquet::file::properties::WriterProperties;
+    let codec = meta
+        .metadata()
+        .row_groups()
+        .first()
+        .and_then(|rg| rg.columns().first())
+        .map_or(Compression::ZSTD(Default::default()), |c| c.compression());
+    let props = WriterProperties::builder()
+        .set_compression(codec)
+        .set_max_row_group_row_count(None)
+        .build();
+    let file = super::create_new(out)?;
+    let mut w = ArrowWriter::try_new(file, meta.schema().clone(), Some(props))
+        .map_err(|e| Error::invalid(out, format!("cannot write Parquet: {e}")))?;
+    let werr = |e: parquet::errors::ParquetError| {
+        Error::invalid(out, format!("cannot write Parquet: {e}"))
+    };
+    let mut first = 0usize;
+    let mut written = 0u64;
+    for (rg, g) in meta.metadata().row_groups().iter().enumerate() {
+        let n = g.num_rows().max(0) as usize;
+        let k = keep
+            .get(first..first + n)
+            .ok_or_else(|| Error::invalid(path, "the file changed since it was opened"))?;
+        first += n;
+        if !k.iter().any(|&x| x) {
+            continue;
+        }
+        let reader =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(open_file(path)?, meta.clone())
+                .with_row_groups(vec![rg])
+                .with_batch_size(MAX_BATCH_ROWS as usize)
+                .build()
+                .map_err(|e| parquet_err(path, e))?;
+        let mut at = 0usize;
+        for rb in reader {
+            let rb = rb.map_err(|e| parquet_err(path, e))?;
+            let part = &k[at..at + rb.num_rows()];
+            at += rb.num_rows();
+            let rb = if part.iter().all(|&x| x) {
+                rb
+            } else {
+                let mask = arrow_array::BooleanArray::from(part.to_vec());
+                arrow_select::filter::filter_record_batch(&rb, &mask)
+                    .map_err(|e| parquet_err(path, e))?
+            };
+            written += rb.num_rows() as u64;
+            w.write(&rb).map_err(werr)?;
+        }
+        w.flush().map_err(werr)?;
+    }
+    if first != keep.len() {
+        return Err(Error::invalid(path, "the file changed since it was opened"));
+    }
+    let file = w.into_inner().map_err(werr)?;
+    super::finish(out, file)?;
+    Ok(written)
 }
 
 /// Rows per batch for each row group, from the token columns' value counts in the metadata (a value count

@@ -1,0 +1,45 @@
+"""Where a command may write: never over, or inside, one of its inputs. One check for every command and every
+output option (`scan --json/--html/--junit/--exclude`, `convert --out`, `clean --out`)."""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from .errors import UsageError
+
+#: How the user names stdout for an output.
+STDOUT = "-"
+
+
+def input_paths(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The resolved paths the inputs `paths` stand for: each path (a file or a directory), a glob's matches, a
+    Megatron prefix's or file's `.bin` and `.idx`."""
+    found: list[Path] = []
+    for p in map(os.fspath, paths):
+        path = Path(p)
+        names = [p]
+        if not path.exists() and any(c in p for c in "*?["):
+            names = glob.glob(p)
+        elif not path.exists() or path.suffix in (".bin", ".idx"):
+            base = p[: -len(path.suffix)] if path.suffix in (".bin", ".idx") else p
+            names = [p, base + ".bin", base + ".idx"]
+        for n in names:
+            found.append(Path(n).resolve())
+            if Path(n).is_symlink() or Path(n).is_dir():
+                found.append(Path(os.path.abspath(n)))
+    return found
+
+
+def refuse_overlap(out: str | os.PathLike[str] | None, option: str, inputs: Iterable[Path]) -> None:
+    """A usage error when `out` is, or is inside, an input (so a report or a copy never replaces or joins the
+    corpus); for a directory output also when an input is inside it. '-' (stdout) is always fine."""
+    if out is None or os.fspath(out) == STDOUT:
+        return
+    o = Path(out).resolve()
+    is_dir_out = option in ("--out",)
+    for i in inputs:
+        if o == i or i in o.parents or (is_dir_out and o in i.parents):
+            raise UsageError(f"{option} {out}: the output must not overlap the input {i}")
