@@ -103,7 +103,15 @@ def main() -> None:
             "prompt_tokens": r.data["overall"]["lengths"]["prompt"]["mean"] * r.n_samples,
             "scan_without_prompts_s": timed(lambda: tokscan.scan(without, "deepseek"), a.repeat),
             "scan_with_shape_pairing_s": timed(lambda: tokscan.scan(with_prompts, "deepseek"), a.repeat),
+            "scan_with_tokenizer_without_prompts_s": timed(
+                lambda: tokscan.scan(without, "deepseek", tokenizer=tok_dir), a.repeat
+            ),
         }
+        rt = tokscan.scan(with_prompts, "deepseek", tokenizer=tok_dir, chat_template=TEMPLATE)
+        assert all(p["compared"] == "tokens" and p["paired"] == p["samples"] for p in rt.data["pairing"])
+        results["scan_with_token_pairing_s"] = timed(
+            lambda: tokscan.scan(with_prompts, "deepseek", tokenizer=tok_dir, chat_template=TEMPLATE), a.repeat
+        )
         from tokscan.align import align
 
         def run_align() -> None:
@@ -112,8 +120,11 @@ def main() -> None:
                 assert res.ok, res.mismatches[:2]
 
         results["python_align_s"] = timed(run_align, 1)
-        results["pairing_cost"] = results["scan_with_shape_pairing_s"] / results["scan_without_prompts_s"]
-        results["align_over_scan_with_pairing"] = results["python_align_s"] / results["scan_with_shape_pairing_s"]
+        results["shape_pairing_cost"] = results["scan_with_shape_pairing_s"] / results["scan_without_prompts_s"]
+        results["token_pairing_cost"] = (
+            results["scan_with_token_pairing_s"] / results["scan_with_tokenizer_without_prompts_s"]
+        )
+        results["align_over_scan_with_token_pairing"] = results["python_align_s"] / results["scan_with_token_pairing_s"]
         print(json.dumps(results, indent=2))
         if a.json:
             a.json.write_text(json.dumps(results, indent=2) + "\n")

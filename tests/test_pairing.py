@@ -289,3 +289,56 @@ def test_html_report_shows_structure_pairing_and_skipped(tmp_path, data):
     assert "<section id='structure'>" in page and "<section id='pairing'>" in page
     assert "B2_opencodeinstruct/prompts.jsonl" in page and "-1 from row" in page
     assert "a tokenizer directory" in page
+
+
+TEMPLATE = Path(__file__).parent / "fixtures" / "deepseek-v3-style.jinja"
+
+
+def _small_edit(category, records):
+    """One record edited after generation in a way sizes cannot see: a few words appended."""
+    if category != CATEGORIES[0]:
+        return records
+    records = [json.loads(json.dumps(r)) for r in records]
+    records[12]["messages"][1]["content"] += " Answer in French."
+    return records
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_with_a_tokenizer_records_are_compared_token_for_token(tmp_path, data, fmt):
+    tree = write_tree(tmp_path, data, fmt, records_of=_small_edit)
+    r = tokscan.scan(tree, "deepseek", tokenizer=TOK_DIR, chat_template=TEMPLATE)
+    p = {x["category"]: x for x in r.data["pairing"]}
+    assert all(x["compared"] == "tokens" and "note" not in x for x in p.values())
+    assert p[CATEGORIES[1]]["paired"] == N_PER_CATEGORY
+    assert p[CATEGORIES[0]]["mismatched"] == 1
+    (f,) = [f for f in r.flagged if "prompt_mismatch" in f["codes"]]
+    sample = data[CATEGORIES[0]][12][0]
+    assert f["sample_id"] == sample.sample_id
+    # The first difference is where the sample's prompt ends its user text and the record goes on.
+    tok = _tokenizer()
+    user_end = len(
+        tok.encode(
+            demo.BOS + demo.SYSTEMS[0] + data[CATEGORIES[0]][12][1]["messages"][1]["content"], add_special_tokens=False
+        )
+    )
+    assert abs(f["positions"]["prompt_mismatch"] - user_end) <= 1
+    # Without the tokenizer the same edit is invisible to sizes: nothing is flagged.
+    r = tokscan.scan(tree, "deepseek")
+    assert r.count("prompt_mismatch") == 0
+
+
+def test_with_a_tokenizer_a_shift_covers_the_whole_run(tmp_path, data):
+    tree = write_tree(tmp_path, data, "parquet", records_of=_shift, with_ids=False)
+    r = tokscan.scan(tree, "deepseek", tokenizer=TOK_DIR, chat_template=TEMPLATE)
+    b2 = {x["category"]: x for x in r.data["pairing"]}[CATEGORIES[1]]
+    base, last = N_PER_CATEGORY, 2 * N_PER_CATEGORY - 1
+    assert [(s["offset"], s["from_row"], s["to_row"]) for s in b2["shifts"]] == [(-1, base + 41, last - 1)]
+    assert b2["shifted"] == N_PER_CATEGORY - 42 and b2["mismatched"] == 1 and b2["samples_without_record"] == 1
+
+
+def test_a_tokenizer_without_a_template_falls_back_to_shapes_and_says_why(tmp_path, data):
+    tree = write_tree(tmp_path, data, "parquet")
+    r = tokscan.scan(tree, "deepseek", tokenizer=TOK_DIR)
+    for p in r.data["pairing"]:
+        assert p["compared"] == "shape" and "tokens not compared" in p["note"] and "template" in p["note"]
+        assert p["paired"] == N_PER_CATEGORY

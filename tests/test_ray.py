@@ -176,3 +176,19 @@ def test_a_corpus_without_samples_is_the_same_usage_error(cluster, tmp_path):
     with pytest.raises(UsageError, match="no samples found") as remote:
         tokscan.scan(path, engine="ray")
     assert str(remote.value) == str(local.value)
+
+
+def test_a_ray_scan_lists_the_prompts_files_it_does_not_pair(cluster, tmp_path):
+    """Pairing runs in the local engine; a cluster scan of the drafter layout names the prompts files (and every
+    other file it left aside) instead of passing over them in silence."""
+    samples = synth.build_corpus(n_clean=40, seed=1, anomalies_per_code=0)
+    synth.write_parquet_full(samples, tmp_path / "B1_glaive", n_shards=1)
+    (tmp_path / "B1_glaive" / "prompts.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    (tmp_path / "README.md").write_text("corpus\n")
+    r = tokscan.scan(tmp_path, "kimi-k2", engine="ray")
+    reasons = {Path(s["path"]).name: s["reason"] for s in r.data["skipped"]}
+    assert "pairing runs in the local engine only" in reasons["prompts.jsonl"]
+    assert reasons["README.md"].startswith("not a corpus file")
+    assert "pairing" not in r.data
+    local = tokscan.scan(tmp_path, "kimi-k2")
+    assert local.data["pairing"][0]["category"] == "B1_glaive"

@@ -73,6 +73,8 @@ pub struct Plan {
     pub units: usize,
     /// Total tokens when every format knows it from metadata, else a lower bound.
     pub tokens_hint: u64,
+    /// What discovery left aside, and the prompts files (a cluster scan does not pair samples with them).
+    pub skipped: Vec<crate::report::SkippedInfo>,
 }
 
 /// Groups the corpus's units into about `n_tasks` tasks of contiguous rows, balanced by rows. A JSONL file
@@ -133,7 +135,30 @@ pub fn plan_corpus(corpus: &Corpus, n_tasks: usize) -> Plan {
         rows: total,
         units: units.len(),
         tokens_hint: corpus.sources.iter().filter_map(|s| s.tokens_hint()).sum(),
+        skipped: skipped_infos(corpus, true),
     }
+}
+
+/// The report's `skipped` list of a corpus; with `prompts`, its prompts files too (for a scan that does not
+/// pair, so that they are not passed over in silence).
+pub fn skipped_infos(corpus: &Corpus, prompts: bool) -> Vec<crate::report::SkippedInfo> {
+    let mut out: Vec<crate::report::SkippedInfo> = corpus
+        .skipped
+        .iter()
+        .map(|s| crate::report::SkippedInfo {
+            path: s.path.display().to_string(),
+            reason: s.reason.clone(),
+        })
+        .collect();
+    if prompts {
+        out.extend(corpus.prompts.iter().map(|p| crate::report::SkippedInfo {
+            path: p.path.display().to_string(),
+            reason: "a prompts file: pairing runs in the local engine only (scan without --ray to pair)"
+                .into(),
+        }));
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -98,14 +98,7 @@ pub fn scan(
             opts,
             pairing.as_ref(),
         )?;
-        report.skipped = corpus
-            .skipped
-            .iter()
-            .map(|s| crate::report::SkippedInfo {
-                path: s.path.display().to_string(),
-                reason: s.reason.clone(),
-            })
-            .collect();
+        report.skipped = crate::plan::skipped_infos(&corpus, false);
         Ok(report)
     })
 }

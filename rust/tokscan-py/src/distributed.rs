@@ -37,7 +37,9 @@ pub fn plan_scan<'py>(
 ) -> PyResult<(Vec<Bound<'py, PyBytes>>, String, u64, usize, u64)> {
     let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
     let p = detached(py, move || plan::plan(&paths, &columns, n_tasks))?;
-    let inputs = serde_json::to_string(&p.inputs).map_err(|e| to_py(py, json_err(e)))?;
+    // What the report needs of the corpus, opaque to Python: its inputs and what discovery left aside.
+    let inputs = serde_json::to_string(&serde_json::json!({"inputs": p.inputs, "skipped": p.skipped}))
+        .map_err(|e| to_py(py, json_err(e)))?;
     let tasks = p.tasks.iter().map(|t| bytes(py, &t.to_bytes())).collect();
     Ok((tasks, inputs, p.rows, p.units, p.tokens_hint))
 }
@@ -207,7 +209,12 @@ pub fn finish_report(
     ngram_coverage: bool,
 ) -> PyResult<String> {
     let policy = parse_policy(policy, severities, fail_on).map_err(|e| to_py(py, e))?;
-    let inputs: Vec<InputInfo> =
+    #[derive(serde::Deserialize)]
+    struct Described {
+        inputs: Vec<InputInfo>,
+        skipped: Vec<tokscan_core::report::SkippedInfo>,
+    }
+    let Described { inputs, skipped } =
         serde_json::from_str(inputs).map_err(|e| to_py(py, json_err(e)))?;
     let profile = profile.inner.clone();
     detached(py, move || {
@@ -219,7 +226,8 @@ pub fn finish_report(
         for f in &flagged {
             corpus = merge_by_row(corpus, crosscheck::flagged_from_bytes(f)?);
         }
-        let report = build_report(partial, corpus, &profile, inputs, &policy, ngram_coverage);
+        let mut report = build_report(partial, corpus, &profile, inputs, &policy, ngram_coverage);
+        report.skipped = skipped;
         serde_json::to_string(&report).map_err(|e| Error::Usage(e.to_string()))
     })
 }
