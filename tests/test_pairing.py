@@ -316,12 +316,11 @@ def test_with_a_tokenizer_records_are_compared_token_for_token(tmp_path, data, f
     assert f["sample_id"] == sample.sample_id
     # The first difference is where the sample's prompt ends its user text and the record goes on.
     tok = _tokenizer()
-    user_end = len(
-        tok.encode(
-            demo.BOS + demo.SYSTEMS[0] + data[CATEGORIES[0]][12][1]["messages"][1]["content"], add_special_tokens=False
-        )
-    )
-    assert abs(f["positions"]["prompt_mismatch"] - user_end) <= 1
+    record = data[CATEGORIES[0]][12][1]
+    text = demo.BOS + demo.SYSTEMS[0] + demo.USER + record["messages"][1]["content"]
+    user_end = len(tok.encode(text, add_special_tokens=False))
+    # BPE may merge the last user token with what follows it in the record: within a token of the end.
+    assert user_end - 1 <= f["positions"]["prompt_mismatch"] <= user_end
     # Without the tokenizer the same edit is invisible to sizes: nothing is flagged.
     r = tokscan.scan(tree, "deepseek")
     assert r.count("prompt_mismatch") == 0
