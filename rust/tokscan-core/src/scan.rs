@@ -75,19 +75,20 @@ pub fn scan(
 ) -> Result<Report> {
     with_pool(opts.threads, || {
         let corpus = Corpus::open(paths, &opts.columns)?;
-        let mut pairing = Pairing::of(&corpus, &opts.prompts, opts.encoder.clone())?;
-        if let (Some(p), None, Some((dir, template))) =
-            (pairing.as_mut(), &opts.encoder, &opts.prompt_tokenizer)
+        // The encoder loads only when there are prompts to pair, before they are read (rendering keeps each
+        // record's line).
+        let has_prompts = !corpus.prompts.is_empty() || !opts.prompts.is_empty();
+        let (mut encoder, mut note) = (opts.encoder.clone(), None);
+        if let (true, None, Some((dir, template))) = (has_prompts, &encoder, &opts.prompt_tokenizer)
         {
             match crate::pairing::load_encoder(dir, template.as_deref()) {
-                Ok(e) => {
-                    // The records' lines are needed to render them.
-                    p.encoder = Some(e.clone());
-                    *p = Pairing::of(&corpus, &opts.prompts, Some(e))?
-                        .expect("the same prompts files");
-                }
-                Err(why) => p.note = Some(format!("tokens not compared: {why}")),
+                Ok(e) => encoder = Some(e),
+                Err(why) => note = Some(format!("tokens not compared: {why}")),
             }
+        }
+        let mut pairing = Pairing::of(&corpus, &opts.prompts, encoder)?;
+        if let Some(p) = pairing.as_mut() {
+            p.note = note;
         }
         let (partial, records) = scan_corpus(&corpus, pairing.as_ref(), profile, opts, progress)?;
         let mut report = finish(

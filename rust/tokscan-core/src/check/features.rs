@@ -104,12 +104,10 @@ pub fn features<T: TokenId>(
     if profile.rules.plain {
         return out;
     }
-    let prompt_turns = scratch.turns.iter().filter(|t| {
-        t.start < p.cs && !(t.role == Role::Assistant && t.content_start == p.prefill_start)
-    });
+
     let mut system = p.implicit_system.is_some_and(|(a, b)| b > a);
     let mut tool_turns = false;
-    for t in prompt_turns {
+    for t in scratch.prompt_turns() {
         system |= t.role == Role::System && t.end > t.content_start + 1;
         tool_turns |= t.role == Role::Tool;
     }

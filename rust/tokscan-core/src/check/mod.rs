@@ -51,6 +51,17 @@ pub struct Scratch {
     pub parsed: Parsed,
 }
 
+impl Scratch {
+    /// The turns of the last checked sample's prompt: those before the completion, without the final
+    /// assistant turn the completion belongs to.
+    pub fn prompt_turns(&self) -> impl Iterator<Item = &Turn> + '_ {
+        let p = &self.parsed;
+        self.turns.iter().filter(move |t| {
+            t.start < p.cs && !(t.role == Role::Assistant && t.content_start == p.prefill_start)
+        })
+    }
+}
+
 /// Lengths of one sample's parts, in tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Lengths {

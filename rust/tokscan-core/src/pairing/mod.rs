@@ -251,11 +251,7 @@ pub fn prompt_shape<T: TokenId>(
         out.system = b > a;
         out.system_tokens = (b - a) as u32;
     }
-    for t in scratch.turns.iter().filter(|t| t.start < p.cs) {
-        let final_turn = t.role == Role::Assistant && t.content_start == p.prefill_start;
-        if final_turn {
-            continue;
-        }
+    for t in scratch.prompt_turns() {
         match t.role {
             Role::System => {
                 let n = content_tokens(profile, tokens, t);
