@@ -208,7 +208,8 @@ struct MaskSpans {
 /// What common trainers write passes: the final completion is 1 from its first generated token through
 /// its last; its end of turn and the boundary tokens after it (`mask_boundary`) may be either. Earlier
 /// assistant turns may be trained or not (all turns or only the last; see `earlier_turn_violation`), their
-/// end of turn and boundary tokens either way. A pre-fill is 0 or 1 as a whole, and a mask that covers a
+/// end of turn and boundary tokens either way. A pre-fill is 0 or 1 as a whole, or 1 from its `</think>` or
+/// the token after it (a pattern that matches the answer after the reasoning), and a mask that covers a
 /// one-token pre-fill covers the end of turn too: a mask from that token that stops before the end of turn
 /// is the completion's mask shifted one token early. Everything else (system, user, tool-result turns,
 /// headers) must be 0, and a non-empty completion under a mask with no 1 at all is not trained on.
@@ -259,7 +260,15 @@ fn mask_violation<T: TokenId>(
     let prefill_on = a < cs && m.first_off(a..cs).is_none();
     if a < cs && !prefill_on {
         if let Some(i) = m.first_on(a..cs) {
-            return Some(Some(i)); // partly covered: the mask starts inside the pre-fill
+            // Partly covered. Assistant-span patterns of some trainers start the mask on a non-thinking
+            // pre-fill's `</think>` or on the boundary right after it (Qwen3's `<think>\n\n</think>\n\n`): a
+            // convention when the ones then run unbroken into the completion; anywhere else the mask starts
+            // inside the pre-fill.
+            let is_think_end = |j: usize| profile.think_end == Some(tokens[j].id());
+            let convention = is_think_end(i) || (i > a && is_think_end(i - 1));
+            if !convention || m.first_off(i..cs).is_some() {
+                return Some(Some(i));
+            }
         }
     }
     if let Some(i) = m.first_off(cs..spans.content_end) {

@@ -341,14 +341,20 @@ impl Vocabulary {
         } else if let Some(tt) = &files.tiktoken {
             found = true;
             let alphabet = byte_level_alphabet();
+            let mut text: Vec<(String, u32)> = Vec::new();
             for (bytes, rank) in read_tiktoken(tt)? {
-                // Resolvable both as text ("system") and in the byte-level spelling ("Ċ" for "\n").
+                // Resolvable in the byte-level spelling ("Ċ" for "\n"), as profiles and tokenizer.json
+                // vocabularies write tokens, and as text ("system", "数学") where no spelling claims the
+                // string: the text token "Ċ" (bytes C4 8A) must not take the name of "\n".
                 let spelled: String = bytes.iter().map(|&b| alphabet[b as usize]).collect();
-                vocab.ids.entry(spelled).or_insert(rank);
+                vocab.ids.insert(spelled, rank);
                 if let Ok(s) = std::str::from_utf8(&bytes) {
-                    vocab.ids.insert(s.to_string(), rank);
+                    text.push((s.to_string(), rank));
                 }
                 ordinary.push((rank, bytes));
+            }
+            for (s, rank) in text {
+                vocab.ids.entry(s).or_insert(rank);
             }
         }
         if let Some(cfg_json) = &files.config {
@@ -405,11 +411,20 @@ mod tests {
     fn tiktoken_directory_without_tokenizer_json() {
         let dir = tempfile::tempdir().unwrap();
         let e = base64::engine::general_purpose::STANDARD;
-        let lines: Vec<String> = [&b"sys"[..], b"tem", b"\n", b"system", b".</"]
-            .iter()
-            .enumerate()
-            .map(|(i, b)| format!("{} {i}", e.encode(b)))
-            .collect();
+        // Id 5 is the text "Ċ" (bytes C4 8A), which is also the byte-level spelling of "\n" (id 2): as in
+        // Qwen's vocabulary, where a profile's "Ċ" means 198, not 148848.
+        let lines: Vec<String> = [
+            &b"sys"[..],
+            b"tem",
+            b"\n",
+            b"system",
+            b".</",
+            "Ċ".as_bytes(),
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, b)| format!("{} {i}", e.encode(b)))
+        .collect();
         std::fs::write(dir.path().join("tiktoken.model"), lines.join("\n")).unwrap();
         std::fs::write(
             dir.path().join("tokenizer_config.json"),
