@@ -139,6 +139,9 @@ def _deepseek_samples(seed: int) -> list[Sample]:
         else:
             category, user, reasoning, answer = rng.choice(CONVERSATIONS)
         user = f"{user} (ticket {4100 + i})"  # real prompts are distinct
+        if code == "special_in_prompt":
+            # Pasted model output: the tokenizer encodes the text "</think>" as the real token.
+            user = f"{user} My last run printed this: 'Done.{UNTHINK}' - why?"
         # A per-sample arithmetic check keeps completions distinct, as real generations are.
         a, b = rng.randint(12, 999), rng.randint(12, 999)
         reasoning = f"{reasoning} Quick sanity check on the numbers in my notes: {a} × {b} = {a * b}."

@@ -51,6 +51,7 @@ INJECTED = (
     "sample_id_duplicate",
     "loss_mask_misaligned",
     "length_outlier",
+    "special_in_prompt",
 )
 
 
@@ -172,6 +173,18 @@ class Generator:
             s.sample_id = next(e for e in earlier if not e.expected).sample_id
         elif code == "loss_mask_misaligned":
             s.mask_shift = 3
+        elif code == "special_in_prompt":
+            # A user message quoting a log that held "</think>", encoded as the real token.
+            body = self.text(self.length(20, 120))
+            body.insert(len(body) // 2, UNTHINK)
+            s.prompt = [
+                *self.turn(IM_SYSTEM, SYSTEM_NAME, self.text(self.length(10, 40))),
+                *self.turn(IM_USER, USER_NAME, body),
+                IM_ASSISTANT,
+                ASSISTANT_NAME,
+                IM_MIDDLE,
+                THINK,
+            ]
         elif code == "length_outlier":
             big = self.length(12000, 12000)
             s.completion = [*th, UNTHINK, *self.text(big), IM_END]

@@ -89,6 +89,7 @@ codes! {
     PromptMismatch = 22, "prompt_mismatch", Error, "the paired prompt record disagrees with the sample's prompt: its turns (system prompt, user and assistant turns) or sizes (bytes per token far from the corpus's), or with a tokenizer its rendered tokens (position: the first difference)";
     PromptsShifted = 23, "prompts_shifted", Error, "one of a run of samples that each match the prompt record at the same offset from their own: the prompts file is shifted or reordered (the offset is in the report's pairing section)";
     DepartsFromCategory = 24, "departs_from_category", Warning, "a structural feature (system prompt, thinking, tool turns, tool calls, pre-fill, mask start, end of turn trained) differs from a strong majority of its category (the feature and the majority are in the report)";
+    SpecialInPrompt = 25, "special_in_prompt", Error, "a role, BOS, end-of-turn, reasoning or tool-call token inside the text of a system, user or tool turn, where the chat template writes none (text that held the token's string, encoded as the real token; a doubled BOS)";
 }
 
 /// Number of codes; per-sample arrays are sized by it.

@@ -197,6 +197,7 @@ pub fn check_sample<T: TokenId + PartialEq>(
         (Code::TrailingTokens, rules::trailing_tokens(&p)),
         (Code::MultipleThinkEnd, rules::multiple_think_end(&p)),
         (Code::StraySpecial, rules::stray_special(&p)),
+        (Code::SpecialInPrompt, rules::special_in_prompt(&p)),
         (Code::UnterminatedThinking, rules::unterminated_thinking(&p)),
         (Code::EmptyResponse, rules::empty_response(&p)),
         (

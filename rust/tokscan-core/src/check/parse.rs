@@ -46,6 +46,8 @@ pub struct Parsed {
     pub second_think_end: Option<usize>,
     /// The first role, separator or BOS token inside the completion.
     pub stray: Option<usize>,
+    /// The first special token inside the text of a system, user or tool turn of the prompt.
+    pub special_in_prompt: Option<usize>,
 }
 
 impl Parsed {
@@ -57,6 +59,12 @@ impl Parsed {
 
 fn kind_of(profile: &Profile, e: &Event) -> u16 {
     profile.specials[e.slot as usize].kind
+}
+
+fn is_terminator(profile: &Profile, id: u32) -> bool {
+    profile
+        .special_slot(id)
+        .is_some_and(|s| profile.specials[s as usize].kind & kind::TERMINATOR != 0)
 }
 
 fn starts_with<T: TokenId>(tokens: &[T], at: usize, ids: &[u32]) -> bool {
@@ -135,7 +143,80 @@ pub fn parse<T: TokenId>(
     if cs < n_eff {
         parse_completion(profile, tokens, events, &mut p);
     }
+    p.special_in_prompt = special_in_prompt(profile, tokens, events, turns, a);
     p
+}
+
+/// The first special token of the prompt `[0, a)` that sits where text should be:
+/// - a BOS anywhere but the first position (a doubled BOS);
+/// - a reasoning or tool-call token in a system, user or tool turn (or in the text before the first role
+///   token), unless the profile's `content_allowed` says the chat template writes it there;
+/// - an end of turn that closes a system, user or tool turn with more text after it before the next turn
+///   (text that held the end-of-turn string cut the turn short);
+/// - with `every_turn_closed`, a role token that opens a turn while a prompt turn is still open.
+fn special_in_prompt<T: TokenId>(
+    profile: &Profile,
+    tokens: &[T],
+    events: &[Event],
+    turns: &[Turn],
+    a: usize,
+) -> Option<usize> {
+    const IN_TEXT: u16 = kind::THINK_START | kind::THINK_END | kind::TOOL;
+    let mut ti = 0usize; // turns[ti] is the last turn starting at or before the event
+    for e in events {
+        let pos = e.pos as usize;
+        if pos >= a {
+            break;
+        }
+        while ti + 1 < turns.len() && turns[ti + 1].start <= pos {
+            ti += 1;
+        }
+        let turn = turns.get(ti).filter(|t| t.start <= pos);
+        let k = kind_of(profile, e);
+        if k & kind::BOS != 0 {
+            if pos > 0 {
+                return Some(pos);
+            }
+        } else if k & kind::ROLE != 0 {
+            let interrupted = turn
+                .zip(ti.checked_sub(1).and_then(|j| turns.get(j)))
+                .filter(|(t, _)| t.start == pos)
+                .is_some_and(|(_, prev)| {
+                    prev.role != Role::Assistant
+                        && prev.end == pos
+                        && pos > prev.content_start
+                        && !is_terminator(profile, tokens[pos - 1].id())
+                });
+            if profile.rules.every_turn_closed && interrupted {
+                return Some(pos);
+            }
+        } else {
+            let role = match turn {
+                Some(t) if pos >= t.content_start && pos < t.end => Some(t.role),
+                Some(_) => None,            // a header, or between turns
+                None => Some(Role::System), // text before the first role token
+            };
+            let Some(role) = role.filter(|&r| r != Role::Assistant) else {
+                continue;
+            };
+            let id = profile.specials[e.slot as usize].id;
+            if k & IN_TEXT != 0 && !profile.content_allowed.contains(&(role, id)) {
+                return Some(pos);
+            }
+            // An end of turn with text after it before the next role token.
+            if k & kind::TERMINATOR != 0 {
+                let next_role = turns.get(ti + 1).map_or(a, |t| t.start).min(a);
+                let text_after = (pos + 1..next_role).any(|i| {
+                    !profile.mask_boundary.contains(&tokens[i].id())
+                        && !profile.trailing_allowed.contains(&tokens[i].id())
+                });
+                if text_after {
+                    return Some(pos);
+                }
+            }
+        }
+    }
+    None
 }
 
 /// Each role token opens a turn; an end of turn or the next role token closes it.

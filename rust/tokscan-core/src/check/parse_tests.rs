@@ -361,3 +361,101 @@ proptest! {
         }
     }
 }
+
+/// `special_in_prompt` at `want` (or nowhere), and no other finding but the tool-call grammar's.
+fn assert_special_in_prompt(profile: &str, ids: &[u32], want: Option<usize>) {
+    let (_, f) = segs(profile, ids, None);
+    match want {
+        Some(pos) => {
+            // A lone tool-call token also breaks the tool-call grammar.
+            let codes: Vec<&str> = codes_of(&f)
+                .into_iter()
+                .filter(|&c| c != "unbalanced_tool_call")
+                .collect();
+            assert_eq!(codes, ["special_in_prompt"], "{profile}: {ids:?}");
+            assert_eq!(f.position(Code::SpecialInPrompt), Some(pos as u32));
+        }
+        None => assert_eq!(codes_of(&f), Vec::<&str>::new(), "{profile}: {ids:?}"),
+    }
+}
+
+#[test]
+fn special_tokens_where_prompt_text_should_be() {
+    use qwen3::*;
+    let answer = |ids: &mut Vec<u32>| {
+        ids.extend([START, ASSISTANT, NL, T, NL]);
+        ids.extend(text(5, 9));
+        ids.extend([TE, NL2]);
+        ids.extend(text(4, 8));
+        ids.push(END);
+    };
+    // Qwen3's tool instructions: <tool_call></tool_call> in the system turn are the template's.
+    let mut ok = vec![START, SYSTEM, NL];
+    ok.extend(text(6, 1));
+    ok.extend([CALL, CALL_END]);
+    ok.extend(text(3, 2));
+    ok.extend([END, NL, START, USER, NL]);
+    ok.extend(text(5, 3));
+    ok.extend([END, NL]);
+    answer(&mut ok);
+    assert_special_in_prompt("qwen3", &ok, None);
+
+    // A user turn that holds a tool-call token, a think-end, or an <|im_start|> (a tool output that held the
+    // string, encoded as the real token), each found where it is.
+    for (bad, at) in [(CALL, 0usize), (TE, 0), (START, 0)] {
+        let mut ids = vec![START, USER, NL];
+        ids.extend(text(4, 3));
+        let pos = ids.len() + at;
+        ids.push(bad);
+        ids.extend(text(4, 4));
+        ids.extend([END, NL]);
+        answer(&mut ids);
+        assert_special_in_prompt("qwen3", &ids, Some(pos));
+    }
+}
+
+#[test]
+fn special_tokens_where_prompt_text_should_be_deepseek_and_kimi() {
+    // DeepSeek: a doubled BOS, and an end of sentence inside the user's text.
+    use deepseek::{A, BOS, EOS, T as DT, TE as DTE, U};
+    let ds_answer = |ids: &mut Vec<u32>| {
+        ids.extend([A, DT]);
+        ids.extend(text(5, 9));
+        ids.push(DTE);
+        ids.extend(text(3, 8));
+        ids.push(EOS);
+    };
+    let mut ids = vec![BOS];
+    ids.extend(text(5, 1));
+    ids.push(U);
+    ids.extend(text(5, 2));
+    ds_answer(&mut ids);
+    assert_special_in_prompt("deepseek", &ids, None);
+    let mut doubled = vec![BOS];
+    doubled.extend(&ids);
+    assert_special_in_prompt("deepseek", &doubled, Some(1));
+    let mut cut = vec![BOS, U];
+    cut.extend(text(3, 2));
+    cut.push(EOS);
+    cut.extend(text(3, 3));
+    ds_answer(&mut cut);
+    assert_special_in_prompt("deepseek", &cut, Some(5));
+
+    // Kimi: a tool-call token in the user's text.
+    use kimi::{
+        ASSISTANT_NAME, ASST, CALL, END, MID, SYS, SYSTEM, THINK, UNTHINK, USER, USER_NAME,
+    };
+    let mut k = vec![SYS, SYSTEM, MID];
+    k.extend(text(4, 1));
+    k.extend([END, USER, USER_NAME, MID]);
+    k.extend(text(3, 2));
+    let pos = k.len();
+    k.push(CALL);
+    k.extend(text(3, 3));
+    k.extend([END, ASST, ASSISTANT_NAME, MID, THINK]);
+    k.extend(text(4, 4));
+    k.extend([UNTHINK]);
+    k.extend(text(4, 5));
+    k.push(END);
+    assert_special_in_prompt("kimi-k2", &k, Some(pos));
+}

@@ -54,6 +54,11 @@ pub fn multiple_think_end(p: &Parsed) -> Hit {
     p.second_think_end.map(Some)
 }
 
+/// `special_in_prompt`: a special token where the text of a system, user or tool turn should be.
+pub fn special_in_prompt(p: &Parsed) -> Hit {
+    p.special_in_prompt.map(Some)
+}
+
 /// `stray_special`: a role, separator or BOS token inside the completion.
 pub fn stray_special(p: &Parsed) -> Hit {
     p.stray.map(Some)

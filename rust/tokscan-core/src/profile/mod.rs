@@ -94,6 +94,8 @@ pub struct Profile {
     pub prefills: Vec<Vec<u32>>,
     /// Tokens after an assistant turn's end of turn a loss mask may cover either way.
     pub mask_boundary: Vec<u32>,
+    /// Special tokens a prompt turn's content may hold, by role (`[content_allowed]`).
+    pub content_allowed: Vec<(Role, u32)>,
     pub rules: RulesSpec,
     pub has_tool_section: bool,
     pub roles: Vec<RoleToken>,
@@ -168,6 +170,7 @@ impl Profile {
             },
             "prefills": self.prefills,
             "mask_boundary": self.mask_boundary,
+            "content_allowed": self.content_allowed.iter().map(|(r, id)| (r.as_str(), id)).collect::<Vec<_>>(),
             "repetition": self.repetition,
             "special_tokens": self.specials.iter().map(|s| (s.name.clone(), s.id)).collect::<BTreeMap<_, _>>(),
             "spelled_special": self.spelled.as_ref().map(|s| &s.names),

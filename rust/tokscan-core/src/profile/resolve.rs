@@ -338,6 +338,21 @@ impl Profile {
             trailing_allowed: ids(&spec.trailing_allowed, "trailing_allowed")?,
             prefills,
             mask_boundary: ids(&spec.mask_boundary, "mask_boundary")?,
+            content_allowed: [
+                (Role::System, &spec.content_allowed.system),
+                (Role::User, &spec.content_allowed.user),
+                (Role::Tool, &spec.content_allowed.tool),
+            ]
+            .into_iter()
+            .map(|(role, refs)| {
+                Ok(ids(refs, "content_allowed")?
+                    .into_iter()
+                    .map(move |id| (role, id)))
+            })
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect(),
             rules: spec.rules.clone(),
             has_tool_section,
             roles,

@@ -66,6 +66,23 @@ pub struct RulesSpec {
     /// Samples a category needs before it is judged for consistency (default 100).
     #[serde(default)]
     pub consistency_min_samples: Option<u64>,
+    /// Every turn closes with an end-of-turn token (ChatML, Kimi): a role token that opens a turn while a
+    /// prompt turn is still open is a role token inside that turn's text (`special_in_prompt`). Off where
+    /// user turns run until the next role token (DeepSeek).
+    #[serde(default)]
+    pub every_turn_closed: bool,
+}
+
+/// Per prompt role, the special tokens its content may hold (`[content_allowed]`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContentAllowedSpec {
+    #[serde(default)]
+    pub system: Vec<TokenRef>,
+    #[serde(default)]
+    pub user: Vec<TokenRef>,
+    #[serde(default)]
+    pub tool: Vec<TokenRef>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -184,6 +201,11 @@ pub struct ProfileSpec {
     /// More special tokens to count (they play no structural part).
     #[serde(default)]
     pub counted: Vec<TokenRef>,
+    /// Special tokens the model's chat template itself writes inside a prompt turn's content, so that
+    /// `special_in_prompt` leaves them alone there (Qwen3's tool instructions name `<tool_call></tool_call>`
+    /// in the system turn, and a Hugging Face tokenizer encodes them as the real tokens).
+    #[serde(default)]
+    pub content_allowed: ContentAllowedSpec,
     #[serde(default)]
     pub rules: RulesSpec,
     #[serde(default)]
