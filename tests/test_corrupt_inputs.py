@@ -517,3 +517,108 @@ def test_align_with_an_empty_or_binary_prompts_file_is_an_input_error(tmp_path, 
     p.write_bytes(content)
     with pytest.raises(tokscan.InputError, match=needle):
         read_records(p)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | 0x80 if n else b)
+        if not n:
+            return bytes(out)
+
+
+def test_a_parquet_footer_that_lies_about_its_row_count(tmp_path):
+    """The footer's row counts (file and row group, thrift field 3 after an i64/list field: `0x16` + zigzag
+    varint) rewritten to 2**61: every command refuses the file in one line (`show` said "capacity overflow")."""
+    rows = 240
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"input_ids": [[1, 2, 3]] * rows, "sample_id": [f"s{i}" for i in range(rows)]}), good)
+    data = good.read_bytes()
+    (flen,) = struct.unpack("<I", data[-8:-4])
+    footer = data[-8 - flen : -8]
+    pattern = b"\x16" + _varint(2 * rows)
+    assert footer.count(pattern) >= 2
+    lying = footer.replace(pattern, b"\x16" + _varint(2 * (1 << 61)))
+    p = tmp_path / "lie.parquet"
+    p.write_bytes(data[: -8 - flen] + lying + struct.pack("<I", len(lying)) + b"PAR1")
+    assert pq.ParquetFile(p).metadata.num_rows == 1 << 61
+    assert_input_error(p, tokscan.InputError, "corrupt footer", "row group 0")
+    for args in (["show", str(p), "--sample-id", "s3"], ["show", str(p), "--row", "3"]):
+        proc = run_cli(*args)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "corrupt footer" in lines[0] and str(p) in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("where", ["option", "config"])
+def test_an_absurd_thread_count_is_capped_with_a_note(tmp_path, good, where):
+    """`--threads 99999999999` (or in the config) spawned threads without end: capped at 4 × the cores."""
+    p = write_good_parquet(good, tmp_path / "a.parquet")
+    cfg = tmp_path / "tokscan.toml"
+    cfg.write_text("threads = 99999999999\n")
+    args = ["--threads", "99999999999"] if where == "option" else ["--config", str(cfg)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokscan", "scan", str(p), "--no-progress", "--json", str(tmp_path / "r.json"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    cap = tokscan._core.max_threads()
+    assert cap >= 4 and cap % 4 == 0
+    assert f"using {cap} (at most 4 × the cores)" in proc.stderr, proc.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["n_samples"] == len(good)
+
+
+def test_a_gzip_bomb_of_newlines_is_refused_in_one_line(tmp_path):
+    """1 MiB of gzip that inflates to 1 GiB of newlines reached 2.1 GB: the inflation is capped (256 MiB or
+    100 × the compressed size) with a one-line error, and the cap is configurable."""
+    import gzip
+    import resource
+
+    p = tmp_path / "bomb.jsonl.gz"
+    chunk = b"\n" * (1 << 20)
+    with gzip.open(p, "wb", compresslevel=9) as f:
+        f.write(b'{"input_ids": [1, 2, 3]}\n')
+        for _ in range(1024):
+            f.write(chunk)
+    assert p.stat().st_size < 2 << 20
+    code = (
+        "import resource, sys, tokscan\n"
+        "try:\n    tokscan.scan(sys.argv[1], profile='plain')\n"
+        "except tokscan.InputError as e:\n    print(e)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, timeout=120)
+    message, rss_mb = proc.stdout.strip().splitlines()
+    assert "compression bomb" in message and "TOKSCAN_MAX_DECOMPRESSED_BYTES" in message, proc.stdout
+    assert int(rss_mb) < 700, rss_mb
+    assert_input_error(p, tokscan.InputError, "inflates to more than")
+    # A file within the cap (set lower to keep the test small) reads; the cap also applies to zstd.
+    small = tmp_path / "s.jsonl.gz"
+    with gzip.open(small, "wb") as f:
+        f.write(b'{"input_ids": [1, 2, 3]}\n' * 10)
+    env = {**os.environ, "TOKSCAN_MAX_DECOMPRESSED_BYTES": "100"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokscan", "scan", str(small), "-p", "plain", "-q"], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 2 and "inflates to more than 100 bytes" in proc.stderr, proc.stderr
+    env["TOKSCAN_MAX_DECOMPRESSED_BYTES"] = "1000"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokscan", "scan", str(small), "-p", "plain", "-q"], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_jsonl_line_longer_than_the_limit_is_refused_naming_it(tmp_path):
+    p = tmp_path / "long.jsonl"
+    p.write_text('{"input_ids": [1, 2]}\n\n{"input_ids": [' + ", ".join(["7"] * 100) + "]}\n")
+    env = {**os.environ, "TOKSCAN_MAX_LINE_BYTES": "200"}
+    proc = subprocess.run([sys.executable, "-m", "tokscan", "scan", str(p), "-q"], capture_output=True, text=True, env=env)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert str(p) in lines[0] and "line 3 is 315 bytes, more than the 200-byte limit" in lines[0], lines[0]
+    env["TOKSCAN_MAX_LINE_BYTES"] = "400"
+    proc = subprocess.run([sys.executable, "-m", "tokscan", "scan", str(p), "-q"], capture_output=True, text=True, env=env)
+    assert proc.returncode in (0, 1), proc.stderr

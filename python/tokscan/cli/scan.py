@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from .. import _core
 from ..api import scan as run_scan
 from ..errors import UsageError
 from .app import (
@@ -143,6 +144,11 @@ def execute(a: ScanArgs) -> int:
     fail_level = a.fail_on or cfg.fail_on or "error"
     base = Report.load(a.baseline) if a.baseline is not None else None
     text_out = not a.quiet and a.fmt is OutputFormat.text and not stdout_taken(a.json_out)
+    threads = a.threads if a.threads is not None else (cfg.threads or 0)
+    if threads > (cap := _core.max_threads()):
+        if not a.quiet:
+            err.print(f"note: {threads:,} threads asked for; using {cap} (at most 4 × the cores)", highlight=False)
+        threads = cap
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     report = scan_with_progress(
@@ -151,7 +157,7 @@ def execute(a: ScanArgs) -> int:
         profile=profile,
         tokenizer=tok_dir,
         columns=columns,
-        threads=a.threads if a.threads is not None else (cfg.threads or 0),
+        threads=threads,
         policy=cfg.policy,
         fail_on=fail_level,
         ngram_coverage=a.ngram_coverage,
