@@ -57,9 +57,9 @@ def main() -> None:
     report = json.loads((out / "r.json").read_text())
     with open(out / "x.txt", "rb") as f:
         excluded = sum(1 for _ in f)
-    n_flagged = report["summary"]["flagged"] if "summary" in report else None
+    n_flagged = len(report["flagged"])
     print(
-        f"{a.samples:,} samples: peak RSS {rss:,.0f} MB, {secs:.1f} s, flagged {n_flagged}, "
+        f"{a.samples:,} samples: peak RSS {rss:,.0f} MB, {secs:.1f} s, flagged {n_flagged:,}, "
         f"exclude lines {excluded:,}, report {(out / 'r.json').stat().st_size / 1e6:,.1f} MB"
     )
 

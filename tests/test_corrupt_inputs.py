@@ -575,7 +575,6 @@ def test_a_gzip_bomb_of_newlines_is_refused_in_one_line(tmp_path):
     """1 MiB of gzip that inflates to 1 GiB of newlines reached 2.1 GB: the inflation is capped (256 MiB or
     100 × the compressed size) with a one-line error, and the cap is configurable."""
     import gzip
-    import resource
 
     p = tmp_path / "bomb.jsonl.gz"
     chunk = b"\n" * (1 << 20)
@@ -601,12 +600,18 @@ def test_a_gzip_bomb_of_newlines_is_refused_in_one_line(tmp_path):
         f.write(b'{"input_ids": [1, 2, 3]}\n' * 10)
     env = {**os.environ, "TOKSCAN_MAX_DECOMPRESSED_BYTES": "100"}
     proc = subprocess.run(
-        [sys.executable, "-m", "tokscan", "scan", str(small), "-p", "plain", "-q"], capture_output=True, text=True, env=env
+        [sys.executable, "-m", "tokscan", "scan", str(small), "-p", "plain", "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert proc.returncode == 2 and "inflates to more than 100 bytes" in proc.stderr, proc.stderr
     env["TOKSCAN_MAX_DECOMPRESSED_BYTES"] = "1000"
     proc = subprocess.run(
-        [sys.executable, "-m", "tokscan", "scan", str(small), "-p", "plain", "-q"], capture_output=True, text=True, env=env
+        [sys.executable, "-m", "tokscan", "scan", str(small), "-p", "plain", "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr
 
@@ -615,10 +620,87 @@ def test_a_jsonl_line_longer_than_the_limit_is_refused_naming_it(tmp_path):
     p = tmp_path / "long.jsonl"
     p.write_text('{"input_ids": [1, 2]}\n\n{"input_ids": [' + ", ".join(["7"] * 100) + "]}\n")
     env = {**os.environ, "TOKSCAN_MAX_LINE_BYTES": "200"}
-    proc = subprocess.run([sys.executable, "-m", "tokscan", "scan", str(p), "-q"], capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokscan", "scan", str(p), "-q"], capture_output=True, text=True, env=env
+    )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert str(p) in lines[0] and "line 3 is 315 bytes, more than the 200-byte limit" in lines[0], lines[0]
     env["TOKSCAN_MAX_LINE_BYTES"] = "400"
-    proc = subprocess.run([sys.executable, "-m", "tokscan", "scan", str(p), "-q"], capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokscan", "scan", str(p), "-q"], capture_output=True, text=True, env=env
+    )
     assert proc.returncode in (0, 1), proc.stderr
+
+
+def _mapped_inputs(tmp_path: Path) -> dict[str, tuple[Path, Path]]:
+    """One input of each memory-mapped format, ~800 KB of tokens: (the path to open, the mapped file to cut)."""
+    rng = np.random.default_rng(3)
+    docs = [rng.integers(1, 30_000, size=1000).tolist() for _ in range(200)]
+    flat = [t for d in docs for t in d]
+    npd = tmp_path / "np"
+    npd.mkdir()
+    np.save(npd / "tokens.npy", np.asarray(flat, dtype=np.int32))
+    np.save(npd / "offsets.npy", np.arange(0, len(flat) + 1, 1000, dtype=np.int64))
+    llmc = write_llmc(tmp_path / "shard_000000.bin", [t for d in docs for t in (50256, *d)], version=2)
+    meg = tmp_path / "meg"
+    np.asarray(flat, dtype=np.int32).tofile(meg.with_suffix(".bin"))
+    synth.write_megatron_index(meg.with_suffix(".idx"), np.int32, np.full(200, 1000), np.arange(201))
+    arrow = tmp_path / "a.arrow"
+    with pa.ipc.new_file(arrow, pa.schema([("input_ids", pa.list_(pa.int32()))])) as w:
+        for d in docs:
+            w.write_batch(pa.record_batch([pa.array([d], pa.list_(pa.int32()))], names=["input_ids"]))
+    return {
+        "numpy": (npd, npd / "tokens.npy"),
+        "llmc": (llmc, llmc),
+        "megatron": (meg.with_suffix(".bin"), meg.with_suffix(".bin")),
+        "arrow": (arrow, arrow),
+    }
+
+
+@pytest.mark.parametrize("fmt", ["numpy", "llmc", "megatron", "arrow"])
+def test_a_mapped_input_cut_after_opening_is_an_input_error_not_sigbus(tmp_path, fmt):
+    """Reading the pages of a memory map beyond a file's new end killed the process with SIGBUS: every read
+    re-checks the mapped file's length first. (Run in a child: before the fix it died of the signal.)"""
+    path, mapped = _mapped_inputs(tmp_path)[fmt]
+    assert len(tokscan._core.Corpus([str(path)])) == 200
+    code = (
+        "import os, sys, tokscan\n"
+        "c = tokscan._core.Corpus([sys.argv[1]])\n"
+        "os.truncate(sys.argv[2], 8192)\n"
+        "try:\n    c.samples(0, len(c))\n"
+        "except tokscan.InputError as e:\n    print(e)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(path), str(mapped)], capture_output=True, text=True)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert str(mapped) in proc.stdout and "shrank from" in proc.stdout and "to 8192 bytes" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("option", ["--json", "--html", "--junit", "--exclude"])
+def test_writing_to_a_full_device_names_the_file(tmp_path, good, option):
+    p = write_good_parquet(good, tmp_path / "a.parquet")
+    proc = run_cli("scan", str(p), "-q", "--fail-on", "never", option, "/dev/full")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "/dev/full" in lines[0] and "No space left on device" in lines[0], lines[0]
+    assert "not a JSON document" not in lines[0]
+    assert Path("/dev/full").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_a_full_disk_leaves_no_half_written_output(tmp_path, good):
+    """On a 64 KiB tmpfs the reports do not fit: one line naming the file, and no partial file left behind."""
+    p = write_good_parquet(synth.build_corpus(n_clean=300, seed=6, anomalies_per_code=10), tmp_path / "a.parquet")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        for option, name in (("--json", "r.json"), ("--html", "r.html")):
+            proc = run_cli("scan", str(p), "-q", "--fail-on", "never", option, str(mnt / name))
+            lines = proc.stderr.strip().splitlines()
+            assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+            assert str(mnt / name) in lines[0] and "No space left on device" in lines[0], lines[0]
+            assert not (mnt / name).exists()
+    finally:
+        subprocess.run(["umount", str(mnt)])

@@ -14,6 +14,18 @@ from .errors import UsageError
 STDOUT = "-"
 
 
+def write_file(path: str | os.PathLike[str], text: str, what: str) -> None:
+    """Writes `text` to the file `path`. A failure (a full disk, no permission) is one UsageError naming the
+    file and `what` it was, and a regular file left half-written is removed: no partial output stays behind
+    looking complete."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as e:
+        if os.path.isfile(path):
+            os.unlink(path)
+        raise UsageError(f"{os.fspath(path)}: cannot write {what} ({e.strerror or e})") from None
+
+
 def input_paths(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """The resolved paths the inputs `paths` stand for: each path (a file or a directory), a glob's matches, a
     Megatron prefix's or file's `.bin` and `.idx`."""

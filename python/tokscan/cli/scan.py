@@ -118,7 +118,7 @@ def execute(a: ScanArgs) -> int:
     from ..api import load_profile
     from ..config import discover, load_file
     from ..drift import compare
-    from ..outputs import input_paths, refuse_overlap
+    from ..outputs import input_paths, refuse_overlap, write_file
     from ..report import Report
 
     cfg = load_file(a.config) if a.config is not None else discover()
@@ -190,7 +190,7 @@ def execute(a: ScanArgs) -> int:
         from .. import ciformat
 
         if a.junit_out is not None:
-            a.junit_out.write_text(ciformat.junit(report, drifts=drifts))
+            write_file(a.junit_out, ciformat.junit(report, drifts=drifts), "the JUnit report")
             written.append(f"JUnit XML -> {a.junit_out}")
         if a.fmt is OutputFormat.github:
             sys.stdout.write(ciformat.github(report, drifts=drifts))
