@@ -360,7 +360,12 @@ fn limit(var: &str, default: u64) -> u64 {
 
 /// Reads a decompressed stream into memory, refusing more than the inflation cap
 /// (`TOKSCAN_MAX_DECOMPRESSED_BYTES` overrides it).
-fn inflate(path: &Path, compressed: u64, what: &str, r: std::io::Result<impl Read>) -> Result<Text> {
+fn inflate(
+    path: &Path,
+    compressed: u64,
+    what: &str,
+    r: std::io::Result<impl Read>,
+) -> Result<Text> {
     let bad = |e: std::io::Error| Error::invalid(path, format!("not a readable {what} file: {e}"));
     let cap = limit(
         "TOKSCAN_MAX_DECOMPRESSED_BYTES",
@@ -388,8 +393,18 @@ fn load(path: &Path) -> Result<Text> {
     let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
     let compressed = file.metadata().map_err(|e| Error::io(path, e))?.len();
     Ok(match codec(path) {
-        "gz" => inflate(path, compressed, "gzip", Ok(flate2::read::MultiGzDecoder::new(file)))?,
-        "zst" => inflate(path, compressed, "zstd", zstd::stream::read::Decoder::new(file))?,
+        "gz" => inflate(
+            path,
+            compressed,
+            "gzip",
+            Ok(flate2::read::MultiGzDecoder::new(file)),
+        )?,
+        "zst" => inflate(
+            path,
+            compressed,
+            "zstd",
+            zstd::stream::read::Decoder::new(file),
+        )?,
         _ => {
             let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
             if len == 0 {

@@ -11,7 +11,8 @@ use memmap2::Mmap;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::{
-    plan_units, MapGuard, Batch, Format, Offsets, Ragged, RaggedMask, Source, Tokens, UnitSpan, WriteStats,
+    plan_units, Batch, Format, MapGuard, Offsets, Ragged, RaggedMask, Source, Tokens, UnitSpan,
+    WriteStats,
 };
 use crate::error::{Error, Result};
 use crate::token::MaskSlice;
