@@ -21,6 +21,7 @@ __all__ = [
     "encode_prompts",
     "find_repeats",
     "finish_report",
+    "max_threads",
     "merge_partials",
     "outlier_fences",
     "paired_record",
