@@ -704,3 +704,27 @@ def test_a_full_disk_leaves_no_half_written_output(tmp_path, good):
             assert not (mnt / name).exists()
     finally:
         subprocess.run(["umount", str(mnt)])
+
+
+def test_a_shard_whose_name_is_not_utf8_is_read_and_named_escaped(tmp_path, good):
+    """A directory scan read `a.parquet` and skipped `b\\xff.parquet`; naming it on the command line was an
+    internal UnicodeEncodeError. Now the directory scan reads it (named with a `\\xff` escape) and a path given
+    explicitly is refused in one line."""
+    d = tmp_path / "d"
+    d.mkdir()
+    write_good_parquet(good, d / "a.parquet")
+    odd = os.fsdecode(os.fsencode(str(d)) + b"/b\xff.parquet")
+    write_good_parquet(good, Path(odd))
+    r = tokscan.scan(d, profile="plain")
+    assert r.n_samples == 2 * len(good)
+    names = sorted(Path(i["path"]).name for i in r.data["inputs"])
+    assert names == ["a.parquet", "b\\xff.parquet"], names
+    assert not r.data.get("skipped"), r.data.get("skipped")
+    with pytest.raises(tokscan.UsageError, match="not valid UTF-8"):
+        tokscan.scan(odd)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokscan", "scan", os.fsencode(odd)], capture_output=True, text=True, timeout=60
+    )
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "b\\xff.parquet: the path is not valid UTF-8" in lines[0] and "internal" not in lines[0], lines[0]

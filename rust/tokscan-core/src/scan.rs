@@ -151,7 +151,7 @@ pub fn input_infos(corpus: &Corpus) -> Vec<InputInfo> {
         .sources
         .iter()
         .map(|s| InputInfo {
-            path: s.path().display().to_string(),
+            path: crate::source::path_text(s.path()),
             format: s.format().name().into(),
             layout: s.layout(),
             samples: 0,

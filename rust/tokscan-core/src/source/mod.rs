@@ -816,11 +816,40 @@ fn sniff_file(path: &Path) -> Result<Option<Format>> {
     Ok(by_extension(path))
 }
 
+/// A path as the report names it: as it is when it is valid UTF-8, else with each byte that is not written
+/// `\xNN` (`b\xff.parquet`), so a file whose name is not UTF-8 is named unambiguously, not with `�`.
+pub fn path_text(path: &Path) -> String {
+    #[cfg(unix)]
+    {
+        use std::fmt::Write;
+        use std::os::unix::ffi::OsStrExt;
+        if let Some(s) = path.to_str() {
+            return s.to_string();
+        }
+        let mut out = String::new();
+        for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+            out.push_str(chunk.valid());
+            for b in chunk.invalid() {
+                let _ = write!(out, "\\x{b:02x}");
+            }
+        }
+        out
+    }
+    #[cfg(not(unix))]
+    {
+        path.display().to_string()
+    }
+}
+
 fn by_extension(path: &Path) -> Option<Format> {
     if jsonl::is_jsonl_name(path) {
         return Some(Format::Jsonl);
     }
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    // Lossy is enough to read the extension: a name that is not UTF-8 is still a shard by its extension.
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
     let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
     match ext {
         "parquet" | "pq" => Some(Format::Parquet),
