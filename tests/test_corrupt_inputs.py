@@ -714,7 +714,7 @@ def test_a_shard_whose_name_is_not_utf8_is_read_and_named_escaped(tmp_path, good
     d.mkdir()
     write_good_parquet(good, d / "a.parquet")
     odd = os.fsdecode(os.fsencode(str(d)) + b"/b\xff.parquet")
-    write_good_parquet(good, Path(odd))
+    os.rename(write_good_parquet(good, tmp_path / "b.parquet"), os.fsencode(odd))
     r = tokscan.scan(d, profile="plain")
     assert r.n_samples == 2 * len(good)
     names = sorted(Path(i["path"]).name for i in r.data["inputs"])
