@@ -517,3 +517,214 @@ def test_align_with_an_empty_or_binary_prompts_file_is_an_input_error(tmp_path, 
     p.write_bytes(content)
     with pytest.raises(tokscan.InputError, match=needle):
         read_records(p)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | 0x80 if n else b)
+        if not n:
+            return bytes(out)
+
+
+def test_a_parquet_footer_that_lies_about_its_row_count(tmp_path):
+    """The footer's row counts (file and row group, thrift field 3 after an i64/list field: `0x16` + zigzag
+    varint) rewritten to 2**61: every command refuses the file in one line (`show` said "capacity overflow")."""
+    rows = 240
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"input_ids": [[1, 2, 3]] * rows, "sample_id": [f"s{i}" for i in range(rows)]}), good)
+    data = good.read_bytes()
+    (flen,) = struct.unpack("<I", data[-8:-4])
+    footer = data[-8 - flen : -8]
+    pattern = b"\x16" + _varint(2 * rows)
+    assert footer.count(pattern) >= 2
+    lying = footer.replace(pattern, b"\x16" + _varint(2 * (1 << 61)))
+    p = tmp_path / "lie.parquet"
+    p.write_bytes(data[: -8 - flen] + lying + struct.pack("<I", len(lying)) + b"PAR1")
+    assert pq.ParquetFile(p).metadata.num_rows == 1 << 61
+    assert_input_error(p, tokscan.InputError, "corrupt footer", "row group 0")
+    for args in (["show", str(p), "--sample-id", "s3"], ["show", str(p), "--row", "3"]):
+        proc = run_cli(*args)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "corrupt footer" in lines[0] and str(p) in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("where", ["option", "config"])
+def test_an_absurd_thread_count_is_capped_with_a_note(tmp_path, good, where):
+    """`--threads 99999999999` (or in the config) spawned threads without end: capped at 4 × the cores."""
+    p = write_good_parquet(good, tmp_path / "a.parquet")
+    cfg = tmp_path / "tokscan.toml"
+    cfg.write_text("threads = 99999999999\n")
+    args = ["--threads", "99999999999"] if where == "option" else ["--config", str(cfg)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokscan", "scan", str(p), "--no-progress", "--json", str(tmp_path / "r.json"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    cap = tokscan._core.max_threads()
+    assert cap >= 4 and cap % 4 == 0
+    assert f"using {cap} (at most 4 × the cores)" in proc.stderr, proc.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["n_samples"] == len(good)
+
+
+def test_a_gzip_bomb_of_newlines_is_refused_in_one_line(tmp_path):
+    """1 MiB of gzip that inflates to 1 GiB of newlines reached 2.1 GB: the inflation is capped (256 MiB or
+    100 × the compressed size) with a one-line error, and the cap is configurable."""
+    import gzip
+
+    p = tmp_path / "bomb.jsonl.gz"
+    chunk = b"\n" * (1 << 20)
+    with gzip.open(p, "wb", compresslevel=9) as f:
+        f.write(b'{"input_ids": [1, 2, 3]}\n')
+        for _ in range(1024):
+            f.write(chunk)
+    assert p.stat().st_size < 2 << 20
+    code = (
+        "import resource, sys, tokscan\n"
+        "try:\n    tokscan.scan(sys.argv[1], profile='plain')\n"
+        "except tokscan.InputError as e:\n    print(e)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, timeout=120)
+    message, rss_mb = proc.stdout.strip().splitlines()
+    assert "compression bomb" in message and "TOKSCAN_MAX_DECOMPRESSED_BYTES" in message, proc.stdout
+    assert int(rss_mb) < 700, rss_mb
+    assert_input_error(p, tokscan.InputError, "inflates to more than")
+    # A file within the cap (set lower to keep the test small) reads; the cap also applies to zstd.
+    small = tmp_path / "s.jsonl.gz"
+    with gzip.open(small, "wb") as f:
+        f.write(b'{"input_ids": [1, 2, 3]}\n' * 10)
+    env = {**os.environ, "TOKSCAN_MAX_DECOMPRESSED_BYTES": "100"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokscan", "scan", str(small), "-p", "plain", "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert proc.returncode == 2 and "inflates to more than 100 bytes" in proc.stderr, proc.stderr
+    env["TOKSCAN_MAX_DECOMPRESSED_BYTES"] = "1000"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokscan", "scan", str(small), "-p", "plain", "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_jsonl_line_longer_than_the_limit_is_refused_naming_it(tmp_path):
+    p = tmp_path / "long.jsonl"
+    p.write_text('{"input_ids": [1, 2]}\n\n{"input_ids": [' + ", ".join(["7"] * 100) + "]}\n")
+    env = {**os.environ, "TOKSCAN_MAX_LINE_BYTES": "200"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokscan", "scan", str(p), "-q"], capture_output=True, text=True, env=env
+    )
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert str(p) in lines[0] and "line 3 is 315 bytes, more than the 200-byte limit" in lines[0], lines[0]
+    env["TOKSCAN_MAX_LINE_BYTES"] = "400"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokscan", "scan", str(p), "-q"], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+
+
+def _mapped_inputs(tmp_path: Path) -> dict[str, tuple[Path, Path]]:
+    """One input of each memory-mapped format, ~800 KB of tokens: (the path to open, the mapped file to cut)."""
+    rng = np.random.default_rng(3)
+    docs = [rng.integers(1, 30_000, size=1000).tolist() for _ in range(200)]
+    flat = [t for d in docs for t in d]
+    npd = tmp_path / "np"
+    npd.mkdir()
+    np.save(npd / "tokens.npy", np.asarray(flat, dtype=np.int32))
+    np.save(npd / "offsets.npy", np.arange(0, len(flat) + 1, 1000, dtype=np.int64))
+    llmc = write_llmc(tmp_path / "shard_000000.bin", [t for d in docs for t in (50256, *d)])
+    meg = tmp_path / "meg"
+    np.asarray(flat, dtype=np.int32).tofile(meg.with_suffix(".bin"))
+    synth.write_megatron_index(meg.with_suffix(".idx"), np.int32, np.full(200, 1000), np.arange(201))
+    arrow = tmp_path / "a.arrow"
+    with pa.ipc.new_file(arrow, pa.schema([("input_ids", pa.list_(pa.int32()))])) as w:
+        for d in docs:
+            w.write_batch(pa.record_batch([pa.array([d], pa.list_(pa.int32()))], names=["input_ids"]))
+    return {
+        "numpy": (npd, npd / "tokens.npy"),
+        "llmc": (llmc, llmc),
+        "megatron": (meg.with_suffix(".bin"), meg.with_suffix(".bin")),
+        "arrow": (arrow, arrow),
+    }
+
+
+@pytest.mark.parametrize("fmt", ["numpy", "llmc", "megatron", "arrow"])
+def test_a_mapped_input_cut_after_opening_is_an_input_error_not_sigbus(tmp_path, fmt):
+    """Reading the pages of a memory map beyond a file's new end killed the process with SIGBUS: every read
+    re-checks the mapped file's length first. (Run in a child: before the fix it died of the signal.)"""
+    path, mapped = _mapped_inputs(tmp_path)[fmt]
+    assert len(tokscan._core.Corpus([str(path)])) == 200
+    code = (
+        "import os, sys, tokscan\n"
+        "c = tokscan._core.Corpus([sys.argv[1]])\n"
+        "os.truncate(sys.argv[2], 8192)\n"
+        "try:\n    c.samples(0, len(c))\n"
+        "except tokscan.InputError as e:\n    print(e)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(path), str(mapped)], capture_output=True, text=True)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert str(mapped) in proc.stdout and "shrank from" in proc.stdout and "to 8192 bytes" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("option", ["--json", "--html", "--junit", "--exclude"])
+def test_writing_to_a_full_device_names_the_file(tmp_path, option):
+    p = write_good_parquet(synth.build_corpus(n_clean=30, seed=5, anomalies_per_code=1), tmp_path / "a.parquet")
+    proc = run_cli("scan", str(p), "-q", "--fail-on", "info", option, "/dev/full")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "/dev/full" in lines[0] and "No space left on device" in lines[0], lines[0]
+    assert "not a JSON document" not in lines[0]
+    assert Path("/dev/full").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_a_full_disk_leaves_no_half_written_output(tmp_path, good):
+    """On a 64 KiB tmpfs the reports do not fit: one line naming the file, and no partial file left behind."""
+    p = write_good_parquet(synth.build_corpus(n_clean=300, seed=6, anomalies_per_code=10), tmp_path / "a.parquet")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        for option, name in (("--json", "r.json"), ("--html", "r.html")):
+            proc = run_cli("scan", str(p), "-q", "--fail-on", "never", option, str(mnt / name))
+            lines = proc.stderr.strip().splitlines()
+            assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+            assert str(mnt / name) in lines[0] and "No space left on device" in lines[0], lines[0]
+            assert not (mnt / name).exists()
+    finally:
+        subprocess.run(["umount", str(mnt)])
+
+
+def test_a_shard_whose_name_is_not_utf8_is_read_and_named_escaped(tmp_path, good):
+    """A directory scan read `a.parquet` and skipped `b\\xff.parquet`; naming it on the command line was an
+    internal UnicodeEncodeError. Now the directory scan reads it (named with a `\\xff` escape) and a path given
+    explicitly is refused in one line."""
+    d = tmp_path / "d"
+    d.mkdir()
+    write_good_parquet(good, d / "a.parquet")
+    odd = os.fsdecode(os.fsencode(str(d)) + b"/b\xff.parquet")
+    os.rename(write_good_parquet(good, tmp_path / "b.parquet"), os.fsencode(odd))
+    r = tokscan.scan(d, profile="plain")
+    assert r.n_samples == 2 * len(good)
+    names = sorted(Path(i["path"]).name for i in r.data["inputs"])
+    assert names == ["a.parquet", "b\\xff.parquet"], names
+    assert not r.data.get("skipped"), r.data.get("skipped")
+    with pytest.raises(tokscan.UsageError, match="not valid UTF-8"):
+        tokscan.scan(odd)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokscan", "scan", os.fsencode(odd)], capture_output=True, text=True, timeout=60
+    )
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "b\\xff.parquet: the path is not valid UTF-8" in lines[0] and "internal" not in lines[0], lines[0]

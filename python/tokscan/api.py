@@ -10,6 +10,7 @@ from typing import Any
 
 from . import _core
 from .errors import ProfileError, UsageError, did_you_mean
+from .outputs import utf8_paths
 from .report import Report
 
 ProgressCallback = Callable[[dict[str, int]], None]
@@ -104,7 +105,7 @@ def scan(
         paths = [paths]
     elif _is_hf_dataset(paths):
         paths = dataset_files(paths)
-    path_list = [os.fspath(p) for p in paths]
+    path_list = utf8_paths(paths)
     if engine not in ("local", "ray"):
         raise UsageError(f"engine must be 'local' or 'ray', got {engine!r}")
     if chat_template is not None and not Path(chat_template).is_file():

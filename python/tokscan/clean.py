@@ -16,6 +16,7 @@ import numpy as np
 
 from . import _core
 from .errors import ReportError, UsageError, did_you_mean
+from .outputs import write_file
 from .report import Report
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def write_exclusions(entries: list[dict[str, Any]], path: Path) -> str:
 
         sys.stdout.write(text)
     else:
-        path.write_text(text)
+        write_file(path, text, "the exclusion list")
     return "sample_id" if by_id else "row"
 
 
@@ -169,5 +170,5 @@ def clean(
         "kept": sum(f["kept"] for f in files),
         "removed": [{k: f[k] for k in ("row", "sample_id", "source", "category", "codes", "severity")} for f in drop],
     }
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    write_file(out / MANIFEST, json.dumps(manifest, indent=2) + "\n", "the manifest")
     return manifest

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _core
 from .errors import UsageError
-from .outputs import input_paths, refuse_overlap
+from .outputs import input_paths, refuse_overlap, utf8_paths
 
 CHUNK = 4096
 
@@ -41,7 +41,7 @@ def convert(
     refuse_overlap(out, "--out", input_paths(paths))
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out}: exists and is not an empty directory")
-    corpus = _core.Corpus([os.fspath(p) for p in paths], dict(columns or {}))
+    corpus = _core.Corpus(utf8_paths(paths), dict(columns or {}))
     n = len(corpus)
     if n == 0:
         raise UsageError("no samples found: nothing to convert")

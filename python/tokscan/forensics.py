@@ -5,7 +5,6 @@ ever sees the samples asked for."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -16,6 +15,7 @@ import numpy as np
 
 from . import _core
 from .errors import UsageError
+from .outputs import utf8_paths
 from .tokenizer import load_tokenizer  # noqa: F401  (re-exported: the one tokenizer loader)
 
 EXCERPT_RADIUS = 12
@@ -92,7 +92,7 @@ class Corpus:
 
     def __init__(self, paths: list[str], columns: Mapping[str, str] | None = None):
         self.columns = dict(columns or {})
-        self.core = _core.Corpus([os.fspath(p) for p in paths], self.columns)
+        self.core = _core.Corpus(utf8_paths(paths), self.columns)
         described = self.core.inputs
         #: `(path, format, hive category)` per input, in scan order.
         self.inputs = [(path, fmt, hive) for path, fmt, _layout, _rows, _first, hive in described]

@@ -14,6 +14,34 @@ from .errors import UsageError
 STDOUT = "-"
 
 
+def utf8_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """The paths as strings for the core, which takes UTF-8: a path named on the command line or in the API whose
+    name is not valid UTF-8 is a one-line UsageError (the core reads such files found in a directory and names
+    them with `\\xNN` escapes)."""
+    out = [os.fspath(p) for p in paths]
+    for p in out:
+        try:
+            p.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(p).decode("utf-8", "backslashreplace")
+            raise UsageError(
+                f"{shown}: the path is not valid UTF-8; pass its directory (which reads it) or rename it"
+            ) from None
+    return out
+
+
+def write_file(path: str | os.PathLike[str], text: str, what: str) -> None:
+    """Writes `text` to the file `path`. A failure (a full disk, no permission) is one UsageError naming the
+    file and `what` it was, and a regular file left half-written is removed: no partial output stays behind
+    looking complete."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as e:
+        if os.path.isfile(path):
+            os.unlink(path)
+        raise UsageError(f"{os.fspath(path)}: cannot write {what} ({e.strerror or e})") from None
+
+
 def input_paths(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """The resolved paths the inputs `paths` stand for: each path (a file or a directory), a glob's matches, a
     Megatron prefix's or file's `.bin` and `.idx`."""

@@ -254,10 +254,9 @@ class Report:
     ) -> None:
         """Write the self-contained HTML report to `path` (what `tokscan scan --html` writes)."""
         text = self.to_html(fail_on, policy, **run_info)
-        try:
-            Path(path).write_text(text, encoding="utf-8")
-        except OSError as e:  # a missing folder, no permission, a full disk: named, as every error is
-            raise UsageError(f"{path}: cannot write the HTML report ({e.strerror or e})") from None
+        from .outputs import write_file
+
+        write_file(path, text, "the HTML report")
 
     @classmethod
     def from_json(cls, text: str, origin: str = "<report>") -> Report:

@@ -14,7 +14,7 @@ import typer
 from typer.core import TyperArgument
 
 from ..errors import TokscanError, UsageError
-from ..outputs import STDOUT
+from ..outputs import STDOUT, write_file
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -226,7 +226,7 @@ def write_output(path: Path, text: str) -> None:
     if str(path) == STDOUT:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
-        path.write_text(text if text.endswith("\n") else text + "\n")
+        write_file(path, text if text.endswith("\n") else text + "\n", "the output")
 
 
 def stdout_taken(*paths: Path | None) -> bool:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from ..outputs import write_file
 from .app import (
     ConfigOpt,
     JsonOpt,
@@ -59,7 +60,7 @@ def diff(
         elif fmt is OutputFormat.json:
             write_output(Path("-"), doc)
         if junit_out is not None:
-            junit_out.write_text(ciformat.junit(n, "never", cfg.policy, drifts))
+            write_file(junit_out, ciformat.junit(n, "never", cfg.policy, drifts), "the JUnit report")
         if fmt is OutputFormat.github:
             sys.stdout.write(ciformat.github(n, "never", cfg.policy, drifts))
         if fmt is OutputFormat.text and not quiet and not stdout_taken(json_out):

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from .. import _core
 from ..api import scan as run_scan
 from ..errors import UsageError
 from .app import (
@@ -117,7 +118,7 @@ def execute(a: ScanArgs) -> int:
     from ..api import load_profile
     from ..config import discover, load_file
     from ..drift import compare
-    from ..outputs import input_paths, refuse_overlap
+    from ..outputs import input_paths, refuse_overlap, write_file
     from ..report import Report
 
     cfg = load_file(a.config) if a.config is not None else discover()
@@ -143,6 +144,11 @@ def execute(a: ScanArgs) -> int:
     fail_level = a.fail_on or cfg.fail_on or "error"
     base = Report.load(a.baseline) if a.baseline is not None else None
     text_out = not a.quiet and a.fmt is OutputFormat.text and not stdout_taken(a.json_out)
+    threads = a.threads if a.threads is not None else (cfg.threads or 0)
+    if threads > (cap := _core.max_threads()):
+        if not a.quiet:
+            err.print(f"note: {threads:,} threads asked for; using {cap} (at most 4 × the cores)", highlight=False)
+        threads = cap
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     report = scan_with_progress(
@@ -151,7 +157,7 @@ def execute(a: ScanArgs) -> int:
         profile=profile,
         tokenizer=tok_dir,
         columns=columns,
-        threads=a.threads if a.threads is not None else (cfg.threads or 0),
+        threads=threads,
         policy=cfg.policy,
         fail_on=fail_level,
         ngram_coverage=a.ngram_coverage,
@@ -184,7 +190,7 @@ def execute(a: ScanArgs) -> int:
         from .. import ciformat
 
         if a.junit_out is not None:
-            a.junit_out.write_text(ciformat.junit(report, drifts=drifts))
+            write_file(a.junit_out, ciformat.junit(report, drifts=drifts), "the JUnit report")
             written.append(f"JUnit XML -> {a.junit_out}")
         if a.fmt is OutputFormat.github:
             sys.stdout.write(ciformat.github(report, drifts=drifts))

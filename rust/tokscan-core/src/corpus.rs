@@ -148,6 +148,7 @@ impl Corpus {
             let local_end = local + (stop - row);
             let default = self.default_category(k).to_string();
             let mut next_local = local;
+            self.sources[k].unchanged()?;
             self.sources[k].read_rows(local, local_end, &mut |b: &Batch<'_>| {
                 for i in 0..b.rows() {
                     out.push(owned(

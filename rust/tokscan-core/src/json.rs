@@ -21,20 +21,56 @@ pub fn pretty(text: &str) -> Result<String> {
     Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
 }
 
-/// Writes `text` pretty-printed to `path` (with a final newline).
+/// A writer that remembers its first I/O error: serde_transcode reports a failed write as a serialization
+/// error, which must not read as "not a JSON document".
+struct Tracked<W> {
+    inner: W,
+    err: Option<std::io::Error>,
+}
+
+impl<W: Write> Write for Tracked<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(buf).inspect_err(|e| {
+            self.err
+                .get_or_insert_with(|| std::io::Error::new(e.kind(), e.to_string()));
+        })
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Writes `text` pretty-printed to `path` (with a final newline). A failed write (a full disk) is an error
+/// naming the file, and a regular file left half-written is removed.
 pub fn write_pretty(path: &Path, text: &str) -> Result<()> {
     let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-    let mut w = BufWriter::new(file);
-    pretty_to(text, &mut w).map_err(|e| {
-        if e.is_io() {
-            Error::io(path, std::io::Error::other(e.to_string()))
-        } else {
-            Error::Usage(format!("not a JSON document: {e}"))
-        }
-    })?;
-    w.write_all(b"\n")
-        .and_then(|()| w.flush())
-        .map_err(|e| Error::io(path, e))
+    let mut w = Tracked {
+        inner: BufWriter::new(file),
+        err: None,
+    };
+    let done = match pretty_to(text, &mut w) {
+        Ok(()) => w.write_all(b"\n").and_then(|()| w.flush()),
+        Err(e) => match w.err.take() {
+            Some(io) => Err(io),
+            None if e.is_io() => Err(std::io::Error::other(e.to_string())),
+            None => {
+                remove_partial(path);
+                return Err(Error::Usage(format!("not a JSON document: {e}")));
+            }
+        },
+    };
+    done.map_err(|e| {
+        remove_partial(path);
+        Error::io(path, e)
+    })
+}
+
+/// Removes a half-written output when it is a regular file (never a device such as `/dev/full`).
+fn remove_partial(path: &Path) {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 #[cfg(test)]

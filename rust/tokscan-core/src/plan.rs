@@ -146,13 +146,13 @@ pub fn skipped_infos(corpus: &Corpus, prompts: bool) -> Vec<crate::report::Skipp
         .skipped
         .iter()
         .map(|s| crate::report::SkippedInfo {
-            path: s.path.display().to_string(),
+            path: crate::source::path_text(&s.path),
             reason: s.reason.clone(),
         })
         .collect();
     if prompts {
         out.extend(corpus.prompts.iter().map(|p| crate::report::SkippedInfo {
-            path: p.path.display().to_string(),
+            path: crate::source::path_text(&p.path),
             reason: "a prompts file: pairing runs in the local engine only (scan without --ray to pair)"
                 .into(),
         }));

@@ -151,7 +151,7 @@ pub fn input_infos(corpus: &Corpus) -> Vec<InputInfo> {
         .sources
         .iter()
         .map(|s| InputInfo {
-            path: s.path().display().to_string(),
+            path: crate::source::path_text(s.path()),
             format: s.format().name().into(),
             layout: s.layout(),
             samples: 0,
@@ -230,9 +230,15 @@ pub fn scan_task(
     })
 }
 
+/// The most worker threads a scan starts: 4 × the cores (more only adds stacks and contention; an absurd
+/// `--threads 99999999999` spawned threads without end). A larger request is capped to this.
+pub fn max_threads() -> usize {
+    4 * std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 fn with_pool<T: Send>(threads: usize, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
+        .num_threads(threads.min(max_threads()))
         .thread_name(|i| format!("tokscan-{i}"))
         .build()
         .map_err(|e| Error::Usage(format!("cannot start worker threads: {e}")))?;
@@ -346,7 +352,9 @@ fn scan_unit(
         progress.tokens.fetch_add(tokens, Ordering::Relaxed);
         Ok(())
     };
+    unit.source.unchanged()?;
     unit.source.scan_unit(unit.index, &mut on_batch)?;
+    unit.source.unchanged()?;
     progress.units_done.fetch_add(1, Ordering::Relaxed);
     Ok((ctx.partial, ctx.records))
 }

@@ -453,6 +453,12 @@ fn paired_record(
     Ok(found.map(|r| serde_json::to_string(&r).expect("plain data")))
 }
 
+/// The most worker threads a scan starts (4 × the cores); a larger `threads` is capped to it.
+#[pyfunction]
+fn max_threads() -> usize {
+    tokscan_core::scan::max_threads()
+}
+
 /// `(name, bit, default severity, description)` of every anomaly code.
 #[pyfunction]
 fn codes() -> Vec<(&'static str, u32, &'static str, &'static str)> {
@@ -522,6 +528,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<validate::PyValidator>()?;
     m.add_class::<corpus::PyCorpus>()?;
     m.add_function(wrap_pyfunction!(codes, m)?)?;
+    m.add_function(wrap_pyfunction!(max_threads, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_profiles, m)?)?;
     m.add_function(wrap_pyfunction!(profile_aliases, m)?)?;
     m.add_function(wrap_pyfunction!(pretty_json, m)?)?;

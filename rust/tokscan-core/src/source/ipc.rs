@@ -59,6 +59,7 @@ pub struct IpcShard {
     pub kind: IpcKind,
     /// The whole file, memory-mapped (the map lives as long as any buffer sliced from it).
     buf: Buffer,
+    guard: super::MapGuard,
     schema: SchemaRef,
     version: MetadataVersion,
     pub layout: Layout,
@@ -278,6 +279,7 @@ impl IpcShard {
         }
         // SAFETY: opened read-only and only read; inputs must not be modified while tokscan reads them.
         let map = Arc::new(unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?);
+        let guard = super::MapGuard::new(&file, path, map.len())?;
         let ptr = NonNull::new(map.as_ptr().cast_mut()).expect("a mapping is never null");
         // SAFETY: `ptr` is valid for `map.len()` bytes for as long as `map` lives, and the buffer owns `map`.
         let buf = unsafe { Buffer::from_custom_allocation(ptr, map.len(), map.clone()) };
@@ -329,6 +331,7 @@ impl IpcShard {
             .map(|(&(_, rows), &first_row)| UnitSpan { first_row, rows })
             .collect();
         Ok(IpcShard {
+            guard,
             path: path.to_path_buf(),
             kind,
             buf,
@@ -499,6 +502,10 @@ fn read_file_layout(bytes: &[u8]) -> std::result::Result<LayoutOf, String> {
 }
 
 impl Source for IpcShard {
+    fn unchanged(&self) -> Result<()> {
+        self.guard.check()
+    }
+
     fn path(&self) -> &Path {
         &self.path
     }
@@ -568,7 +575,7 @@ impl Source for IpcShard {
             return Ok(None);
         };
         let index = self.schema.index_of(name).expect("detected column");
-        let mut out = Vec::with_capacity(self.rows() as usize);
+        let mut out = Vec::new();
         for b in 0..self.batches.len() {
             let d = self.decoder(vec![index], b)?;
             let rb = self.decode(&d, b)?;

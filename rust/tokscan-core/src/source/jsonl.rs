@@ -344,24 +344,67 @@ impl std::ops::Deref for Text {
     }
 }
 
-/// Reads the file's bytes (decompressing by its name's codec).
+/// Default longest JSONL line (one sample), in bytes: 256 MiB, about 30M token ids as text.
+pub const MAX_LINE_BYTES: u64 = 256 << 20;
+/// Default cap on how far a compressed JSONL file may inflate: 256 MiB, or 100 × its compressed size when
+/// that is more (token-id JSON compresses 3-10×; a gzip bomb of newlines inflates ~1000×).
+pub const MAX_INFLATE_RATIO: u64 = 100;
+
+/// A byte limit from the environment variable `var` (a plain integer), else `default`.
+fn limit(var: &str, default: u64) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+/// Reads a decompressed stream into memory, refusing more than the inflation cap
+/// (`TOKSCAN_MAX_DECOMPRESSED_BYTES` overrides it).
+fn inflate(
+    path: &Path,
+    compressed: u64,
+    what: &str,
+    r: std::io::Result<impl Read>,
+) -> Result<Text> {
+    let bad = |e: std::io::Error| Error::invalid(path, format!("not a readable {what} file: {e}"));
+    let cap = limit(
+        "TOKSCAN_MAX_DECOMPRESSED_BYTES",
+        (256 << 20u64).max(compressed.saturating_mul(MAX_INFLATE_RATIO)),
+    );
+    let mut v = Vec::new();
+    r.map_err(bad)?
+        .take(cap.saturating_add(1))
+        .read_to_end(&mut v)
+        .map_err(bad)?;
+    if v.len() as u64 > cap {
+        return Err(Error::invalid(
+            path,
+            format!(
+                "inflates to more than {cap} bytes from {compressed} (a compression bomb?); \
+                 set TOKSCAN_MAX_DECOMPRESSED_BYTES to read it"
+            ),
+        ));
+    }
+    Ok(Text::Owned(v))
+}
+
+/// Reads the file's bytes (decompressing by its name's codec, within the inflation cap).
 fn load(path: &Path) -> Result<Text> {
     let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let compressed = file.metadata().map_err(|e| Error::io(path, e))?.len();
     Ok(match codec(path) {
-        "gz" => {
-            let mut v = Vec::new();
-            flate2::read::MultiGzDecoder::new(file)
-                .read_to_end(&mut v)
-                .map_err(|e| Error::invalid(path, format!("not a readable gzip file: {e}")))?;
-            Text::Owned(v)
-        }
-        "zst" => {
-            let mut v = Vec::new();
-            zstd::stream::read::Decoder::new(file)
-                .and_then(|mut d| d.read_to_end(&mut v))
-                .map_err(|e| Error::invalid(path, format!("not a readable zstd file: {e}")))?;
-            Text::Owned(v)
-        }
+        "gz" => inflate(
+            path,
+            compressed,
+            "gzip",
+            Ok(flate2::read::MultiGzDecoder::new(file)),
+        )?,
+        "zst" => inflate(
+            path,
+            compressed,
+            "zstd",
+            zstd::stream::read::Decoder::new(file),
+        )?,
         _ => {
             let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
             if len == 0 {
@@ -436,6 +479,17 @@ impl JsonlShard {
                 (no, l.strip_suffix(b"\r").unwrap_or(l))
             })
             .collect();
+        let max_line = limit("TOKSCAN_MAX_LINE_BYTES", MAX_LINE_BYTES);
+        if let Some((no, l)) = lines.iter().find(|(_, l)| l.len() as u64 > max_line) {
+            return Err(Error::invalid(
+                path,
+                format!(
+                    "line {no} is {} bytes, more than the {max_line}-byte limit for one sample; \
+                     set TOKSCAN_MAX_LINE_BYTES to read it",
+                    l.len()
+                ),
+            ));
+        }
         let f = fields(names);
         let parsed: Vec<std::result::Result<Line, String>> = lines
             .par_iter()

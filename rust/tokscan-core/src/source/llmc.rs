@@ -149,6 +149,7 @@ pub struct LlmcShard {
     pub path: PathBuf,
     pub header: Header,
     map: Mmap,
+    guard: super::MapGuard,
     /// `offsets[i]..offsets[i + 1]` are sample i's tokens (rows + 1 entries).
     offsets: Vec<i64>,
     units: Vec<UnitSpan>,
@@ -169,10 +170,12 @@ impl LlmcShard {
         // SAFETY: opened read-only and only read; inputs must not be modified while tokscan reads them.
         let map = unsafe { Mmap::map(&f) }.map_err(|e| Error::io(path, e))?;
         let header = parse_header(&map).map_err(|m| Error::invalid(path, m))?;
+        let guard = super::MapGuard::new(&f, path, map.len())?;
         let mut shard = LlmcShard {
             path: path.to_path_buf(),
             header,
             map,
+            guard,
             offsets: Vec::new(),
             units: Vec::new(),
         };
@@ -205,6 +208,10 @@ impl LlmcShard {
 }
 
 impl Source for LlmcShard {
+    fn unchanged(&self) -> Result<()> {
+        self.guard.check()
+    }
+
     fn path(&self) -> &Path {
         &self.path
     }

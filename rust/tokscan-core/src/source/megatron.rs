@@ -231,6 +231,7 @@ pub struct MegatronShard {
     pub path: PathBuf,
     pub index: Index,
     map: Option<Mmap>,
+    guard: Option<super::MapGuard>,
     units: Vec<UnitSpan>,
 }
 
@@ -242,18 +243,21 @@ impl MegatronShard {
             .len();
         let idx_bytes = std::fs::read(&idx).map_err(|e| Error::io(&idx, e))?;
         let index = parse_index(&idx_bytes, bin_len).map_err(|m| Error::invalid(&idx, m))?;
-        let map = if bin_len == 0 {
-            None
+        let (map, guard) = if bin_len == 0 {
+            (None, None)
         } else {
             let f = File::open(&bin).map_err(|e| Error::io(&bin, e))?;
             // SAFETY: opened read-only and only read; inputs must not be modified while tokscan reads them.
-            Some(unsafe { Mmap::map(&f) }.map_err(|e| Error::io(&bin, e))?)
+            let map = unsafe { Mmap::map(&f) }.map_err(|e| Error::io(&bin, e))?;
+            let guard = super::MapGuard::new(&f, &bin, map.len())?;
+            (Some(map), Some(guard))
         };
         let units = plan_units(&index.offsets);
         Ok(MegatronShard {
             path: bin,
             index,
             map,
+            guard,
             units,
         })
     }
@@ -283,6 +287,10 @@ fn whole(v: f64) -> i64 {
 }
 
 impl Source for MegatronShard {
+    fn unchanged(&self) -> Result<()> {
+        self.guard.as_ref().map_or(Ok(()), super::MapGuard::check)
+    }
+
     /// A valid `.bin` + `.idx` pair (`out` is the `.bin`) holding the kept documents, each with its own
     /// sequences, their tokens byte-identical, the same dtype and, for a multimodal index, the same modes.
     fn write_filtered(&self, keep: &[bool], out: &Path) -> Result<WriteStats> {

@@ -133,6 +133,12 @@ pub trait Source: Send + Sync {
     fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
         Ok(None)
     }
+    /// An error when a memory-mapped file of the input is now shorter than when it was mapped (reading the
+    /// lost pages would kill the process with SIGBUS). The scan asks before and after each unit; a format
+    /// that maps nothing keeps this default.
+    fn unchanged(&self) -> Result<()> {
+        Ok(())
+    }
     /// Something about the input the report should say though it reads (an Arrow stream without its end
     /// marker), or `None`.
     fn warning(&self) -> Option<String> {
@@ -161,6 +167,44 @@ pub struct WriteStats {
 
 /// Creates `path` for writing, refusing one that exists: an output file is never written twice, and an
 /// input is never overwritten.
+/// The length a memory-mapped input had when it was mapped, with the file kept open to compare (`fstat`, as
+/// pre-access size checks do in other mmap readers): a page of a map beyond the file's current end raises
+/// SIGBUS when touched, so [`Source::unchanged`] turns a file that shrank into an input error before the
+/// next unit reads it. A file cut while one unit is being read is not caught this way (see the README).
+pub(crate) struct MapGuard {
+    file: std::fs::File,
+    len: u64,
+    path: PathBuf,
+}
+
+impl MapGuard {
+    pub(crate) fn new(file: &std::fs::File, path: &Path, len: usize) -> Result<Self> {
+        Ok(MapGuard {
+            file: file.try_clone().map_err(|e| Error::io(path, e))?,
+            len: len as u64,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub(crate) fn check(&self) -> Result<()> {
+        let now = self
+            .file
+            .metadata()
+            .map_err(|e| Error::io(&self.path, e))?
+            .len();
+        if now < self.len {
+            return Err(Error::invalid(
+                &self.path,
+                format!(
+                    "the file shrank from {} to {now} bytes while being read (inputs must not change during a scan)",
+                    self.len
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 pub(crate) fn create_new(path: &Path) -> Result<std::io::BufWriter<std::fs::File>> {
     std::fs::OpenOptions::new()
         .write(true)
@@ -772,11 +816,40 @@ fn sniff_file(path: &Path) -> Result<Option<Format>> {
     Ok(by_extension(path))
 }
 
+/// A path as the report names it: as it is when it is valid UTF-8, else with each byte that is not written
+/// `\xNN` (`b\xff.parquet`), so a file whose name is not UTF-8 is named unambiguously, not with `�`.
+pub fn path_text(path: &Path) -> String {
+    #[cfg(unix)]
+    {
+        use std::fmt::Write;
+        use std::os::unix::ffi::OsStrExt;
+        if let Some(s) = path.to_str() {
+            return s.to_string();
+        }
+        let mut out = String::new();
+        for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+            out.push_str(chunk.valid());
+            for b in chunk.invalid() {
+                let _ = write!(out, "\\x{b:02x}");
+            }
+        }
+        out
+    }
+    #[cfg(not(unix))]
+    {
+        path.display().to_string()
+    }
+}
+
 fn by_extension(path: &Path) -> Option<Format> {
     if jsonl::is_jsonl_name(path) {
         return Some(Format::Jsonl);
     }
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    // Lossy is enough to read the extension: a name that is not UTF-8 is still a shard by its extension.
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
     let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
     match ext {
         "parquet" | "pq" => Some(Format::Parquet),

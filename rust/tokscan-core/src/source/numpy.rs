@@ -11,7 +11,8 @@ use memmap2::Mmap;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::{
-    plan_units, Batch, Format, Offsets, Ragged, RaggedMask, Source, Tokens, UnitSpan, WriteStats,
+    plan_units, Batch, Format, MapGuard, Offsets, Ragged, RaggedMask, Source, Tokens, UnitSpan,
+    WriteStats,
 };
 use crate::error::{Error, Result};
 use crate::token::MaskSlice;
@@ -158,6 +159,7 @@ pub struct NpyArray {
     pub dtype: Dtype,
     pub len: usize,
     map: Option<Mmap>,
+    guard: Option<MapGuard>,
     offset: usize,
 }
 
@@ -197,11 +199,16 @@ impl NpyArray {
         } else {
             Some(unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?)
         };
+        let guard = match &map {
+            Some(m) => Some(MapGuard::new(&file, path, m.len())?),
+            None => None,
+        };
         Ok(NpyArray {
             path: path.to_path_buf(),
             dtype: h.dtype,
             len,
             map,
+            guard,
             offset: h.data_offset,
         })
     }
@@ -416,6 +423,15 @@ impl NumpyShard {
 impl Source for NumpyShard {
     fn path(&self) -> &Path {
         &self.dir
+    }
+
+    fn unchanged(&self) -> Result<()> {
+        for a in std::iter::once(&self.tokens).chain(&self.mask) {
+            if let Some(g) = &a.guard {
+                g.check()?;
+            }
+        }
+        Ok(())
     }
 
     fn format(&self) -> Format {

@@ -247,6 +247,38 @@ pub fn detect_layout(path: &Path, schema: &Schema, names: &ColumnNames) -> Resul
     })
 }
 
+/// Each row group's row count, as the footer states it, refused when the footer contradicts itself: every
+/// row has at least one value (or null / empty-list level) in each leaf column, so a row group that claims more
+/// rows than one of its column chunks holds values lies (a corrupt footer), and is refused here rather than
+/// sizing anything by it.
+fn row_group_rows(path: &Path, meta: &ArrowReaderMetadata) -> Result<Vec<u64>> {
+    meta.metadata()
+        .row_groups()
+        .iter()
+        .enumerate()
+        .map(|(i, rg)| {
+            let rows = rg.num_rows();
+            if rows < 0 {
+                return Err(Error::invalid(
+                    path,
+                    format!("corrupt footer: row group {i} has {rows} rows"),
+                ));
+            }
+            if let Some(c) = rg.columns().iter().find(|c| c.num_values() < rows) {
+                return Err(Error::invalid(
+                    path,
+                    format!(
+                        "corrupt footer: row group {i} claims {rows} rows but its column {} holds {} values",
+                        c.column_path(),
+                        c.num_values()
+                    ),
+                ));
+            }
+            Ok(rows as u64)
+        })
+        .collect()
+}
+
 impl ParquetShard {
     pub fn open(path: &Path, names: &ColumnNames) -> Result<Self> {
         let file = open_file(path)?;
@@ -264,12 +296,7 @@ impl ParquetShard {
             .map(|n| schema.index_of(n).expect("detected column"))
             .collect();
         let projection = ProjectionMask::roots(meta.parquet_schema(), indices);
-        let row_group_rows: Vec<u64> = meta
-            .metadata()
-            .row_groups()
-            .iter()
-            .map(|rg| rg.num_rows().max(0) as u64)
-            .collect();
+        let row_group_rows = row_group_rows(path, &meta)?;
         let batch_rows = batch_rows(&meta, &layout, &row_group_rows);
         let units = row_group_rows
             .iter()
@@ -369,7 +396,8 @@ impl ParquetShard {
                 .with_projection(ProjectionMask::roots(self.meta.parquet_schema(), [index]))
                 .build()
                 .map_err(|e| parquet_err(path, e))?;
-        let mut out = Vec::with_capacity(self.rows() as usize);
+        // Grown as rows are read, not sized by the footer's count (which a corrupt footer may inflate).
+        let mut out = Vec::new();
         for rb in reader {
             let rb = rb.map_err(|e| parquet_err(path, e))?;
             out.extend(strings(path, name, rb.column(0))?);

@@ -1,0 +1,68 @@
+"""Peak memory of a scan whose every sample is flagged (issue 22, item 9): one command, in benches/README.md.
+
+    python benches/flagged_memory.py [--samples 1000000] [--cache DIR] [--tokscan PATH]
+
+Writes (once, cached) a NumPy corpus of three-token samples that the default profile cannot parse (every one is
+flagged `no_user_turn`), runs ``tokscan scan DIR --json FILE --exclude FILE -q`` in a child process and prints
+its peak RSS, the flagged count from the report and the number of lines in the exclude file (each flagged
+sample must still be listed there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_CACHE = Path(os.environ.get("TOKSCAN_BENCH_CACHE", Path.home() / ".cache" / "tokscan-bench"))
+
+
+def corpus(n: int, cache: Path) -> Path:
+    d = cache / f"all-flagged-{n}"
+    if (d / "offsets.npy").exists():
+        return d
+    d.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    np.save(d / "tokens.npy", rng.integers(1000, 50_000, size=3 * n, dtype=np.int32))
+    np.save(d / "offsets.npy", np.arange(0, 3 * n + 1, 3, dtype=np.int64))
+    return d
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samples", type=int, default=1_000_000)
+    ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    ap.add_argument("--tokscan", default=str(Path(sys.executable).parent / "tokscan"))
+    a = ap.parse_args()
+    d = corpus(a.samples, a.cache)
+    out = a.cache / "flagged-out"
+    out.mkdir(exist_ok=True)
+    t0 = time.perf_counter()
+    p = subprocess.run(
+        [a.tokscan, "scan", str(d), "--json", str(out / "r.json"), "--exclude", str(out / "x.txt"), "-q"],
+        capture_output=True,
+        text=True,
+    )
+    secs = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    if p.returncode not in (0, 1):
+        sys.exit(f"scan failed: {p.stderr.strip()}")
+    report = json.loads((out / "r.json").read_text())
+    with open(out / "x.txt", "rb") as f:
+        excluded = sum(1 for _ in f)
+    n_flagged = len(report["flagged"])
+    print(
+        f"{a.samples:,} samples: peak RSS {rss:,.0f} MB, {secs:.1f} s, flagged {n_flagged:,}, "
+        f"exclude lines {excluded:,}, report {(out / 'r.json').stat().st_size / 1e6:,.1f} MB"
+    )
+
+
+if __name__ == "__main__":
+    main()
