@@ -89,6 +89,8 @@ codes! {
     PromptMismatch = 22, "prompt_mismatch", Error, "the paired prompt record disagrees with the sample's prompt: its turns (system prompt, user and assistant turns) or sizes (bytes per token far from the corpus's), or with a tokenizer its rendered tokens (position: the first difference)";
     PromptsShifted = 23, "prompts_shifted", Error, "one of a run of samples that each match the prompt record at the same offset from their own: the prompts file is shifted or reordered (the offset is in the report's pairing section)";
     DepartsFromCategory = 24, "departs_from_category", Warning, "a structural feature (system prompt, thinking, tool turns, tool calls, pre-fill, mask start, end of turn trained) differs from a strong majority of its category (the feature and the majority are in the report)";
+    PromptDuplicate = 25, "prompt_duplicate", Warning, "the same prompt (system, user and earlier turns, not the pre-fill) as an earlier sample, answered with a different completion: a prompt generated twice (the kept first is in prompt_of)";
+    PromptCrossCategory = 26, "prompt_cross_category", Warning, "the same prompt as an earlier sample filed under another category (the kept first and its category are in prompt_of)";
 }
 
 /// Number of codes; per-sample arrays are sized by it.
@@ -124,7 +126,9 @@ impl Code {
             | Code::PromptMissing
             | Code::PromptMismatch
             | Code::PromptsShifted
-            | Code::DepartsFromCategory => Scope::Corpus,
+            | Code::DepartsFromCategory
+            | Code::PromptDuplicate
+            | Code::PromptCrossCategory => Scope::Corpus,
             Code::MalformedLine | Code::FinishReasonMismatch | Code::TokenCountMismatch => {
                 Scope::Source
             }

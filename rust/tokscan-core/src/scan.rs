@@ -468,6 +468,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
         ctx.next_row += 1;
         tokens += seq.len() as u64;
         let category = ctx.records.category_index(cat_name);
+        let (prompt_hash, prompt_len) = ctx.scratch.prompt_key(seq);
         ctx.records.rows.push(SampleRecord {
             row,
             source: ctx.source,
@@ -478,6 +479,8 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
             sample_id: sample_id.map(Box::from),
             flags: facts.flags,
             features,
+            prompt_hash,
+            prompt_len,
         });
         if facts.flags != 0 {
             let boundaries = ctx
@@ -502,6 +505,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                 }),
                 duplicate_of: None,
                 departs: (0, 0, 0),
+                prompt_of: None,
             });
         }
     }

@@ -197,6 +197,10 @@ pub struct FlaggedSample {
     /// that majority's packed values and its own.
     #[serde(default)]
     pub departs: (u32, u32, u32),
+    /// For a later member of a prompt group (`prompt_duplicate`, `prompt_cross_category`): the group's
+    /// kept first sample.
+    #[serde(default)]
+    pub prompt_of: Option<crate::report::PromptFirst>,
 }
 
 impl FlaggedSample {
@@ -217,6 +221,9 @@ impl FlaggedSample {
         }
         if other.departs.0 != 0 {
             self.departs = other.departs;
+        }
+        if self.prompt_of.is_none() {
+            self.prompt_of = other.prompt_of;
         }
     }
 }
@@ -339,6 +346,12 @@ pub struct SampleRecord {
     /// Its structural features, packed ([`crate::check::features`]).
     #[serde(default)]
     pub features: u32,
+    /// xxh3 and length of the prompt's turns ([`crate::check::Scratch::prompt_key`]); 0 and 0 when the
+    /// sample has no prompt turns.
+    #[serde(default)]
+    pub prompt_hash: u64,
+    #[serde(default)]
+    pub prompt_len: u32,
 }
 
 /// Per-sample records of the units one scan (or one cluster task) read, in row order.
@@ -427,6 +440,7 @@ mod tests {
                     detail: None,
                     duplicate_of: None,
                     departs: (0, 0, 0),
+                    prompt_of: None,
                 });
             }
             let e = p.inputs.entry(c as u32 % 2).or_default();

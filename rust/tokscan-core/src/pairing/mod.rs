@@ -790,6 +790,7 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
                     }),
                     duplicate_of: None,
                     departs: (0, 0, 0),
+                    prompt_of: None,
                 });
             }
         }
