@@ -291,6 +291,8 @@ def decode_flagged(
             }
             if f.get("duplicate_of") is not None:
                 entry["duplicate_of"] = f["duplicate_of"]
+            if f.get("prompt_of") is not None:
+                entry["prompt_of"] = f["prompt_of"]
             if pos is not None and profile is not None:
                 if not sample.info:
                     explain(sample, profile)

@@ -208,6 +208,25 @@ def print_pairing(pairing: list[dict], console: Console) -> None:
             )
 
 
+def print_prompt_groups(groups: dict | None, console: Console, limit: int = 3) -> None:
+    """One line for the prompts answered more than once or filed under two categories, and the largest groups."""
+    if not groups:
+        return
+    console.print(
+        f"[bold]prompt groups[/]: {_num(groups['groups'])} prompt(s) shared by {_num(groups['samples'])} samples "
+        f"({_num(groups['cross_category'])} across categories)",
+        highlight=False,
+    )
+    for g in groups["largest"][:limit]:
+        first = g["first"]
+        who = first["sample_id"] if first["sample_id"] is not None else f"row {first['row']}"
+        cats = ", ".join(f"{escape(c)} {n}" for c, n in g["categories"].items())
+        console.print(
+            f"  {g['size']} samples from {escape(str(who))}: {g['differing']} other completion(s); {cats}",
+            highlight=False,
+        )
+
+
 def print_skipped(skipped: list[dict], console: Console, limit: int = 5) -> None:
     """What a directory scan left aside, so nothing is dropped without a word."""
     if not skipped:
@@ -242,6 +261,7 @@ def print_summary(
     console.print(category_table(report, console.width))
     print_consistency(d.get("categories") or {}, console)
     print_pairing(d.get("pairing") or [], console)
+    print_prompt_groups(d.get("prompt_groups"), console)
     print_skipped(d.get("skipped") or [], console)
     if any(a["count"] for a in report.anomalies.values()):
         console.print(anomaly_table(report, console.width, fail_on, policy))

@@ -2,8 +2,8 @@
 
 The ids are never copied: NumPy arrays (and CPU torch tensors, through `.numpy()`) are read in place, Arrow
 list arrays are imported through the Arrow C data interface (`__arrow_c_array__`), and the GIL is released
-while the batch is checked. Corpus-wide codes (`duplicate`, `sample_id_duplicate`, `length_outlier`) need the
-whole corpus and are never set by `check`; every other code is set exactly when `tokscan scan` sets it.
+while the batch is checked. Corpus-wide codes (`duplicate`, `sample_id_duplicate`, `prompt_duplicate`, `length_outlier`,
+...) need the whole corpus and are never set by `check`; every other code is set exactly when `tokscan scan` sets it.
 """
 
 from __future__ import annotations
