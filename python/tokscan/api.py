@@ -78,6 +78,9 @@ def scan(
     poll_interval: float = 0.1,
     engine: str = "local",
     address: str | None = None,
+    contamination: Iterable[str | os.PathLike[str]] | None = None,
+    contamination_n: int = 13,
+    contamination_share: float = 0.0,
 ) -> Report:
     """Scans corpora in any supported format (files, directories, globs), or a Hugging Face
     `datasets.Dataset` / `DatasetDict` through the Arrow files it is memory-mapped from (no copy).
@@ -97,6 +100,10 @@ def scan(
     `engine="ray"` runs the same scan on a Ray cluster (`address`, else `RAY_ADDRESS`, else a local one;
     see `tokscan.distributed`): the report is identical. It needs the `ray` extra and the profile by name or
     file, as every worker loads it.
+    `contamination` lists benchmark files (JSONL or Parquet; text fields are tokenized with `tokenizer`, lists
+    of ints are token ids): a sample whose prompt or completion shares a `contamination_n`-gram with an item
+    (or, with `contamination_share` > 0, that share of its windows) is flagged `contaminated`, naming the file
+    and item; the report's `contamination` section counts the items matched.
     """
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise UsageError(f"threads must be an integer >= 0 (0: one per core), got {threads!r}")
@@ -111,6 +118,14 @@ def scan(
         raise UsageError(f"{os.fspath(chat_template)}: no such chat template file")
     if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads < 2**32:
         raise UsageError(f"threads must be 0 (one per core) or a positive number, got {threads!r}")
+    bench = None
+    if contamination is not None:
+        files = [os.fspath(f) for f in ([contamination] if isinstance(contamination, (str, os.PathLike)) else contamination)]
+        if isinstance(contamination_n, bool) or not isinstance(contamination_n, int) or contamination_n < 1:
+            raise UsageError(f"contamination_n must be a positive number of tokens, got {contamination_n!r}")
+        if not 0.0 <= float(contamination_share) <= 1.0:
+            raise UsageError(f"contamination_share must be between 0 and 1, got {contamination_share!r}")
+        bench = (files, contamination_n, float(contamination_share), None if tokenizer is None else os.fspath(tokenizer))
     if engine == "ray":
         if prompts is not None:
             raise UsageError("pairing with prompts runs in the local engine only (engine='local')")
@@ -129,6 +144,7 @@ def scan(
             policy=policy,
             fail_on=fail_on,
             ngram_coverage=ngram_coverage,
+            contamination=bench,
             address=address,
             progress=progress,
             poll_interval=max(poll_interval, 0.2),
@@ -146,6 +162,7 @@ def scan(
         None if prompts is None else [os.fspath(prompts)],
         None if tokenizer is None else os.fspath(tokenizer),
         None if chat_template is None else Path(chat_template).read_text(),
+        bench,
     )
     if progress is None:
         return Report._from_core(job.run())

@@ -105,6 +105,9 @@ class ScanArgs:
     progress: bool = True
     hint: bool = True
     ngram_coverage: bool = False
+    contamination: list[Path] = field(default_factory=list)
+    contamination_n: int = 13
+    contamination_share: float = 0.0
     prompts: Path | None = None
     chat_template: Path | None = None
     ray: str | None = None
@@ -155,6 +158,9 @@ def execute(a: ScanArgs) -> int:
         policy=cfg.policy,
         fail_on=fail_level,
         ngram_coverage=a.ngram_coverage,
+        contamination=a.contamination or None,
+        contamination_n=a.contamination_n,
+        contamination_share=a.contamination_share,
         prompts=a.prompts or cfg.prompts,
         chat_template=a.chat_template or cfg.chat_template,
         trust_remote_code=a.trust_remote_code,
@@ -291,6 +297,27 @@ def scan(
             "--ngram-coverage", help="Also measure each completion's repeated 10-gram coverage (~20 % slower)."
         ),
     ] = False,
+    contamination: Annotated[
+        list[Path] | None,
+        typer.Option(
+            metavar="FILE",
+            help="A benchmark file (JSONL or Parquet; repeat for several): flag samples sharing a token n-gram "
+            "with one of its items (text fields tokenized with --tokenizer, lists of ints taken as token ids).",
+        ),
+    ] = None,
+    contamination_n: Annotated[
+        int, typer.Option(metavar="N", min=1, help="With --contamination: the n-gram length in tokens.")
+    ] = 13,
+    contamination_share: Annotated[
+        float,
+        typer.Option(
+            metavar="FRACTION",
+            min=0.0,
+            max=1.0,
+            help="With --contamination: flag only when this share of a prompt's or completion's n-grams match "
+            "(0: any one).",
+        ),
+    ] = 0.0,
     prompts: Annotated[
         Path | None,
         typer.Option(
@@ -353,6 +380,9 @@ def scan(
                 quiet=quiet,
                 progress=progress,
                 ngram_coverage=ngram_coverage,
+                contamination=contamination or [],
+                contamination_n=contamination_n,
+                contamination_share=contamination_share,
                 prompts=prompts,
                 chat_template=chat_template,
                 ray=(ray_address or RAY_DEFAULT) if ray else None,

@@ -91,6 +91,7 @@ codes! {
     DepartsFromCategory = 24, "departs_from_category", Warning, "a structural feature (system prompt, thinking, tool turns, tool calls, pre-fill, mask start, end of turn trained) differs from a strong majority of its category (the feature and the majority are in the report)";
     PromptDuplicate = 25, "prompt_duplicate", Warning, "the same prompt (system, user and earlier turns, not the pre-fill) as an earlier sample, answered with a different completion: a prompt generated twice (the kept first is in prompt_of)";
     PromptCrossCategory = 26, "prompt_cross_category", Warning, "the same prompt as an earlier sample filed under another category (the kept first and its category are in prompt_of)";
+    Contaminated = 27, "contaminated", Error, "the prompt or the completion shares a token n-gram (13 by default) with an item of a --contamination benchmark file (the file and item are in the flagged entry)";
 }
 
 /// Number of codes; per-sample arrays are sized by it.
@@ -105,6 +106,8 @@ pub enum Scope {
     Corpus,
     /// By the input's reader, from what the file says besides the ids (JSONL generator metadata).
     Source,
+    /// By the scan, from reference data it was given besides the corpus (`--contamination` benchmarks).
+    Reference,
 }
 
 impl Scope {
@@ -113,6 +116,7 @@ impl Scope {
             Scope::Sample => "sample",
             Scope::Corpus => "corpus",
             Scope::Source => "source",
+            Scope::Reference => "reference",
         }
     }
 }
@@ -132,6 +136,7 @@ impl Code {
             Code::MalformedLine | Code::FinishReasonMismatch | Code::TokenCountMismatch => {
                 Scope::Source
             }
+            Code::Contaminated => Scope::Reference,
             _ => Scope::Sample,
         }
     }

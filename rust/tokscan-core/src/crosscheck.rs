@@ -377,6 +377,7 @@ pub fn resolve(records: &Records, repeats: &[Repeat], fences: &Fences) -> Vec<Fl
                     .map(|x| x.first.clone()),
                 departs,
                 prompt_of: repeat.and_then(|x| x.prompt_of.clone()),
+                contamination: None,
             });
         }
     }

@@ -7,6 +7,7 @@
 
 pub mod anomaly;
 pub mod check;
+pub mod contamination;
 pub mod corpus;
 pub mod crosscheck;
 pub mod error;

@@ -107,6 +107,9 @@ pub struct Flagged {
     /// group's kept first sample.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub prompt_of: Option<PromptFirst>,
+    /// For `contaminated`: the benchmark file and item, the part of the sample, its matching windows.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub contamination: Option<crate::contamination::Hit>,
     /// For `departs_from_category`: per feature, the sample's value and its category's majority.
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub departs: BTreeMap<String, Departure>,
@@ -229,6 +232,9 @@ pub struct Report {
     /// Samples sharing a prompt (`prompt_duplicate`, `prompt_cross_category`); absent when there are none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_groups: Option<PromptGroups>,
+    /// With `--contamination`: the benchmark files, and per file the items samples matched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contamination: Option<crate::contamination::ContaminationReport>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -357,6 +363,7 @@ fn flagged_entry(
         },
         duplicate_of: f.duplicate_of,
         prompt_of: f.prompt_of,
+        contamination: f.contamination,
         sample_id: f.sample_id,
         category: f.category,
     }
@@ -416,6 +423,10 @@ pub fn build_report(
     };
     let flagged = merge_by_row(std::mem::take(&mut partial.flagged), corpus_flagged);
     let groups = PromptGroups::of(&flagged);
+    let contamination = partial
+        .benchmarks
+        .take()
+        .map(|b| crate::contamination::ContaminationReport::of(b, &flagged));
     let flagged = flagged
         .into_iter()
         .map(|f| flagged_entry(f, profile, &inputs, &sev))
@@ -438,5 +449,6 @@ pub fn build_report(
         skipped: Vec::new(),
         pairing: Vec::new(),
         prompt_groups: (groups.groups > 0).then_some(groups),
+        contamination,
     }
 }

@@ -41,6 +41,8 @@ pub struct ScanOptions {
     /// A tokenizer directory (and a chat template overriding its own) to load the encoder from, only when
     /// the corpus has prompts to pair.
     pub prompt_tokenizer: Option<(std::path::PathBuf, Option<String>)>,
+    /// Benchmark files to look for (`--contamination`); the index is built by each process that scans.
+    pub contamination: Option<crate::contamination::Spec>,
 }
 
 /// Live counters a caller can poll from another thread, and the cancel switch.
@@ -261,12 +263,25 @@ fn scan_units(
         .units_total
         .store(units.len() as u64, Ordering::Relaxed);
     progress.tokens_total.store(tokens_total, Ordering::Relaxed);
+    let index = opts
+        .contamination
+        .as_ref()
+        .filter(|s| !s.files.is_empty())
+        .map(crate::contamination::Spec::build)
+        .transpose()?;
     // A failing unit stops the others (through the cancel flag); the error reported is the first real one
     // in unit order, not an "interrupted" of a unit that was merely stopped.
     let parts: Vec<Result<(Partial, Records)>> = units
         .par_iter()
         .map(|u| {
-            let r = scan_unit(u, profile, progress, opts.ngram_coverage, pairing);
+            let r = scan_unit(
+                u,
+                profile,
+                progress,
+                opts.ngram_coverage,
+                pairing,
+                index.as_ref(),
+            );
             if matches!(r, Err(ref e) if !matches!(e, Error::Interrupted)) {
                 progress.cancel();
             }
@@ -285,6 +300,7 @@ fn scan_units(
     }
     let parts: Vec<(Partial, Records)> = parts.into_iter().collect::<Result<_>>()?;
     let mut partial = Partial::new(profile.specials.len());
+    partial.benchmarks = index.as_ref().map(|c| c.describe());
     let mut records = Vec::with_capacity(parts.len());
     for (p, r) in parts {
         partial.merge(p);
@@ -304,6 +320,8 @@ struct UnitCtx<'a> {
     coverage: bool,
     pairing: Option<&'a Pairing>,
     shape: PromptShape,
+    contamination: Option<&'a crate::contamination::Contamination>,
+    ids: Vec<u32>,
 }
 
 /// Test-only switch: with this variable set, every work unit panics, so tests can prove that a panic on a
@@ -316,6 +334,7 @@ fn scan_unit(
     progress: &Progress,
     coverage: bool,
     pairing: Option<&Pairing>,
+    contamination: Option<&crate::contamination::Contamination>,
 ) -> Result<(Partial, Records)> {
     if std::env::var_os(PANIC_SWITCH).is_some() {
         panic!("{PANIC_SWITCH} is set: deliberate panic in a scan worker");
@@ -334,6 +353,8 @@ fn scan_unit(
         coverage,
         pairing,
         shape: PromptShape::default(),
+        contamination,
+        ids: Vec::new(),
     };
     let mut on_batch = |b: &Batch<'_>| -> Result<()> {
         if progress.cancelled() {
@@ -447,6 +468,13 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                 ctx.records.pairs.push(fact);
             }
         }
+        let hit = ctx.contamination.and_then(|c| {
+            let (cs, ce) = (facts.completion.0 as usize, facts.completion.1 as usize);
+            c.check(seq, cs, ce, &mut ctx.ids)
+        });
+        if let Some((pos, _)) = &hit {
+            facts.flag(Code::Contaminated, Some(*pos));
+        }
         let features = crate::check::features::features(ctx.profile, seq, mask, &ctx.scratch);
         let cat = ctx.partial.category(cat_name);
         let (cs, ce) = (facts.completion.0 as usize, facts.completion.1 as usize);
@@ -506,6 +534,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                 duplicate_of: None,
                 departs: (0, 0, 0),
                 prompt_of: None,
+                contamination: hit.map(|(_, h)| h),
             });
         }
     }

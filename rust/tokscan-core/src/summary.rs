@@ -201,6 +201,9 @@ pub struct FlaggedSample {
     /// kept first sample.
     #[serde(default)]
     pub prompt_of: Option<crate::report::PromptFirst>,
+    /// For `contaminated`: the benchmark item the sample shares n-grams with.
+    #[serde(default)]
+    pub contamination: Option<crate::contamination::Hit>,
 }
 
 impl FlaggedSample {
@@ -225,6 +228,9 @@ impl FlaggedSample {
         if self.prompt_of.is_none() {
             self.prompt_of = other.prompt_of;
         }
+        if self.contamination.is_none() {
+            self.contamination = other.contamination;
+        }
     }
 }
 
@@ -248,6 +254,9 @@ pub struct Partial {
     /// any process that resolves the corpus-wide checks applies the same ones.
     #[serde(default)]
     pub consistency: (u32, u64),
+    /// With `--contamination`: the n-gram length, the share and the benchmark files the scan looked for.
+    #[serde(default)]
+    pub benchmarks: Option<crate::contamination::Benchmarks>,
 }
 
 impl Partial {
@@ -274,6 +283,9 @@ impl Partial {
     pub fn merge(&mut self, other: Partial) {
         self.n_slots = self.n_slots.max(other.n_slots);
         self.consistency = self.consistency.max(other.consistency);
+        if self.benchmarks.is_none() {
+            self.benchmarks = other.benchmarks;
+        }
         for (name, c) in &other.categories {
             self.category(name).merge(c);
         }
@@ -441,6 +453,7 @@ mod tests {
                     duplicate_of: None,
                     departs: (0, 0, 0),
                     prompt_of: None,
+                    contamination: None,
                 });
             }
             let e = p.inputs.entry(c as u32 % 2).or_default();

@@ -791,6 +791,7 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
                     duplicate_of: None,
                     departs: (0, 0, 0),
                     prompt_of: None,
+                    contamination: None,
                 });
             }
         }
