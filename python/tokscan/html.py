@@ -176,6 +176,8 @@ def _header(
     ]
     if d.get("prompt_groups"):
         toc.insert(1, ("prompt-groups", "Prompt groups"))
+    if d.get("contamination"):
+        toc.insert(1, ("contamination", "Contamination"))
     if decoded:
         toc.append(("decoded", "Decoded excerpts"))
     return (
@@ -335,6 +337,30 @@ def _prompt_groups(report: Report) -> str:
         "groups:</p><div class='scroll'><table><thead><tr><th>first row</th><th class='l'>sample</th>"
         "<th class='l'>category</th><th>size</th><th>other completions</th><th class='l'>categories</th>"
         f"<th class='l'>later rows</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def _contamination(report: Report) -> str:
+    """The benchmark files a scan looked for, and the items samples matched."""
+    c = report.data.get("contamination")
+    if not c:
+        return ""
+    rows = []
+    for f in c["files"]:
+        items = c["items"].get(f["path"], {})
+        top = sorted(items.items(), key=lambda kv: (-kv[1], kv[0]))
+        listed = ", ".join(f"{_e(k)} ×{v:,}" for k, v in top[:50]) + (" …" if len(top) > 50 else "")
+        rows.append(
+            f"<tr><td class='l'>{_e(f['path'])}</td><td>{f['items']:,}</td><td>{f['ngrams']:,}</td>"
+            f"<td>{sum(items.values()):,}</td><td>{len(items):,}</td><td class='l'>{listed}</td></tr>"
+        )
+    rule = f"at least {c['min_share']:.0%} of" if c["min_share"] > 0 else "at least one of"
+    return (
+        "<section id='contamination'><h2>Benchmark contamination</h2>"
+        f"<p class='note'>A sample is flagged <code>contaminated</code> when its prompt or its completion has {rule} "
+        f"its token {c['n']}-grams in a benchmark item (exact token match).</p><div class='scroll'><table><thead>"
+        "<tr><th class='l'>benchmark file</th><th>items</th><th>n-grams</th><th>samples</th><th>items matched</th>"
+        f"<th class='l'>items (samples)</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 
@@ -634,6 +660,9 @@ def _flagged(report: Report, rows: list[int], decoded_keys: set[tuple[str, int]]
             label = _e(_who(p.get("sample_id"), p["row"]))
             target = f"<a href='#s{p['row']}'>{label}</a>" if p["row"] in listed else label
             dup += f"{'; ' if dup else ''}same prompt as {target} <span class='note'>row {p['row']:,}</span>"
+        h = f.get("contamination")
+        if h:
+            dup += f"{'; ' if dup else ''}benchmark item <b>{_e(h['item'])}</b> <span class='note'>{_e(h['part'])}</span>"
         out.append(
             f"<tr id='s{row}' data-codes='{_e(' '.join(f['codes']))}'><td>{row}</td>"
             f"<td>{_e(f['sample_id'] if f['sample_id'] is not None else '')}</td><td>{_e(f['category'])}</td>"
@@ -848,6 +877,7 @@ def render(
         _structure(report),
         _pairing(report),
         _prompt_groups(report),
+        _contamination(report),
         _special_tokens(report),
         _lengths(report),
         _anomalies(report, fail_on, policy, failures, shown, decoded),

@@ -227,6 +227,25 @@ def print_prompt_groups(groups: dict | None, console: Console, limit: int = 3) -
         )
 
 
+def print_contamination(c: dict | None, console: Console, limit: int = 5) -> None:
+    """One line per benchmark file: its items and n-grams, the samples that share them and the items matched most."""
+    if not c:
+        return
+    share = f", ≥ {c['min_share']:.0%} of a part's n-grams" if c["min_share"] > 0 else ""
+    for f in c["files"]:
+        items = c["items"].get(f["path"], {})
+        n = sum(items.values())
+        top = sorted(items.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+        style = "red" if n else "green"
+        line = (
+            f"[bold]contamination[/] {escape(f['path'])} ({_num(f['items'])} items, {_num(f['ngrams'])} "
+            f"{c['n']}-grams{share}): [{style}]{_num(n)} sample(s)[/] from {len(items)} item(s)"
+        )
+        if top:
+            line += ": " + ", ".join(f"{escape(k)} ×{v}" for k, v in top)
+        console.print(line, highlight=False)
+
+
 def print_skipped(skipped: list[dict], console: Console, limit: int = 5) -> None:
     """What a directory scan left aside, so nothing is dropped without a word."""
     if not skipped:
@@ -262,6 +281,7 @@ def print_summary(
     print_consistency(d.get("categories") or {}, console)
     print_pairing(d.get("pairing") or [], console)
     print_prompt_groups(d.get("prompt_groups"), console)
+    print_contamination(d.get("contamination"), console)
     print_skipped(d.get("skipped") or [], console)
     if any(a["count"] for a in report.anomalies.values()):
         console.print(anomaly_table(report, console.width, fail_on, policy))

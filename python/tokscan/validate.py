@@ -23,6 +23,8 @@ from .errors import UsageError
 CORPUS_WIDE_CODES = tuple(sorted(c for c, scope in _core.code_scopes().items() if scope == "corpus"))
 #: Codes only an input's reader sets (JSONL generator metadata); `Validator.check` never sets them either.
 SOURCE_CODES = tuple(sorted(c for c, scope in _core.code_scopes().items() if scope == "source"))
+#: Codes that need reference data a scan is given (`--contamination` benchmarks); never set by `Validator.check`.
+REFERENCE_CODES = tuple(sorted(c for c, scope in _core.code_scopes().items() if scope == "reference"))
 IGNORE = "ignore"
 
 
