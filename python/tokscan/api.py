@@ -81,6 +81,11 @@ def scan(
     contamination: Iterable[str | os.PathLike[str]] | None = None,
     contamination_n: int = 13,
     contamination_share: float = 0.0,
+    near_dup: bool = False,
+    near_dup_n: int = 5,
+    near_dup_bands: int = 16,
+    near_dup_rows: int = 8,
+    near_dup_threshold: float = 0.8,
 ) -> Report:
     """Scans corpora in any supported format (files, directories, globs), or a Hugging Face
     `datasets.Dataset` / `DatasetDict` through the Arrow files it is memory-mapped from (no copy).
@@ -104,6 +109,9 @@ def scan(
     of ints are token ids): a sample whose prompt or completion shares a `contamination_n`-gram with an item
     (or, with `contamination_share` > 0, that share of its windows) is flagged `contaminated`, naming the file
     and item; the report's `contamination` section counts the items matched.
+    `near_dup` finds near-duplicate completions: MinHash over `near_dup_n`-grams of the completion's ids, LSH with
+    `near_dup_bands` bands of `near_dup_rows` rows, confirmed at exact Jaccard >= `near_dup_threshold`; every
+    cluster member but its representative (lowest row) is flagged `near_duplicate` (local engine only).
     """
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise UsageError(f"threads must be an integer >= 0 (0: one per core), got {threads!r}")
@@ -126,7 +134,10 @@ def scan(
         if not 0.0 <= float(contamination_share) <= 1.0:
             raise UsageError(f"contamination_share must be between 0 and 1, got {contamination_share!r}")
         bench = (files, contamination_n, float(contamination_share), None if tokenizer is None else os.fspath(tokenizer))
+    near = (near_dup_n, near_dup_bands, near_dup_rows, float(near_dup_threshold)) if near_dup else None
     if engine == "ray":
+        if near is not None:
+            raise UsageError("near-duplicate detection runs in the local engine only (engine='local')")
         if prompts is not None:
             raise UsageError("pairing with prompts runs in the local engine only (engine='local')")
         if isinstance(profile, _core.Profile):
@@ -163,6 +174,7 @@ def scan(
         None if tokenizer is None else os.fspath(tokenizer),
         None if chat_template is None else Path(chat_template).read_text(),
         bench,
+        near,
     )
     if progress is None:
         return Report._from_core(job.run())

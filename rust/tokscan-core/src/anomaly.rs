@@ -92,6 +92,7 @@ codes! {
     PromptDuplicate = 25, "prompt_duplicate", Warning, "the same prompt (system, user and earlier turns, not the pre-fill) as an earlier sample, answered with a different completion: a prompt generated twice (the kept first is in prompt_of)";
     PromptCrossCategory = 26, "prompt_cross_category", Warning, "the same prompt as an earlier sample filed under another category (the kept first and its category are in prompt_of)";
     Contaminated = 27, "contaminated", Error, "the prompt or the completion shares a token n-gram (13 by default) with an item of a --contamination benchmark file (the file and item are in the flagged entry)";
+    NearDuplicate = 28, "near_duplicate", Warning, "with --near-dup: the completion's token n-gram set has Jaccard >= the threshold (0.8) with another sample's, in a cluster whose representative (lowest row) is kept (in near_duplicate_of)";
 }
 
 /// Number of codes; per-sample arrays are sized by it.
@@ -132,7 +133,8 @@ impl Code {
             | Code::PromptsShifted
             | Code::DepartsFromCategory
             | Code::PromptDuplicate
-            | Code::PromptCrossCategory => Scope::Corpus,
+            | Code::PromptCrossCategory
+            | Code::NearDuplicate => Scope::Corpus,
             Code::MalformedLine | Code::FinishReasonMismatch | Code::TokenCountMismatch => {
                 Scope::Source
             }

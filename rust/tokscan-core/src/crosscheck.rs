@@ -378,6 +378,7 @@ pub fn resolve(records: &Records, repeats: &[Repeat], fences: &Fences) -> Vec<Fl
                 departs,
                 prompt_of: repeat.and_then(|x| x.prompt_of.clone()),
                 contamination: None,
+                near_of: None,
             });
         }
     }
@@ -430,6 +431,7 @@ mod tests {
                 features: u32::MAX,
                 prompt_hash: 0,
                 prompt_len: 0,
+                sketch: None,
             });
         }
         r

@@ -12,6 +12,7 @@ pub mod corpus;
 pub mod crosscheck;
 pub mod error;
 pub mod json;
+pub mod neardup;
 pub mod pairing;
 pub mod plan;
 pub mod policy;

@@ -110,6 +110,9 @@ pub struct Flagged {
     /// For `contaminated`: the benchmark file and item, the part of the sample, its matching windows.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub contamination: Option<crate::contamination::Hit>,
+    /// For `near_duplicate`: the cluster's representative (kept).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub near_duplicate_of: Option<FirstSeen>,
     /// For `departs_from_category`: per feature, the sample's value and its category's majority.
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub departs: BTreeMap<String, Departure>,
@@ -235,6 +238,9 @@ pub struct Report {
     /// With `--contamination`: the benchmark files, and per file the items samples matched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contamination: Option<crate::contamination::ContaminationReport>,
+    /// With near-duplicate detection: its parameters, clusters and per-category rates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near_duplicates: Option<crate::neardup::NearDupReport>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -364,6 +370,7 @@ fn flagged_entry(
         duplicate_of: f.duplicate_of,
         prompt_of: f.prompt_of,
         contamination: f.contamination,
+        near_duplicate_of: f.near_of,
         sample_id: f.sample_id,
         category: f.category,
     }
@@ -450,5 +457,6 @@ pub fn build_report(
         pairing: Vec::new(),
         prompt_groups: (groups.groups > 0).then_some(groups),
         contamination,
+        near_duplicates: None,
     }
 }

@@ -204,6 +204,9 @@ pub struct FlaggedSample {
     /// For `contaminated`: the benchmark item the sample shares n-grams with.
     #[serde(default)]
     pub contamination: Option<crate::contamination::Hit>,
+    /// For `near_duplicate`: its cluster's representative.
+    #[serde(default)]
+    pub near_of: Option<crate::report::FirstSeen>,
 }
 
 impl FlaggedSample {
@@ -230,6 +233,9 @@ impl FlaggedSample {
         }
         if self.contamination.is_none() {
             self.contamination = other.contamination;
+        }
+        if self.near_of.is_none() {
+            self.near_of = other.near_of;
         }
     }
 }
@@ -364,6 +370,9 @@ pub struct SampleRecord {
     pub prompt_hash: u64,
     #[serde(default)]
     pub prompt_len: u32,
+    /// With near-duplicate detection: the completion's MinHash signature ([`crate::neardup`]).
+    #[serde(default)]
+    pub sketch: Option<Box<[u32]>>,
 }
 
 /// Per-sample records of the units one scan (or one cluster task) read, in row order.
@@ -454,6 +463,7 @@ mod tests {
                     departs: (0, 0, 0),
                     prompt_of: None,
                     contamination: None,
+                    near_of: None,
                 });
             }
             let e = p.inputs.entry(c as u32 % 2).or_default();

@@ -304,7 +304,7 @@ fn policy_sample_mask(
 #[pymethods]
 impl PyScan {
     #[new]
-    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error", ngram_coverage=false, prompts=None, prompt_tokenizer=None, chat_template=None, contamination=None))]
+    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error", ngram_coverage=false, prompts=None, prompt_tokenizer=None, chat_template=None, contamination=None, near_dup=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -320,9 +320,21 @@ impl PyScan {
         prompt_tokenizer: Option<std::path::PathBuf>,
         chat_template: Option<String>,
         contamination: Option<ContaminationArgs>,
+        near_dup: Option<(u32, u32, u32, f64)>,
     ) -> PyResult<Self> {
         let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
         let policy = parse_policy(policy, severities, fail_on).map_err(|e| to_py(py, e))?;
+        let near_dup = near_dup.map(
+            |(n, bands, rows, threshold)| tokscan_core::neardup::Params {
+                n,
+                bands,
+                rows,
+                threshold,
+            },
+        );
+        if let Some(p) = &near_dup {
+            p.check().map_err(|e| to_py(py, e))?;
+        }
         Ok(PyScan {
             paths,
             profile: profile.inner.clone(),
@@ -335,6 +347,7 @@ impl PyScan {
                 encoder: None,
                 prompt_tokenizer: prompt_tokenizer.map(|d| (d, chat_template)),
                 contamination: contamination.map(contamination_spec),
+                near_dup,
             },
             progress: Arc::new(Progress::default()),
         })

@@ -102,6 +102,7 @@ fn records_of(facts: Vec<PairFact>) -> Records {
             features: u32::MAX,
             prompt_hash: 0,
             prompt_len: 0,
+            sketch: None,
         });
     }
     r.pairs = facts;
