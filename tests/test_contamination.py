@@ -116,9 +116,7 @@ def test_the_oracle_sees_exactly_the_planted_samples(problems, corpus):
 def test_every_layout_flags_exactly_the_planted_samples(problems, benchmark, corpus, layout, threads):
     samples, _planted, written = corpus
     want = oracle(problems, samples)
-    r = tokscan.scan(
-        str(written[layout]), "deepseek", tokenizer=TOK_DIR, threads=threads, contamination=[benchmark]
-    )
+    r = tokscan.scan(str(written[layout]), "deepseek", tokenizer=TOK_DIR, threads=threads, contamination=[benchmark])
     assert set(r.flagged_rows("contaminated")) == set(want)
     for f in r.flagged:
         if "contaminated" in f["codes"]:

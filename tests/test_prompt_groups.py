@@ -99,9 +99,7 @@ def test_every_layout_finds_exactly_the_oracles_groups(samples, written, layout,
         assert set(report.flagged_rows(code)) == want[code], (layout, code)
         assert report.anomalies[code]["severity"] == "warning"
         per_cat = {c: v["anomalies"][code] for c, v in report.categories.items()}
-        assert per_cat == {
-            c: sum(1 for r in want[code] if samples[r].category == c) for c in report.categories
-        }, code
+        assert per_cat == {c: sum(1 for r in want[code] if samples[r].category == c) for c in report.categories}, code
     got_first = {f["row"]: f["prompt_of"]["row"] for f in report.flagged if f.get("prompt_of")}
     assert got_first == want["first_of"]
     for f in report.flagged:

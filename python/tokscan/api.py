@@ -128,12 +128,19 @@ def scan(
         raise UsageError(f"threads must be 0 (one per core) or a positive number, got {threads!r}")
     bench = None
     if contamination is not None:
-        files = [os.fspath(f) for f in ([contamination] if isinstance(contamination, (str, os.PathLike)) else contamination)]
+        files = [
+            os.fspath(f) for f in ([contamination] if isinstance(contamination, (str, os.PathLike)) else contamination)
+        ]
         if isinstance(contamination_n, bool) or not isinstance(contamination_n, int) or contamination_n < 1:
             raise UsageError(f"contamination_n must be a positive number of tokens, got {contamination_n!r}")
         if not 0.0 <= float(contamination_share) <= 1.0:
             raise UsageError(f"contamination_share must be between 0 and 1, got {contamination_share!r}")
-        bench = (files, contamination_n, float(contamination_share), None if tokenizer is None else os.fspath(tokenizer))
+        bench = (
+            files,
+            contamination_n,
+            float(contamination_share),
+            None if tokenizer is None else os.fspath(tokenizer),
+        )
     near = (near_dup_n, near_dup_bands, near_dup_rows, float(near_dup_threshold)) if near_dup else None
     if engine == "ray":
         if near is not None:

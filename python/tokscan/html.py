@@ -178,6 +178,8 @@ def _header(
         toc.insert(1, ("prompt-groups", "Prompt groups"))
     if d.get("contamination"):
         toc.insert(1, ("contamination", "Contamination"))
+    if d.get("near_duplicates"):
+        toc.insert(1, ("near-duplicates", "Near duplicates"))
     if decoded:
         toc.append(("decoded", "Decoded excerpts"))
     return (
@@ -361,6 +363,39 @@ def _contamination(report: Report) -> str:
         f"its token {c['n']}-grams in a benchmark item (exact token match).</p><div class='scroll'><table><thead>"
         "<tr><th class='l'>benchmark file</th><th>items</th><th>n-grams</th><th>samples</th><th>items matched</th>"
         f"<th class='l'>items (samples)</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def _near_duplicates(report: Report) -> str:
+    """Near-duplicate clusters: parameters, per-category rates, the largest clusters."""
+    nd = report.data.get("near_duplicates")
+    if not nd:
+        return ""
+    cats = "".join(
+        f"<tr><td class='l'>{_e(c)}</td><td>{v['samples']:,}</td><td>{v['near_duplicates']:,}</td>"
+        f"<td>{v['rate']:.2%}</td></tr>"
+        for c, v in sorted(nd["categories"].items())
+    )
+    rows = []
+    for c in nd["largest"]:
+        rep = c["representative"]
+        members = ", ".join(f"<a href='#s{r}'>{r:,}</a>" for r in c["members"])
+        more = " …" if c["size"] - 1 > len(c["members"]) else ""
+        rows.append(
+            f"<tr><td>{rep['row']:,}</td><td class='l'>{_e(_who(rep['sample_id'], rep['row']))}</td>"
+            f"<td class='l'>{_e(c['category'])}</td><td>{c['size']:,}</td><td class='l'>{members}{more}</td></tr>"
+        )
+    return (
+        "<section id='near-duplicates'><h2>Near-duplicate completions</h2>"
+        f"<p class='note'>{nd['clusters']:,} cluster(s) of {nd['samples']:,} samples: completions whose token "
+        f"{nd['n']}-gram sets have Jaccard ≥ {nd['threshold']} (exact, on the {nd['candidates']:,} candidate pairs "
+        f"that MinHash LSH with {nd['bands']} bands × {nd['rows']} rows proposed; a pair at the threshold is a "
+        f"candidate with probability {nd['recall_at_threshold']:.1%}). Each cluster keeps its first sample; the "
+        "others are flagged <code>near_duplicate</code>.</p><div class='scroll'><table><thead><tr>"
+        "<th class='l'>category</th><th>samples</th><th>near duplicates</th><th>rate</th></tr></thead>"
+        f"<tbody>{cats}</tbody></table></div><div class='scroll'><table><thead><tr><th>representative row</th>"
+        "<th class='l'>sample</th><th class='l'>category</th><th>size</th><th class='l'>members</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 
@@ -660,9 +695,16 @@ def _flagged(report: Report, rows: list[int], decoded_keys: set[tuple[str, int]]
             label = _e(_who(p.get("sample_id"), p["row"]))
             target = f"<a href='#s{p['row']}'>{label}</a>" if p["row"] in listed else label
             dup += f"{'; ' if dup else ''}same prompt as {target} <span class='note'>row {p['row']:,}</span>"
+        nd = f.get("near_duplicate_of")
+        if nd:
+            label = _e(_who(nd.get("sample_id"), nd["row"]))
+            target = f"<a href='#s{nd['row']}'>{label}</a>" if nd["row"] in listed else label
+            dup += f"{'; ' if dup else ''}near {target} <span class='note'>row {nd['row']:,}</span>"
         h = f.get("contamination")
         if h:
-            dup += f"{'; ' if dup else ''}benchmark item <b>{_e(h['item'])}</b> <span class='note'>{_e(h['part'])}</span>"
+            dup += (
+                f"{'; ' if dup else ''}benchmark item <b>{_e(h['item'])}</b> <span class='note'>{_e(h['part'])}</span>"
+            )
         out.append(
             f"<tr id='s{row}' data-codes='{_e(' '.join(f['codes']))}'><td>{row}</td>"
             f"<td>{_e(f['sample_id'] if f['sample_id'] is not None else '')}</td><td>{_e(f['category'])}</td>"
@@ -878,6 +920,7 @@ def render(
         _pairing(report),
         _prompt_groups(report),
         _contamination(report),
+        _near_duplicates(report),
         _special_tokens(report),
         _lengths(report),
         _anomalies(report, fail_on, policy, failures, shown, decoded),

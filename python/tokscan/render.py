@@ -246,6 +246,25 @@ def print_contamination(c: dict | None, console: Console, limit: int = 5) -> Non
         console.print(line, highlight=False)
 
 
+def print_near_duplicates(nd: dict | None, console: Console, limit: int = 3) -> None:
+    """The near-duplicate clusters: how many, the parameters, the per-category rates and the largest clusters."""
+    if not nd:
+        return
+    rates = ", ".join(
+        f"{escape(c)} {v['rate']:.1%}" for c, v in sorted(nd["categories"].items()) if v["near_duplicates"]
+    )
+    console.print(
+        f"[bold]near duplicates[/]: {_num(nd['clusters'])} cluster(s) of {_num(nd['samples'])} samples "
+        f"(Jaccard ≥ {nd['threshold']} over token {nd['n']}-grams; {nd['bands']}×{nd['rows']} bands, candidate "
+        f"midpoint {nd['implied_threshold']:.2f}){': ' + rates if rates else ''}",
+        highlight=False,
+    )
+    for c in nd["largest"][:limit]:
+        rep = c["representative"]
+        who = rep["sample_id"] if rep["sample_id"] is not None else f"row {rep['row']}"
+        console.print(f"  {c['size']} samples like {escape(str(who))} ({escape(c['category'])})", highlight=False)
+
+
 def print_skipped(skipped: list[dict], console: Console, limit: int = 5) -> None:
     """What a directory scan left aside, so nothing is dropped without a word."""
     if not skipped:
@@ -282,6 +301,7 @@ def print_summary(
     print_pairing(d.get("pairing") or [], console)
     print_prompt_groups(d.get("prompt_groups"), console)
     print_contamination(d.get("contamination"), console)
+    print_near_duplicates(d.get("near_duplicates"), console)
     print_skipped(d.get("skipped") or [], console)
     if any(a["count"] for a in report.anomalies.values()):
         console.print(anomaly_table(report, console.width, fail_on, policy))
