@@ -1,7 +1,7 @@
 """Near-duplicate completions (`--near-dup`): planted near-copies (scattered edits of 1–5 %, reordered
 sentences, a changed number) and hard negatives (the same template with other content) among a few thousand
-samples, in every layout, for 1 and 2 threads, against datasketch's MinHash LSH with the same n-grams and
-bands, confirmed by exact Jaccard in Python."""
+samples, in every layout, for 1 and 2 threads, against the exact clusters (brute force over an inverted index of
+n-grams), and datasketch's MinHash LSH with the same n-grams and bands finds a subset of them."""
 
 from __future__ import annotations
 
@@ -52,9 +52,39 @@ def shingles(ids: list[int]) -> set[bytes]:
     return {a[j : j + N].tobytes() for j in range(len(a) - N + 1)}
 
 
+def clusters_of(pairs: list[tuple[int, int]]) -> dict[int, int]:
+    """row -> representative (the lowest row of its connected pairs) for every member but the representative."""
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    for a, b in pairs:
+        ra, rb = find(a), find(b)
+        parent[max(ra, rb)] = min(ra, rb)
+    return {r: find(r) for r in parent if find(r) != r}
+
+
+def exact(samples: list[synth.Sample]) -> dict[int, int]:
+    """Brute force: every pair of completions sharing an n-gram (an inverted index), exact Jaccard."""
+    sets = [shingles(s.completion) for s in samples]
+    index: dict[bytes, list[int]] = defaultdict(list)
+    for row, sh in enumerate(sets):
+        for x in sh:
+            index[x].append(row)
+    shared: dict[tuple[int, int], int] = defaultdict(int)
+    for rows in index.values():
+        for i, a in enumerate(rows):
+            for b in rows[i + 1 :]:
+                shared[(a, b)] += 1
+    pairs = [(a, b) for (a, b), k in shared.items() if k / (len(sets[a]) + len(sets[b]) - k) >= THRESHOLD]
+    return clusters_of(pairs)
+
+
 def oracle(samples: list[synth.Sample]) -> dict[int, int]:
-    """row -> representative for every cluster member but the representative: datasketch candidates, exact
-    Jaccard >= THRESHOLD, union-find with the lowest row as representative."""
+    """datasketch: MinHash LSH candidates with the same n-grams and bands, exact Jaccard >= THRESHOLD, clusters."""
     sets = [shingles(s.completion) for s in samples]
     lsh = datasketch.MinHashLSH(num_perm=BANDS * ROWS, params=(BANDS, ROWS))
     hashes = []
@@ -66,21 +96,14 @@ def oracle(samples: list[synth.Sample]) -> dict[int, int]:
         m.update_batch(sorted(s))
         hashes.append(m)
         lsh.insert(row, m)
-    parent: dict[int, int] = {}
-
-    def find(x: int) -> int:
-        while parent.setdefault(x, x) != x:
-            x = parent[x]
-        return x
-
+    pairs = []
     for row, m in enumerate(hashes):
         if m is None:
             continue
         for other in lsh.query(m):
             if other > row and len(sets[row] & sets[other]) / len(sets[row] | sets[other]) >= THRESHOLD:
-                a, b = find(row), find(other)
-                parent[max(a, b)] = min(a, b)
-    return {r: find(r) for r in parent if find(r) != r}
+                pairs.append((row, other))
+    return clusters_of(pairs)
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +113,13 @@ def samples() -> list[synth.Sample]:
 
 @pytest.fixture(scope="module")
 def want(samples) -> dict[int, int]:
-    return oracle(samples)
+    return exact(samples)
+
+
+def test_datasketch_finds_what_brute_force_finds_but_for_lsh_misses(samples, want):
+    """datasketch's clusters are a subset of the exact ones (its misses are pairs its LSH did not propose)."""
+    ds = oracle(samples)
+    assert set(ds) <= set(want) and len(ds) >= len(want) - 3
 
 
 @pytest.fixture(scope="module")
