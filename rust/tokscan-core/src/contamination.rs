@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use xxhash_rust::xxh3::xxh3_64;
 
 use crate::error::{Error, Result};
 use crate::token::TokenId;
@@ -129,6 +128,9 @@ impl ContaminationReport {
     }
 }
 
+/// Text to token ids (the scan's tokenizer).
+pub type Encode<'a> = &'a (dyn Fn(&str) -> Result<Vec<u32>> + Sync);
+
 /// The n-gram index of one or more benchmark files.
 #[derive(Debug, Default)]
 pub struct Contamination {
@@ -141,19 +143,14 @@ pub struct Contamination {
     /// Every field's tokens, concatenated; the index points into it.
     tokens: Vec<u32>,
     /// n-gram hash → (offset into `tokens`, item).
-    index: HashMap<u64, (u32, u32)>,
+    index: HashMap<u64, (u32, u32), xxhash_rust::xxh3::Xxh3DefaultBuilder>,
 }
 
+/// An n-gram's hash: the multiply-xorshift mix of [`crate::neardup::ngram_hashes`].
 fn ngram_hash(ids: &[u32]) -> u64 {
-    let mut buf = [0u8; 4 * 64];
-    if ids.len() <= 64 {
-        for (dst, t) in buf.chunks_exact_mut(4).zip(ids) {
-            dst.copy_from_slice(&t.to_le_bytes());
-        }
-        return xxh3_64(&buf[..ids.len() * 4]);
-    }
-    let bytes: Vec<u8> = ids.iter().flat_map(|t| t.to_le_bytes()).collect();
-    xxh3_64(&bytes)
+    crate::neardup::ngram_hashes(ids, ids.len())
+        .next()
+        .unwrap_or(0)
 }
 
 impl Contamination {
@@ -162,7 +159,7 @@ impl Contamination {
         files: &[PathBuf],
         n: usize,
         min_share: f64,
-        encode: Option<&(dyn Fn(&str) -> Result<Vec<u32>> + Sync)>,
+        encode: Option<Encode<'_>>,
     ) -> Result<Contamination> {
         if n == 0 {
             return Err(Error::Usage("--contamination-n must be at least 1".into()));
@@ -235,9 +232,9 @@ impl Contamination {
         }
     }
 
-    /// The item whose n-gram `w` is, confirmed token by token.
-    fn lookup(&self, w: &[u32]) -> Option<u32> {
-        let &(off, item) = self.index.get(&ngram_hash(w))?;
+    /// The item whose n-gram `w` (of hash `h`) is, confirmed token by token.
+    fn lookup(&self, w: &[u32], h: u64) -> Option<u32> {
+        let &(off, item) = self.index.get(&h)?;
         let off = off as usize;
         (self.tokens[off..off + self.n] == *w).then_some(item)
     }
@@ -252,8 +249,9 @@ impl Contamination {
         let mut hits = 0u32;
         let mut first = None;
         let windows = part.len().saturating_sub(self.n - 1);
-        for (i, w) in part.windows(self.n).enumerate() {
-            if let Some(item) = self.lookup(w) {
+        let hashes = crate::neardup::ngram_hashes(part, self.n);
+        for (i, (w, h)) in part.windows(self.n).zip(hashes).enumerate() {
+            if let Some(item) = self.lookup(w, h) {
                 hits += 1;
                 first.get_or_insert((range.start + i, item));
             }

@@ -564,7 +564,7 @@ mod tests {
             let rows: Vec<(u64, &str, u32, u64, Option<&str>)> = keys
                 .iter()
                 .enumerate()
-                .map(|(i, &(h, _, t, _))| (i as u64, if (h + t as u64) % 3 == 0 { "x" } else { "y" }, t, h, Some(ids[i].as_str())))
+                .map(|(i, &(h, _, t, _))| (i as u64, if (h + t as u64).is_multiple_of(3) { "x" } else { "y" }, t, h, Some(ids[i].as_str())))
                 .collect();
             let prompts: Vec<u64> = keys.iter().map(|k| k.3).collect();
             let whole = with_prompts(records(&rows), &prompts);

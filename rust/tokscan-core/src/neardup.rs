@@ -303,7 +303,7 @@ mod tests {
     #[test]
     fn the_default_threshold_implied_and_its_recall() {
         let p = Params::default();
-        assert!((p.implied_threshold() - 0.7071).abs() < 1e-3);
+        assert!((p.implied_threshold() - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-3);
         assert!(p.candidate_probability(0.8) > 0.94 && p.candidate_probability(0.9) > 0.999);
         assert!(p.candidate_probability(0.3) < 0.002);
     }

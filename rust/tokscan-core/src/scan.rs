@@ -297,7 +297,8 @@ fn ngram_sets(
             rows.range(u.base_row..end).next().is_some()
         })
         .collect();
-    let parts: Vec<Result<Vec<(u64, Vec<u64>)>>> = units
+    type Sets = Vec<(u64, Vec<u64>)>;
+    let parts: Vec<Result<Sets>> = units
         .par_iter()
         .map(|u| {
             let mut out = Vec::new();
