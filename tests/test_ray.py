@@ -48,7 +48,20 @@ def corpus(tmp_path_factory) -> dict[str, Path]:
     across shards, which only meet when the keys are routed by hash."""
     samples = synth.build_corpus(n_clean=300, seed=21, anomalies_per_code=2)
     copies = [dataclasses.replace(s, sample_id=f"copy-{s.sample_id}", expected=set()) for s in samples[:40]]
-    samples = samples + copies
+    # Prompts of the first shard answered again (new completions) or filed under another category in the last:
+    # prompt groups, which also only meet when the keys are routed by hash.
+    g = synth.Generator(22)
+    cats = synth.CATEGORIES
+    regen = [
+        dataclasses.replace(
+            g.clean(f"regen-{s.sample_id}", s.category),
+            prompt=list(s.prompt),
+            category=s.category if i % 3 else cats[(cats.index(s.category) + 1) % len(cats)],
+        )
+        for i, s in enumerate(samples[40:52])
+        if s.prompt
+    ]
+    samples = samples + copies + regen
     root = tmp_path_factory.mktemp("ray-layouts")
     return {name: writer(samples, root / name) for name, (writer, _mask) in synth.LAYOUTS.items()}
 
@@ -58,6 +71,7 @@ def test_every_layout_gives_the_local_report(cluster, corpus, layout):
     path = str(corpus[layout])
     local = tokscan.scan(path, ngram_coverage=True)
     assert local.count("duplicate") >= 40  # the planted cross-shard copies
+    assert local.count("prompt_duplicate") >= 12 and local.count("prompt_cross_category") >= 4
     for n_tasks, n_buckets, fan_in in ((None, None, 8), (5, 3, 2), (1, 1, 2)):
         r = scan_ray([path], "kimi-k2", ngram_coverage=True, n_tasks=n_tasks, n_buckets=n_buckets, fan_in=fan_in)
         assert r.data == local.data, (layout, n_tasks, n_buckets, fan_in)

@@ -79,6 +79,14 @@ def scan(
     poll_interval: float = 0.1,
     engine: str = "local",
     address: str | None = None,
+    contamination: Iterable[str | os.PathLike[str]] | None = None,
+    contamination_n: int = 13,
+    contamination_share: float = 0.0,
+    near_dup: bool = False,
+    near_dup_n: int = 5,
+    near_dup_bands: int = 16,
+    near_dup_rows: int = 8,
+    near_dup_threshold: float = 0.8,
 ) -> Report:
     """Scans corpora in any supported format (files, directories, globs), or a Hugging Face
     `datasets.Dataset` / `DatasetDict` through the Arrow files it is memory-mapped from (no copy).
@@ -98,6 +106,13 @@ def scan(
     `engine="ray"` runs the same scan on a Ray cluster (`address`, else `RAY_ADDRESS`, else a local one;
     see `tokscan.distributed`): the report is identical. It needs the `ray` extra and the profile by name or
     file, as every worker loads it.
+    `contamination` lists benchmark files (JSONL or Parquet; text fields are tokenized with `tokenizer`, lists
+    of ints are token ids): a sample whose prompt or completion shares a `contamination_n`-gram with an item
+    (or, with `contamination_share` > 0, that share of its windows) is flagged `contaminated`, naming the file
+    and item; the report's `contamination` section counts the items matched.
+    `near_dup` finds near-duplicate completions: MinHash over `near_dup_n`-grams of the completion's ids, LSH with
+    `near_dup_bands` bands of `near_dup_rows` rows, confirmed at exact Jaccard >= `near_dup_threshold`; every
+    cluster member but its representative (lowest row) is flagged `near_duplicate` (local engine only).
     """
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise UsageError(f"threads must be an integer >= 0 (0: one per core), got {threads!r}")
@@ -112,7 +127,25 @@ def scan(
         raise UsageError(f"{os.fspath(chat_template)}: no such chat template file")
     if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads < 2**32:
         raise UsageError(f"threads must be 0 (one per core) or a positive number, got {threads!r}")
+    bench = None
+    if contamination is not None:
+        files = [
+            os.fspath(f) for f in ([contamination] if isinstance(contamination, (str, os.PathLike)) else contamination)
+        ]
+        if isinstance(contamination_n, bool) or not isinstance(contamination_n, int) or contamination_n < 1:
+            raise UsageError(f"contamination_n must be a positive number of tokens, got {contamination_n!r}")
+        if not 0.0 <= float(contamination_share) <= 1.0:
+            raise UsageError(f"contamination_share must be between 0 and 1, got {contamination_share!r}")
+        bench = (
+            files,
+            contamination_n,
+            float(contamination_share),
+            None if tokenizer is None else os.fspath(tokenizer),
+        )
+    near = (near_dup_n, near_dup_bands, near_dup_rows, float(near_dup_threshold)) if near_dup else None
     if engine == "ray":
+        if near is not None:
+            raise UsageError("near-duplicate detection runs in the local engine only (engine='local')")
         if prompts is not None:
             raise UsageError("pairing with prompts runs in the local engine only (engine='local')")
         if isinstance(profile, _core.Profile):
@@ -130,6 +163,7 @@ def scan(
             policy=policy,
             fail_on=fail_on,
             ngram_coverage=ngram_coverage,
+            contamination=bench,
             address=address,
             progress=progress,
             poll_interval=max(poll_interval, 0.2),
@@ -147,6 +181,8 @@ def scan(
         None if prompts is None else [os.fspath(prompts)],
         None if tokenizer is None else os.fspath(tokenizer),
         None if chat_template is None else Path(chat_template).read_text(),
+        bench,
+        near,
     )
     if progress is None:
         return Report._from_core(job.run())

@@ -134,9 +134,10 @@ def _remote_functions(ray: Any) -> dict[str, Any]:
         ngram_coverage: bool,
         n_buckets: int,
         counter: Any,
+        contamination: tuple[list[str], int, float, str | None] | None,
     ) -> tuple[bytes, ...]:
         _hold_for_test(hold, index)
-        job = _core.TaskScan(task, _profile(*profile), columns, threads, ngram_coverage, n_buckets)
+        job = _core.TaskScan(task, _profile(*profile), columns, threads, ngram_coverage, n_buckets, contamination)
         if counter is None:
             partial, buckets, records = job.run()
             return (partial, records, *buckets)
@@ -221,6 +222,7 @@ def scan_ray(
     policy: Mapping[str, str | int] | None = None,
     fail_on: str = "error",
     ngram_coverage: bool = False,
+    contamination: tuple[list[str], int, float, str | None] | None = None,
     address: str | None = None,
     n_tasks: int | None = None,
     n_buckets: int | None = None,
@@ -250,6 +252,7 @@ def scan_ray(
             dict(policy or {}),
             fail_on,
             ngram_coverage,
+            contamination,
             n_tasks,
             n_buckets,
             fan_in,
@@ -272,6 +275,7 @@ def _run(
     policy: dict[str, str | int],
     fail_on: str,
     ngram_coverage: bool,
+    contamination: tuple[list[str], int, float, str | None] | None,
     n_tasks: int | None,
     n_buckets: int | None,
     fan_in: int,
@@ -290,7 +294,7 @@ def _run(
     maps = [
         fn["scan_task"]
         .options(num_returns=2 + buckets)
-        .remote(i, hold, t, profile_args, columns, threads, ngram_coverage, buckets, counter)
+        .remote(i, hold, t, profile_args, columns, threads, ngram_coverage, buckets, counter, contamination)
         for i, t in enumerate(tasks)
     ]
     try:

@@ -174,6 +174,12 @@ def _header(
         ("anomalies", "Anomalies"),
         ("flagged", "Flagged samples"),
     ]
+    if d.get("prompt_groups"):
+        toc.insert(1, ("prompt-groups", "Prompt groups"))
+    if d.get("contamination"):
+        toc.insert(1, ("contamination", "Contamination"))
+    if d.get("near_duplicates"):
+        toc.insert(1, ("near-duplicates", "Near duplicates"))
     if decoded:
         toc.append(("decoded", "Decoded excerpts"))
     return (
@@ -307,6 +313,90 @@ def _pairing(report: Report) -> str:
         more = f"<li>… and {len(skipped) - 200} more</li>" if len(skipped) > 200 else ""
         out.append(f"<p class='note'>Left aside by the directory scan:</p><ul>{items}{more}</ul>")
     return "".join(out)
+
+
+def _prompt_groups(report: Report) -> str:
+    """The prompts answered more than once or filed under two categories: the largest groups."""
+    g = report.data.get("prompt_groups")
+    if not g:
+        return ""
+    rows = []
+    for grp in g["largest"]:
+        first = grp["first"]
+        cats = ", ".join(f"{_e(c)} {n:,}" for c, n in grp["categories"].items())
+        later = ", ".join(f"<a href='#s{r}'>{r:,}</a>" for r in grp["rows"])
+        more = " …" if grp["size"] - 1 > len(grp["rows"]) else ""
+        rows.append(
+            f"<tr><td>{first['row']:,}</td><td class='l'>{_e(_who(first['sample_id'], first['row']))}</td>"
+            f"<td class='l'>{_e(first['category'])}</td><td>{grp['size']:,}</td><td>{grp['differing']:,}</td>"
+            f"<td class='l'>{cats}</td><td class='l'>{later}{more}</td></tr>"
+        )
+    return (
+        "<section id='prompt-groups'><h2>Prompts answered more than once</h2>"
+        f"<p class='note'>{g['groups']:,} prompt(s) shared by {g['samples']:,} samples, {g['cross_category']:,} of "
+        "them across categories: the first sample is kept, a later one with another completion is flagged "
+        "<code>prompt_duplicate</code>, one in another category <code>prompt_cross_category</code>. The largest "
+        "groups:</p><div class='scroll'><table><thead><tr><th>first row</th><th class='l'>sample</th>"
+        "<th class='l'>category</th><th>size</th><th>other completions</th><th class='l'>categories</th>"
+        f"<th class='l'>later rows</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def _contamination(report: Report) -> str:
+    """The benchmark files a scan looked for, and the items samples matched."""
+    c = report.data.get("contamination")
+    if not c:
+        return ""
+    rows = []
+    for f in c["files"]:
+        items = c["items"].get(f["path"], {})
+        top = sorted(items.items(), key=lambda kv: (-kv[1], kv[0]))
+        listed = ", ".join(f"{_e(k)} ×{v:,}" for k, v in top[:50]) + (" …" if len(top) > 50 else "")
+        rows.append(
+            f"<tr><td class='l'>{_e(f['path'])}</td><td>{f['items']:,}</td><td>{f['ngrams']:,}</td>"
+            f"<td>{sum(items.values()):,}</td><td>{len(items):,}</td><td class='l'>{listed}</td></tr>"
+        )
+    rule = f"at least {c['min_share']:.0%} of" if c["min_share"] > 0 else "at least one of"
+    return (
+        "<section id='contamination'><h2>Benchmark contamination</h2>"
+        f"<p class='note'>A sample is flagged <code>contaminated</code> when its prompt or its completion has {rule} "
+        f"its token {c['n']}-grams in a benchmark item (exact token match).</p><div class='scroll'><table><thead>"
+        "<tr><th class='l'>benchmark file</th><th>items</th><th>n-grams</th><th>samples</th><th>items matched</th>"
+        f"<th class='l'>items (samples)</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def _near_duplicates(report: Report) -> str:
+    """Near-duplicate clusters: parameters, per-category rates, the largest clusters."""
+    nd = report.data.get("near_duplicates")
+    if not nd:
+        return ""
+    cats = "".join(
+        f"<tr><td class='l'>{_e(c)}</td><td>{v['samples']:,}</td><td>{v['near_duplicates']:,}</td>"
+        f"<td>{v['rate']:.2%}</td></tr>"
+        for c, v in sorted(nd["categories"].items())
+    )
+    rows = []
+    for c in nd["largest"]:
+        rep = c["representative"]
+        members = ", ".join(f"<a href='#s{r}'>{r:,}</a>" for r in c["members"])
+        more = " …" if c["size"] - 1 > len(c["members"]) else ""
+        rows.append(
+            f"<tr><td>{rep['row']:,}</td><td class='l'>{_e(_who(rep['sample_id'], rep['row']))}</td>"
+            f"<td class='l'>{_e(c['category'])}</td><td>{c['size']:,}</td><td class='l'>{members}{more}</td></tr>"
+        )
+    return (
+        "<section id='near-duplicates'><h2>Near-duplicate completions</h2>"
+        f"<p class='note'>{nd['clusters']:,} cluster(s) of {nd['samples']:,} samples: completions whose token "
+        f"{nd['n']}-gram sets have Jaccard ≥ {nd['threshold']} (exact, on the {nd['candidates']:,} candidate pairs "
+        f"that MinHash LSH with {nd['bands']} bands × {nd['rows']} rows proposed; a pair at the threshold is a "
+        f"candidate with probability {nd['recall_at_threshold']:.1%}). Each cluster keeps its first sample; the "
+        "others are flagged <code>near_duplicate</code>.</p><div class='scroll'><table><thead><tr>"
+        "<th class='l'>category</th><th>samples</th><th>near duplicates</th><th>rate</th></tr></thead>"
+        f"<tbody>{cats}</tbody></table></div><div class='scroll'><table><thead><tr><th>representative row</th>"
+        "<th class='l'>sample</th><th class='l'>category</th><th>size</th><th class='l'>members</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
 
 
 def _special_tokens(report: Report) -> str:
@@ -600,6 +690,21 @@ def _flagged(report: Report, rows: list[int], decoded_keys: set[tuple[str, int]]
             label = _e(_who(d.get("sample_id"), d["row"]))
             dup = f"<a href='#s{d['row']}'>{label}</a>" if d["row"] in listed else label
             dup += f" <span class='note'>row {d['row']:,}</span>"
+        p = f.get("prompt_of")
+        if p:
+            label = _e(_who(p.get("sample_id"), p["row"]))
+            target = f"<a href='#s{p['row']}'>{label}</a>" if p["row"] in listed else label
+            dup += f"{'; ' if dup else ''}same prompt as {target} <span class='note'>row {p['row']:,}</span>"
+        nd = f.get("near_duplicate_of")
+        if nd:
+            label = _e(_who(nd.get("sample_id"), nd["row"]))
+            target = f"<a href='#s{nd['row']}'>{label}</a>" if nd["row"] in listed else label
+            dup += f"{'; ' if dup else ''}near {target} <span class='note'>row {nd['row']:,}</span>"
+        h = f.get("contamination")
+        if h:
+            dup += (
+                f"{'; ' if dup else ''}benchmark item <b>{_e(h['item'])}</b> <span class='note'>{_e(h['part'])}</span>"
+            )
         out.append(
             f"<tr id='s{row}' data-codes='{_e(' '.join(f['codes']))}'><td>{row}</td>"
             f"<td>{_e(f['sample_id'] if f['sample_id'] is not None else '')}</td><td>{_e(f['category'])}</td>"
@@ -768,6 +873,11 @@ def _decoded(report: Report, decoded: Mapping[str, list[dict[str, Any]]], listed
                 name = _e(_who(dup.get("sample_id"), dup["row"]))
                 target = f"<a href='#s{dup['row']}'>{name}</a>" if dup["row"] in listed else f"<b>{name}</b>"
                 dup_html = f" · {'repeats' if code == 'duplicate' else 'same id as'} {target} (row {dup['row']:,})"
+            first = e.get("prompt_of")
+            if first and code.startswith("prompt_"):
+                name = _e(_who(first.get("sample_id"), first["row"]))
+                target = f"<a href='#s{first['row']}'>{name}</a>" if first["row"] in listed else f"<b>{name}</b>"
+                dup_html += f" · same prompt as {target} (row {first['row']:,}, {_e(first['category'])})"
             back = f" · <a href='#s{row}'>in the list</a>" if row in listed else ""
             out.append(
                 f"<div class='ex' id='d-{_e(code)}-{row}'><div class='exh'><b>{_e(_who(e['sample_id'], row))}</b> "
@@ -808,6 +918,9 @@ def render(
         _category_table(report),
         _structure(report),
         _pairing(report),
+        _prompt_groups(report),
+        _contamination(report),
+        _near_duplicates(report),
         _special_tokens(report),
         _lengths(report),
         _anomalies(report, fail_on, policy, failures, shown, decoded),

@@ -208,6 +208,63 @@ def print_pairing(pairing: list[dict], console: Console) -> None:
             )
 
 
+def print_prompt_groups(groups: dict | None, console: Console, limit: int = 3) -> None:
+    """One line for the prompts answered more than once or filed under two categories, and the largest groups."""
+    if not groups:
+        return
+    console.print(
+        f"[bold]prompt groups[/]: {_num(groups['groups'])} prompt(s) shared by {_num(groups['samples'])} samples "
+        f"({_num(groups['cross_category'])} across categories)",
+        highlight=False,
+    )
+    for g in groups["largest"][:limit]:
+        first = g["first"]
+        who = first["sample_id"] if first["sample_id"] is not None else f"row {first['row']}"
+        cats = ", ".join(f"{escape(c)} {n}" for c, n in g["categories"].items())
+        console.print(
+            f"  {g['size']} samples from {escape(str(who))}: {g['differing']} other completion(s); {cats}",
+            highlight=False,
+        )
+
+
+def print_contamination(c: dict | None, console: Console, limit: int = 5) -> None:
+    """One line per benchmark file: its items and n-grams, the samples that share them and the items matched most."""
+    if not c:
+        return
+    share = f", ≥ {c['min_share']:.0%} of a part's n-grams" if c["min_share"] > 0 else ""
+    for f in c["files"]:
+        items = c["items"].get(f["path"], {})
+        n = sum(items.values())
+        top = sorted(items.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+        style = "red" if n else "green"
+        line = (
+            f"[bold]contamination[/] {escape(f['path'])} ({_num(f['items'])} items, {_num(f['ngrams'])} "
+            f"{c['n']}-grams{share}): [{style}]{_num(n)} sample(s)[/] from {len(items)} item(s)"
+        )
+        if top:
+            line += ": " + ", ".join(f"{escape(k)} ×{v}" for k, v in top)
+        console.print(line, highlight=False)
+
+
+def print_near_duplicates(nd: dict | None, console: Console, limit: int = 3) -> None:
+    """The near-duplicate clusters: how many, the parameters, the per-category rates and the largest clusters."""
+    if not nd:
+        return
+    rates = ", ".join(
+        f"{escape(c)} {v['rate']:.1%}" for c, v in sorted(nd["categories"].items()) if v["near_duplicates"]
+    )
+    console.print(
+        f"[bold]near duplicates[/]: {_num(nd['clusters'])} cluster(s) of {_num(nd['samples'])} samples "
+        f"(Jaccard ≥ {nd['threshold']} over token {nd['n']}-grams; {nd['bands']}×{nd['rows']} bands, candidate "
+        f"midpoint {nd['implied_threshold']:.2f}){': ' + rates if rates else ''}",
+        highlight=False,
+    )
+    for c in nd["largest"][:limit]:
+        rep = c["representative"]
+        who = rep["sample_id"] if rep["sample_id"] is not None else f"row {rep['row']}"
+        console.print(f"  {c['size']} samples like {escape(str(who))} ({escape(c['category'])})", highlight=False)
+
+
 def print_skipped(skipped: list[dict], console: Console, limit: int = 5) -> None:
     """What a directory scan left aside, so nothing is dropped without a word."""
     if not skipped:
@@ -242,6 +299,9 @@ def print_summary(
     console.print(category_table(report, console.width))
     print_consistency(d.get("categories") or {}, console)
     print_pairing(d.get("pairing") or [], console)
+    print_prompt_groups(d.get("prompt_groups"), console)
+    print_contamination(d.get("contamination"), console)
+    print_near_duplicates(d.get("near_duplicates"), console)
     print_skipped(d.get("skipped") or [], console)
     if any(a["count"] for a in report.anomalies.values()):
         console.print(anomaly_table(report, console.width, fail_on, policy))

@@ -2,8 +2,8 @@
 
 The ids are never copied: NumPy arrays (and CPU torch tensors, through `.numpy()`) are read in place, Arrow
 list arrays are imported through the Arrow C data interface (`__arrow_c_array__`), and the GIL is released
-while the batch is checked. Corpus-wide codes (`duplicate`, `sample_id_duplicate`, `length_outlier`) need the
-whole corpus and are never set by `check`; every other code is set exactly when `tokscan scan` sets it.
+while the batch is checked. Corpus-wide codes (`duplicate`, `sample_id_duplicate`, `prompt_duplicate`, `length_outlier`,
+...) need the whole corpus and are never set by `check`; every other code is set exactly when `tokscan scan` sets it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from .errors import UsageError
 CORPUS_WIDE_CODES = tuple(sorted(c for c, scope in _core.code_scopes().items() if scope == "corpus"))
 #: Codes only an input's reader sets (JSONL generator metadata); `Validator.check` never sets them either.
 SOURCE_CODES = tuple(sorted(c for c, scope in _core.code_scopes().items() if scope == "source"))
+#: Codes that need reference data a scan is given (`--contamination` benchmarks); never set by `Validator.check`.
+REFERENCE_CODES = tuple(sorted(c for c, scope in _core.code_scopes().items() if scope == "reference"))
 IGNORE = "ignore"
 
 

@@ -106,6 +106,14 @@ class ScanArgs:
     progress: bool = True
     hint: bool = True
     ngram_coverage: bool = False
+    contamination: list[Path] = field(default_factory=list)
+    contamination_n: int = 13
+    contamination_share: float = 0.0
+    near_dup: bool = False
+    near_dup_n: int = 5
+    near_dup_bands: int = 16
+    near_dup_rows: int = 8
+    near_dup_threshold: float = 0.8
     prompts: Path | None = None
     chat_template: Path | None = None
     ray: str | None = None
@@ -161,6 +169,14 @@ def execute(a: ScanArgs) -> int:
         policy=cfg.policy,
         fail_on=fail_level,
         ngram_coverage=a.ngram_coverage,
+        contamination=a.contamination or None,
+        contamination_n=a.contamination_n,
+        contamination_share=a.contamination_share,
+        near_dup=a.near_dup,
+        near_dup_n=a.near_dup_n,
+        near_dup_bands=a.near_dup_bands,
+        near_dup_rows=a.near_dup_rows,
+        near_dup_threshold=a.near_dup_threshold,
         prompts=a.prompts or cfg.prompts,
         chat_template=a.chat_template or cfg.chat_template,
         trust_remote_code=a.trust_remote_code,
@@ -297,6 +313,41 @@ def scan(
             "--ngram-coverage", help="Also measure each completion's repeated 10-gram coverage (~20 % slower)."
         ),
     ] = False,
+    contamination: Annotated[
+        list[Path] | None,
+        typer.Option(
+            metavar="FILE",
+            help="A benchmark file (JSONL or Parquet; repeat for several): flag samples sharing a token n-gram "
+            "with one of its items (text fields tokenized with --tokenizer, lists of ints taken as token ids).",
+        ),
+    ] = None,
+    contamination_n: Annotated[
+        int, typer.Option(metavar="N", min=1, help="With --contamination: the n-gram length in tokens.")
+    ] = 13,
+    contamination_share: Annotated[
+        float,
+        typer.Option(
+            metavar="FRACTION",
+            min=0.0,
+            max=1.0,
+            help="With --contamination: flag only when this share of a prompt's or completion's n-grams match "
+            "(0: any one).",
+        ),
+    ] = 0.0,
+    near_dup: Annotated[
+        bool,
+        typer.Option(
+            "--near-dup",
+            help="Find near-duplicate completions (MinHash LSH over token n-grams, confirmed by exact Jaccard).",
+        ),
+    ] = False,
+    near_dup_n: Annotated[int, typer.Option(metavar="N", min=1, help="With --near-dup: n-gram length.")] = 5,
+    near_dup_bands: Annotated[int, typer.Option(metavar="B", min=1, help="With --near-dup: LSH bands.")] = 16,
+    near_dup_rows: Annotated[int, typer.Option(metavar="R", min=1, help="With --near-dup: rows per band.")] = 8,
+    near_dup_threshold: Annotated[
+        float,
+        typer.Option(metavar="J", min=0.0, max=1.0, help="With --near-dup: the exact Jaccard that confirms a pair."),
+    ] = 0.8,
     prompts: Annotated[
         Path | None,
         typer.Option(
@@ -359,6 +410,14 @@ def scan(
                 quiet=quiet,
                 progress=progress,
                 ngram_coverage=ngram_coverage,
+                contamination=contamination or [],
+                contamination_n=contamination_n,
+                contamination_share=contamination_share,
+                near_dup=near_dup,
+                near_dup_n=near_dup_n,
+                near_dup_bands=near_dup_bands,
+                near_dup_rows=near_dup_rows,
+                near_dup_threshold=near_dup_threshold,
                 prompts=prompts,
                 chat_template=chat_template,
                 ray=(ray_address or RAY_DEFAULT) if ray else None,

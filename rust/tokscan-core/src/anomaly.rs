@@ -90,6 +90,10 @@ codes! {
     PromptsShifted = 23, "prompts_shifted", Error, "one of a run of samples that each match the prompt record at the same offset from their own: the prompts file is shifted or reordered (the offset is in the report's pairing section)";
     DepartsFromCategory = 24, "departs_from_category", Warning, "a structural feature (system prompt, thinking, tool turns, tool calls, pre-fill, mask start, end of turn trained) differs from a strong majority of its category (the feature and the majority are in the report)";
     SpecialInPrompt = 25, "special_in_prompt", Error, "a role, BOS, end-of-turn, reasoning or tool-call token inside the text of a system, user or tool turn, where the chat template writes none (text that held the token's string, encoded as the real token; a doubled BOS)";
+    PromptDuplicate = 26, "prompt_duplicate", Warning, "the same prompt (system, user and earlier turns, not the pre-fill) as an earlier sample, answered with a different completion: a prompt generated twice (the kept first is in prompt_of)";
+    PromptCrossCategory = 27, "prompt_cross_category", Warning, "the same prompt as an earlier sample filed under another category (the kept first and its category are in prompt_of)";
+    Contaminated = 28, "contaminated", Error, "the prompt or the completion shares a token n-gram (13 by default) with an item of a --contamination benchmark file (the file and item are in the flagged entry)";
+    NearDuplicate = 29, "near_duplicate", Warning, "with --near-dup: the completion's token n-gram set has Jaccard >= the threshold (0.8) with another sample's, in a cluster whose representative (lowest row) is kept (in near_duplicate_of)";
 }
 
 /// Number of codes; per-sample arrays are sized by it.
@@ -104,6 +108,8 @@ pub enum Scope {
     Corpus,
     /// By the input's reader, from what the file says besides the ids (JSONL generator metadata).
     Source,
+    /// By the scan, from reference data it was given besides the corpus (`--contamination` benchmarks).
+    Reference,
 }
 
 impl Scope {
@@ -112,6 +118,7 @@ impl Scope {
             Scope::Sample => "sample",
             Scope::Corpus => "corpus",
             Scope::Source => "source",
+            Scope::Reference => "reference",
         }
     }
 }
@@ -125,10 +132,14 @@ impl Code {
             | Code::PromptMissing
             | Code::PromptMismatch
             | Code::PromptsShifted
-            | Code::DepartsFromCategory => Scope::Corpus,
+            | Code::DepartsFromCategory
+            | Code::PromptDuplicate
+            | Code::PromptCrossCategory
+            | Code::NearDuplicate => Scope::Corpus,
             Code::MalformedLine | Code::FinishReasonMismatch | Code::TokenCountMismatch => {
                 Scope::Source
             }
+            Code::Contaminated => Scope::Reference,
             _ => Scope::Sample,
         }
     }

@@ -3,7 +3,8 @@
 //! 1. [`route`]: each scan's [`Records`] become keys (completion hash and length; sample id) sent to one of
 //!    `n` buckets by hash, so equal keys always meet in the same bucket.
 //! 2. [`find_repeats`]: one bucket's keys from every scan → the rows that repeat an earlier row
-//!    (`duplicate`, `sample_id_duplicate`), each with the first row it repeats.
+//!    (`duplicate`, `sample_id_duplicate`, `prompt_duplicate`, `prompt_cross_category`), each with the first
+//!    row it repeats.
 //! 3. [`Fences`]: the length-outlier fences of each category, from the merged [`Partial`]'s exact length
 //!    distributions.
 //! 4. [`resolve`]: each scan's records with the repeats and fences → the samples the corpus-wide codes
@@ -18,7 +19,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::anomaly::Code;
 use crate::error::Result;
-use crate::report::FirstSeen;
+use crate::report::{FirstSeen, PromptFirst};
 use crate::stats::log_quartiles;
 use crate::summary::{decode, encode, FlaggedSample, Partial, Records};
 
@@ -36,12 +37,25 @@ pub struct CompletionKey {
     pub sample_id: Option<Box<str>>,
 }
 
+/// A prompt's key: equal prompts have equal `(hash, len)`; the completion's and the category tell a prompt
+/// generated twice or filed twice from a plain repeat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptKey {
+    pub hash: u64,
+    pub len: u32,
+    pub row: u64,
+    pub completion: (u64, u32),
+    pub category: Box<str>,
+    pub sample_id: Option<Box<str>>,
+}
+
 /// The keys of one bucket.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bucket {
     pub completions: Vec<CompletionKey>,
     /// `(sample id, row)`.
     pub ids: Vec<(Box<str>, u64)>,
+    pub prompts: Vec<PromptKey>,
 }
 
 impl Bucket {
@@ -74,6 +88,18 @@ pub fn route(records: &Records, n: usize) -> Vec<Bucket> {
                 .ids
                 .push((id.clone(), r.row));
         }
+        if r.prompt_len > 0 {
+            out[(r.prompt_hash % n as u64) as usize]
+                .prompts
+                .push(PromptKey {
+                    hash: r.prompt_hash,
+                    len: r.prompt_len,
+                    row: r.row,
+                    completion: (r.completion_hash, r.completion_len),
+                    category: records.categories[r.category as usize].as_str().into(),
+                    sample_id: r.sample_id.clone(),
+                });
+        }
     }
     out
 }
@@ -83,16 +109,22 @@ pub fn route(records: &Records, n: usize) -> Vec<Bucket> {
 pub struct Repeat {
     pub row: u64,
     pub flags: u64,
+    /// The first sample with the same completion (`duplicate`) or else the same id (`sample_id_duplicate`);
+    /// for a row flagged by neither, its prompt group's first.
     pub first: FirstSeen,
+    /// The kept first of the row's prompt group, when it is a later member of one.
+    pub prompt_of: Option<PromptFirst>,
 }
 
 /// Rows that repeat an earlier row, sorted by row. Feed it every scan's keys of one bucket (any order).
 pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Vec<Repeat> {
     let mut completions = Vec::new();
     let mut ids = Vec::new();
+    let mut prompts = Vec::new();
     for b in buckets {
         completions.extend(b.completions);
         ids.extend(b.ids);
+        prompts.extend(b.prompts);
     }
     let mut out: BTreeMap<u64, Repeat> = BTreeMap::new();
     // Same completion (hash and length) as an earlier row.
@@ -109,6 +141,7 @@ pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Vec<Repeat> {
                     row: k.row,
                     flags: Code::Duplicate.bit(),
                     first: first.clone(),
+                    prompt_of: None,
                 },
             );
         }
@@ -128,6 +161,49 @@ pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Vec<Repeat> {
                     row: *row,
                     flags: Code::SampleIdDuplicate.bit(),
                     first: first.clone(),
+                    prompt_of: None,
+                });
+        }
+    }
+    // The same prompt as an earlier row. A group whose samples all share the first's completion and
+    // category is a plain repeat (`duplicate`) and no prompt group; in any other, every later sample names
+    // the first, and is flagged when its completion or its category differs from the first's.
+    prompts.sort_unstable_by_key(|k| (k.hash, k.len, k.row));
+    for group in prompts.chunk_by(|a, b| (a.hash, a.len) == (b.hash, b.len)) {
+        let head = &group[0];
+        let flags_of = |k: &PromptKey| {
+            let mut f = 0;
+            if k.completion != head.completion {
+                f |= Code::PromptDuplicate.bit();
+            }
+            if k.category != head.category {
+                f |= Code::PromptCrossCategory.bit();
+            }
+            f
+        };
+        if group[1..].iter().all(|k| flags_of(k) == 0) {
+            continue;
+        }
+        let first = PromptFirst {
+            row: head.row,
+            sample_id: head.sample_id.as_deref().map(str::to_string),
+            category: head.category.to_string(),
+        };
+        for k in &group[1..] {
+            let flags = flags_of(k);
+            out.entry(k.row)
+                .and_modify(|r| {
+                    r.flags |= flags;
+                    r.prompt_of = Some(first.clone());
+                })
+                .or_insert_with(|| Repeat {
+                    row: k.row,
+                    flags,
+                    first: FirstSeen {
+                        row: first.row,
+                        sample_id: first.sample_id.clone(),
+                    },
+                    prompt_of: Some(first.clone()),
                 });
         }
     }
@@ -245,16 +321,22 @@ pub fn resolve(records: &Records, repeats: &[Repeat], fences: &Fences) -> Vec<Fl
         (Some(a), Some(b)) => (a.row, b.row),
         _ => return Vec::new(),
     };
-    // A row may repeat in two buckets (its completion in one, its id in another): one entry, and the
-    // completion's first sample is the one named.
+    // A row may repeat in several buckets (its completion in one, its id in another, its prompt in a
+    // third): one entry, the completion's first sample is the one named, else the id's.
+    let repeat_bits = Code::Duplicate.bit() | Code::SampleIdDuplicate.bit();
     let mut mine: HashMap<u64, Repeat> = HashMap::new();
     for r in repeats.iter().filter(|r| (lo..=hi).contains(&r.row)) {
         mine.entry(r.row)
             .and_modify(|m| {
-                if r.flags & Code::Duplicate.bit() != 0 {
+                if r.flags & Code::Duplicate.bit() != 0
+                    || (m.flags & repeat_bits == 0 && r.flags & repeat_bits != 0)
+                {
                     m.first = r.first.clone();
                 }
                 m.flags |= r.flags;
+                if r.prompt_of.is_some() {
+                    m.prompt_of = r.prompt_of.clone();
+                }
             })
             .or_insert_with(|| r.clone());
     }
@@ -290,8 +372,13 @@ pub fn resolve(records: &Records, repeats: &[Repeat], fences: &Fences) -> Vec<Fl
                 flags,
                 sample_id: r.sample_id.as_deref().map(str::to_string),
                 detail: None,
-                duplicate_of: repeat.map(|x| x.first.clone()),
+                duplicate_of: repeat
+                    .filter(|x| x.flags & repeat_bits != 0)
+                    .map(|x| x.first.clone()),
                 departs,
+                prompt_of: repeat.and_then(|x| x.prompt_of.clone()),
+                contamination: None,
+                near_of: None,
             });
         }
     }
@@ -342,9 +429,80 @@ mod tests {
                 sample_id: id.map(Box::from),
                 flags: 0,
                 features: u32::MAX,
+                prompt_hash: 0,
+                prompt_len: 0,
+                sketch: None,
             });
         }
         r
+    }
+
+    /// `records` with the prompt key of row `i` set to `prompts[i]` (0: no prompt turns).
+    fn with_prompts(mut r: Records, prompts: &[u64]) -> Records {
+        for (row, &p) in r.rows.iter_mut().zip(prompts) {
+            row.prompt_hash = p;
+            row.prompt_len = if p == 0 { 0 } else { 7 };
+        }
+        r
+    }
+
+    #[test]
+    fn later_samples_of_a_prompt_are_flagged_when_their_completion_or_category_differs() {
+        // (row, category, completion, prompt)
+        let rows = [
+            (0, "a", 11, 1), // first of prompt 1
+            (1, "a", 12, 1), // a different completion
+            (2, "a", 11, 1), // the first's completion: a duplicate, in the group
+            (3, "b", 11, 1), // filed under another category
+            (4, "b", 13, 1), // both
+            (5, "a", 21, 2), // prompt 2: all the same completion and category, a plain repeat
+            (6, "a", 21, 2),
+            (7, "a", 31, 0), // no prompt turns
+            (8, "a", 32, 0),
+        ];
+        let plain: Vec<_> = rows
+            .iter()
+            .map(|&(r, c, h, _)| (r, c, 10, h, None))
+            .collect();
+        let prompts: Vec<u64> = rows.iter().map(|r| r.3).collect();
+        let recs = with_prompts(records(&plain), &prompts);
+        let found = local(&partial_of(&recs), std::slice::from_ref(&recs));
+        let with = |c: Code| {
+            found
+                .iter()
+                .filter(|f| f.flags & c.bit() != 0)
+                .map(|f| f.row)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(with(Code::PromptDuplicate), vec![1, 4]);
+        assert_eq!(with(Code::PromptCrossCategory), vec![3, 4]);
+        assert_eq!(with(Code::Duplicate), vec![2, 3, 6]);
+        let named: Vec<(u64, u64)> = found
+            .iter()
+            .filter_map(|f| f.prompt_of.as_ref().map(|p| (f.row, p.row)))
+            .collect();
+        assert_eq!(named, vec![(1, 0), (2, 0), (3, 0), (4, 0)]);
+        // A duplicate names the completion's first, not the prompt's.
+        let d = found.iter().find(|f| f.row == 6).unwrap();
+        assert_eq!(d.duplicate_of.as_ref().unwrap().row, 5);
+        assert!(d.prompt_of.is_none());
+        assert!(found
+            .iter()
+            .find(|f| f.row == 1)
+            .unwrap()
+            .duplicate_of
+            .is_none());
+        let groups = crate::report::PromptGroups::of(&found);
+        assert_eq!(
+            (groups.groups, groups.cross_category, groups.samples),
+            (1, 1, 5)
+        );
+        let g = &groups.largest[0];
+        assert_eq!(
+            (g.size, g.differing, g.rows.clone()),
+            (5, 2, vec![1, 2, 3, 4])
+        );
+        assert_eq!(g.categories.get("b"), Some(&2));
     }
 
     fn partial_of(recs: &Records) -> Partial {
@@ -398,7 +556,7 @@ mod tests {
         /// with one bucket finds.
         #[test]
         fn routing_over_buckets_and_scans_changes_nothing(
-            keys in proptest::collection::vec((0u64..6, 0u8..5, 1u32..3000), 1..80),
+            keys in proptest::collection::vec((0u64..6, 0u8..5, 1u32..3000, 0u64..4), 1..80),
             cuts in proptest::collection::vec(0usize..80, 0..5),
             n_buckets in 1usize..7,
         ) {
@@ -406,15 +564,19 @@ mod tests {
             let rows: Vec<(u64, &str, u32, u64, Option<&str>)> = keys
                 .iter()
                 .enumerate()
-                .map(|(i, &(h, _, t))| (i as u64, if h % 2 == 0 { "x" } else { "y" }, t, h, Some(ids[i].as_str())))
+                .map(|(i, &(h, _, t, _))| (i as u64, if (h + t as u64).is_multiple_of(3) { "x" } else { "y" }, t, h, Some(ids[i].as_str())))
                 .collect();
-            let whole = records(&rows);
+            let prompts: Vec<u64> = keys.iter().map(|k| k.3).collect();
+            let whole = with_prompts(records(&rows), &prompts);
             let partial = partial_of(&whole);
             let want = local(&partial, std::slice::from_ref(&whole));
             let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c % (rows.len() + 1)).collect();
             bounds.extend([0, rows.len()]);
             bounds.sort_unstable();
-            let parts: Vec<Records> = bounds.windows(2).map(|w| records(&rows[w[0]..w[1]])).collect();
+            let parts: Vec<Records> = bounds
+                .windows(2)
+                .map(|w| with_prompts(records(&rows[w[0]..w[1]]), &prompts[w[0]..w[1]]))
+                .collect();
             let routed: Vec<Vec<Bucket>> = parts.iter().map(|p| route(p, n_buckets)).collect();
             let mut repeats = Vec::new();
             for b in 0..n_buckets {

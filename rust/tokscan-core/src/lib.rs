@@ -7,10 +7,12 @@
 
 pub mod anomaly;
 pub mod check;
+pub mod contamination;
 pub mod corpus;
 pub mod crosscheck;
 pub mod error;
 pub mod json;
+pub mod neardup;
 pub mod pairing;
 pub mod plan;
 pub mod policy;

@@ -103,6 +103,16 @@ pub struct Flagged {
     /// For `duplicate` / `sample_id_duplicate`: the first sample with the same completion / id.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub duplicate_of: Option<FirstSeen>,
+    /// For `prompt_duplicate` / `prompt_cross_category` (and any later sample of a prompt group): the
+    /// group's kept first sample.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub prompt_of: Option<PromptFirst>,
+    /// For `contaminated`: the benchmark file and item, the part of the sample, its matching windows.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub contamination: Option<crate::contamination::Hit>,
+    /// For `near_duplicate`: the cluster's representative (kept).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub near_duplicate_of: Option<FirstSeen>,
     /// For `departs_from_category`: per feature, the sample's value and its category's majority.
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub departs: BTreeMap<String, Departure>,
@@ -130,6 +140,79 @@ pub struct FirstSeen {
     pub sample_id: Option<String>,
 }
 
+/// The kept first sample of a prompt group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptFirst {
+    pub row: u64,
+    pub sample_id: Option<String>,
+    pub category: String,
+}
+
+/// One group of samples sharing a prompt (see `prompt_duplicate`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptGroup {
+    /// The kept first sample.
+    pub first: PromptFirst,
+    /// Samples in the group: the first and every later one the report lists with it.
+    pub size: u64,
+    /// Of them, those with a completion other than the first's (`prompt_duplicate`).
+    pub differing: u64,
+    /// Samples per category, the first's included.
+    pub categories: BTreeMap<String, u64>,
+    /// Rows of the later samples, in row order (at most [`PROMPT_GROUP_ROWS`]).
+    pub rows: Vec<u64>,
+}
+
+/// Rows listed per prompt group, and groups listed (largest first).
+pub const PROMPT_GROUP_ROWS: usize = 20;
+pub const PROMPT_GROUPS_LISTED: usize = 50;
+
+/// The prompt groups of a corpus: samples whose prompts are identical and which differ in completion or
+/// category.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptGroups {
+    pub groups: u64,
+    /// Groups with samples in more than one category.
+    pub cross_category: u64,
+    /// Samples in all groups, the kept firsts included.
+    pub samples: u64,
+    /// The largest groups (by size, then first row), at most [`PROMPT_GROUPS_LISTED`].
+    pub largest: Vec<PromptGroup>,
+}
+
+impl PromptGroups {
+    /// The groups named by the flagged samples' `prompt_of`.
+    pub fn of(flagged: &[FlaggedSample]) -> PromptGroups {
+        let mut by_first: BTreeMap<u64, PromptGroup> = BTreeMap::new();
+        for f in flagged {
+            let Some(first) = &f.prompt_of else { continue };
+            let g = by_first.entry(first.row).or_insert_with(|| PromptGroup {
+                first: first.clone(),
+                size: 1,
+                differing: 0,
+                categories: BTreeMap::from([(first.category.clone(), 1)]),
+                rows: Vec::new(),
+            });
+            g.size += 1;
+            g.differing += u64::from(f.flags & Code::PromptDuplicate.bit() != 0);
+            *g.categories.entry(f.category.clone()).or_insert(0) += 1;
+            if g.rows.len() < PROMPT_GROUP_ROWS {
+                g.rows.push(f.row);
+            }
+        }
+        let mut out = PromptGroups {
+            groups: by_first.len() as u64,
+            cross_category: by_first.values().filter(|g| g.categories.len() > 1).count() as u64,
+            samples: by_first.values().map(|g| g.size).sum(),
+            largest: by_first.into_values().collect(),
+        };
+        out.largest
+            .sort_by(|a, b| b.size.cmp(&a.size).then(a.first.row.cmp(&b.first.row)));
+        out.largest.truncate(PROMPT_GROUPS_LISTED);
+        out
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     pub schema_version: u32,
@@ -149,6 +232,15 @@ pub struct Report {
     /// One entry per prompts file the samples were paired with.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pairing: Vec<crate::pairing::PairingReport>,
+    /// Samples sharing a prompt (`prompt_duplicate`, `prompt_cross_category`); absent when there are none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_groups: Option<PromptGroups>,
+    /// With `--contamination`: the benchmark files, and per file the items samples matched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contamination: Option<crate::contamination::ContaminationReport>,
+    /// With near-duplicate detection: its parameters, clusters and per-category rates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near_duplicates: Option<crate::neardup::NearDupReport>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -276,6 +368,9 @@ fn flagged_entry(
                 .collect()
         },
         duplicate_of: f.duplicate_of,
+        prompt_of: f.prompt_of,
+        contamination: f.contamination,
+        near_duplicate_of: f.near_of,
         sample_id: f.sample_id,
         category: f.category,
     }
@@ -333,7 +428,13 @@ pub fn build_report(
         passed: failing.is_empty(),
         failing,
     };
-    let flagged = merge_by_row(std::mem::take(&mut partial.flagged), corpus_flagged)
+    let flagged = merge_by_row(std::mem::take(&mut partial.flagged), corpus_flagged);
+    let groups = PromptGroups::of(&flagged);
+    let contamination = partial
+        .benchmarks
+        .take()
+        .map(|b| crate::contamination::ContaminationReport::of(b, &flagged));
+    let flagged = flagged
         .into_iter()
         .map(|f| flagged_entry(f, profile, &inputs, &sev))
         .collect();
@@ -354,5 +455,8 @@ pub fn build_report(
         flagged,
         skipped: Vec::new(),
         pairing: Vec::new(),
+        prompt_groups: (groups.groups > 0).then_some(groups),
+        contamination,
+        near_duplicates: None,
     }
 }

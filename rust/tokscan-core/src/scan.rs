@@ -41,6 +41,11 @@ pub struct ScanOptions {
     /// A tokenizer directory (and a chat template overriding its own) to load the encoder from, only when
     /// the corpus has prompts to pair.
     pub prompt_tokenizer: Option<(std::path::PathBuf, Option<String>)>,
+    /// Benchmark files to look for (`--contamination`); the index is built by each process that scans.
+    pub contamination: Option<crate::contamination::Spec>,
+    /// Near-duplicate completions (`--near-dup`): signatures in the scan, then candidates, confirmation and
+    /// clusters ([`crate::neardup`]). Local engine only.
+    pub near_dup: Option<crate::neardup::Params>,
 }
 
 /// Live counters a caller can poll from another thread, and the cancel switch.
@@ -91,6 +96,10 @@ pub fn scan(
             p.note = note;
         }
         let (partial, records) = scan_corpus(&corpus, pairing.as_ref(), profile, opts, progress)?;
+        let near = match &opts.near_dup {
+            Some(p) => Some(near_duplicates(&corpus, &records, p)?),
+            None => None,
+        };
         let mut report = finish(
             partial,
             &records,
@@ -98,6 +107,7 @@ pub fn scan(
             input_infos(&corpus),
             opts,
             pairing.as_ref(),
+            near,
         )?;
         report.skipped = crate::plan::skipped_infos(&corpus, false);
         Ok(report)
@@ -112,11 +122,16 @@ pub fn finish(
     inputs: Vec<InputInfo>,
     opts: &ScanOptions,
     pairing: Option<&Pairing>,
+    near: Option<(Vec<FlaggedSample>, crate::neardup::NearDupReport)>,
 ) -> Result<Report> {
     if partial.n_samples() == 0 {
         return Err(no_samples(&inputs));
     }
     let mut corpus_flagged = crosscheck::local(&partial, records);
+    let near_report = near.map(|(flagged, r)| {
+        corpus_flagged = crate::summary::merge_by_row(std::mem::take(&mut corpus_flagged), flagged);
+        r
+    });
     let mut pairing_reports = Vec::new();
     if let Some(p) = pairing {
         let (flagged, reports) = crate::pairing::resolve(p, records);
@@ -132,7 +147,218 @@ pub fn finish(
         opts.ngram_coverage,
     );
     report.pairing = pairing_reports;
+    report.near_duplicates = near_report;
     Ok(report)
+}
+
+/// Near-duplicate completions of a scanned corpus: candidate pairs from the records' signatures, their exact
+/// n-gram Jaccard from a second read of the candidate rows only, clusters; the flagged members (all but each
+/// cluster's representative) and the report's section.
+pub fn near_duplicates(
+    corpus: &Corpus,
+    records: &[Records],
+    p: &crate::neardup::Params,
+) -> Result<(Vec<FlaggedSample>, crate::neardup::NearDupReport)> {
+    use crate::neardup::{
+        candidates, clusters, jaccard, CategoryRate, Cluster, NearDupReport, CLUSTERS_LISTED,
+        CLUSTER_ROWS,
+    };
+    use std::collections::{BTreeMap, BTreeSet, HashMap};
+    let rows = records.iter().flat_map(|r| r.rows.iter());
+    let pairs = candidates(
+        rows.clone()
+            .filter_map(|r| r.sketch.as_deref().map(|s| (r.row, s))),
+        p,
+    );
+    let wanted: BTreeSet<u64> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+    let sets = ngram_sets(corpus, records, &wanted, p.n as usize)?;
+    let confirmed: Vec<(u64, u64)> = pairs
+        .par_iter()
+        .filter(|(a, b)| match (sets.get(a), sets.get(b)) {
+            (Some(x), Some(y)) => jaccard(x, y) >= p.threshold,
+            _ => false,
+        })
+        .copied()
+        .collect();
+    let members = clusters(&confirmed);
+    let by_row: HashMap<u64, (&crate::summary::SampleRecord, &Records)> = records
+        .iter()
+        .flat_map(|rs| rs.rows.iter().map(move |r| (r.row, (r, rs))))
+        .filter(|(row, _)| wanted.contains(row))
+        .collect();
+    let first_seen = |row: u64| {
+        let (r, rs) = by_row[&row];
+        (
+            crate::report::FirstSeen {
+                row,
+                sample_id: r.sample_id.as_deref().map(str::to_string),
+            },
+            rs.categories[r.category as usize].clone(),
+        )
+    };
+    let mut flagged = Vec::with_capacity(members.len());
+    let mut groups: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for (&row, &rep) in &members {
+        groups.entry(rep).or_default().push(row);
+        let (r, rs) = by_row[&row];
+        flagged.push(FlaggedSample {
+            row,
+            source: r.source,
+            category: rs.categories[r.category as usize].clone(),
+            lengths: r.lengths,
+            flags: Code::NearDuplicate.bit(),
+            sample_id: r.sample_id.as_deref().map(str::to_string),
+            detail: None,
+            duplicate_of: None,
+            departs: (0, 0, 0),
+            prompt_of: None,
+            contamination: None,
+            near_of: Some(first_seen(rep).0),
+        });
+    }
+    let mut categories: BTreeMap<String, CategoryRate> = BTreeMap::new();
+    for rs in records {
+        for r in &rs.rows {
+            categories
+                .entry(rs.categories[r.category as usize].clone())
+                .or_default()
+                .samples += 1;
+        }
+    }
+    for f in &flagged {
+        if let Some(c) = categories.get_mut(&f.category) {
+            c.near_duplicates += 1;
+        }
+    }
+    for c in categories.values_mut() {
+        c.rate = c.near_duplicates as f64 / c.samples.max(1) as f64;
+    }
+    let mut largest: Vec<Cluster> = groups
+        .iter()
+        .map(|(&rep, rows)| {
+            let (seen, category) = first_seen(rep);
+            Cluster {
+                representative: seen,
+                category,
+                size: rows.len() as u64 + 1,
+                members: rows.iter().take(CLUSTER_ROWS).copied().collect(),
+            }
+        })
+        .collect();
+    largest.sort_by(|a, b| {
+        b.size
+            .cmp(&a.size)
+            .then(a.representative.row.cmp(&b.representative.row))
+    });
+    largest.truncate(CLUSTERS_LISTED);
+    let report = NearDupReport {
+        n: p.n,
+        bands: p.bands,
+        rows: p.rows,
+        threshold: p.threshold,
+        implied_threshold: p.implied_threshold(),
+        recall_at_threshold: p.candidate_probability(p.threshold),
+        candidates: pairs.len() as u64,
+        confirmed: confirmed.len() as u64,
+        clusters: groups.len() as u64,
+        samples: (members.len() + groups.len()) as u64,
+        categories,
+        largest,
+    };
+    Ok((flagged, report))
+}
+
+/// The sorted n-gram hash sets of the completions of `rows`, read again from the units that hold them.
+fn ngram_sets(
+    corpus: &Corpus,
+    records: &[Records],
+    rows: &std::collections::BTreeSet<u64>,
+    n: usize,
+) -> Result<std::collections::HashMap<u64, Vec<u64>>> {
+    use std::collections::HashMap;
+    if rows.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let ranges: HashMap<u64, (usize, usize)> = records
+        .iter()
+        .flat_map(|r| r.rows.iter())
+        .filter(|r| rows.contains(&r.row))
+        .map(|r| {
+            let cs = r.lengths.prompt as usize;
+            (r.row, (cs, cs + r.completion_len as usize))
+        })
+        .collect();
+    let spans: Vec<&[source::UnitSpan]> = corpus.sources.iter().map(|s| s.units()).collect();
+    let units: Vec<_> = corpus
+        .units()
+        .into_iter()
+        .filter(|u| {
+            let end = u.base_row + spans[u.source][u.index].rows;
+            rows.range(u.base_row..end).next().is_some()
+        })
+        .collect();
+    type Sets = Vec<(u64, Vec<u64>)>;
+    let parts: Vec<Result<Sets>> = units
+        .par_iter()
+        .map(|u| {
+            let mut out = Vec::new();
+            let mut next = u.base_row;
+            let mut on_batch = |b: &Batch<'_>| -> Result<()> {
+                with_tokens!(b.ids.values, v => {
+                    collect_sets(b, v, &mut next, &ranges, n, &mut out);
+                });
+                Ok(())
+            };
+            corpus.sources[u.source].scan_unit(u.index, &mut on_batch)?;
+            Ok(out)
+        })
+        .collect();
+    let mut sets = HashMap::with_capacity(rows.len());
+    for p in parts {
+        sets.extend(p?);
+    }
+    Ok(sets)
+}
+
+fn collect_sets<T: TokenId + PartialEq + FromTokens>(
+    b: &Batch<'_>,
+    values: &[T],
+    next: &mut u64,
+    ranges: &std::collections::HashMap<u64, (usize, usize)>,
+    n: usize,
+    out: &mut Vec<(u64, Vec<u64>)>,
+) {
+    let prompt = b.prompt.map(|p| {
+        (
+            T::pick(p.values).expect("prompt and output share a type"),
+            p.offsets,
+        )
+    });
+    let mut concat: Vec<T> = Vec::new();
+    for i in 0..b.rows() {
+        let row = *next;
+        *next += 1;
+        let Some(&(cs, ce)) = ranges.get(&row) else {
+            continue;
+        };
+        let null = b.null_rows.is_some_and(|x| x[i]);
+        let out_ids = if null {
+            &values[..0]
+        } else {
+            &values[b.ids.offsets.range(i)]
+        };
+        let seq: &[T] = match prompt {
+            Some((pv, po)) if !null => {
+                concat.clear();
+                concat.extend_from_slice(&pv[po.range(i)]);
+                concat.extend_from_slice(out_ids);
+                &concat
+            }
+            _ => out_ids,
+        };
+        let (cs, ce) = (cs.min(seq.len()), ce.min(seq.len()));
+        out.push((row, crate::neardup::ngram_set(&seq[cs..ce.max(cs)], n)));
+    }
 }
 
 /// The usage error for a corpus with no sample.
@@ -267,12 +493,26 @@ fn scan_units(
         .units_total
         .store(units.len() as u64, Ordering::Relaxed);
     progress.tokens_total.store(tokens_total, Ordering::Relaxed);
+    let index = opts
+        .contamination
+        .as_ref()
+        .filter(|s| !s.files.is_empty())
+        .map(crate::contamination::Spec::build)
+        .transpose()?;
     // A failing unit stops the others (through the cancel flag); the error reported is the first real one
     // in unit order, not an "interrupted" of a unit that was merely stopped.
     let parts: Vec<Result<(Partial, Records)>> = units
         .par_iter()
         .map(|u| {
-            let r = scan_unit(u, profile, progress, opts.ngram_coverage, pairing);
+            let r = scan_unit(
+                u,
+                profile,
+                progress,
+                opts.ngram_coverage,
+                pairing,
+                index.as_ref(),
+                opts.near_dup,
+            );
             if matches!(r, Err(ref e) if !matches!(e, Error::Interrupted)) {
                 progress.cancel();
             }
@@ -291,6 +531,7 @@ fn scan_units(
     }
     let parts: Vec<(Partial, Records)> = parts.into_iter().collect::<Result<_>>()?;
     let mut partial = Partial::new(profile.specials.len());
+    partial.benchmarks = index.as_ref().map(|c| c.describe());
     let mut records = Vec::with_capacity(parts.len());
     for (p, r) in parts {
         partial.merge(p);
@@ -310,6 +551,9 @@ struct UnitCtx<'a> {
     coverage: bool,
     pairing: Option<&'a Pairing>,
     shape: PromptShape,
+    contamination: Option<&'a crate::contamination::Contamination>,
+    ids: Vec<u32>,
+    near_dup: Option<crate::neardup::Params>,
 }
 
 /// Test-only switch: with this variable set, every work unit panics, so tests can prove that a panic on a
@@ -322,6 +566,8 @@ fn scan_unit(
     progress: &Progress,
     coverage: bool,
     pairing: Option<&Pairing>,
+    contamination: Option<&crate::contamination::Contamination>,
+    near_dup: Option<crate::neardup::Params>,
 ) -> Result<(Partial, Records)> {
     if std::env::var_os(PANIC_SWITCH).is_some() {
         panic!("{PANIC_SWITCH} is set: deliberate panic in a scan worker");
@@ -340,6 +586,9 @@ fn scan_unit(
         coverage,
         pairing,
         shape: PromptShape::default(),
+        contamination,
+        ids: Vec::new(),
+        near_dup,
     };
     let mut on_batch = |b: &Batch<'_>| -> Result<()> {
         if progress.cancelled() {
@@ -455,6 +704,13 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                 ctx.records.pairs.push(fact);
             }
         }
+        let hit = ctx.contamination.and_then(|c| {
+            let (cs, ce) = (facts.completion.0 as usize, facts.completion.1 as usize);
+            c.check(seq, cs, ce, &mut ctx.ids)
+        });
+        if let Some((pos, _)) = &hit {
+            facts.flag(Code::Contaminated, Some(*pos));
+        }
         let features = crate::check::features::features(ctx.profile, seq, mask, &ctx.scratch);
         let cat = ctx.partial.category(cat_name);
         let (cs, ce) = (facts.completion.0 as usize, facts.completion.1 as usize);
@@ -476,6 +732,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
         ctx.next_row += 1;
         tokens += seq.len() as u64;
         let category = ctx.records.category_index(cat_name);
+        let (prompt_hash, prompt_len) = ctx.scratch.prompt_key(seq);
         ctx.records.rows.push(SampleRecord {
             row,
             source: ctx.source,
@@ -486,6 +743,12 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
             sample_id: sample_id.map(Box::from),
             flags: facts.flags,
             features,
+            prompt_hash,
+            prompt_len,
+            sketch: ctx
+                .near_dup
+                .as_ref()
+                .and_then(|p| crate::neardup::signature(&seq[cs..ce.max(cs)], p)),
         });
         if facts.flags != 0 {
             let boundaries = ctx
@@ -510,6 +773,9 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                 }),
                 duplicate_of: None,
                 departs: (0, 0, 0),
+                prompt_of: None,
+                contamination: hit.map(|(_, h)| h),
+                near_of: None,
             });
         }
     }

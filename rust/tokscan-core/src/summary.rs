@@ -197,6 +197,16 @@ pub struct FlaggedSample {
     /// that majority's packed values and its own.
     #[serde(default)]
     pub departs: (u32, u32, u32),
+    /// For a later member of a prompt group (`prompt_duplicate`, `prompt_cross_category`): the group's
+    /// kept first sample.
+    #[serde(default)]
+    pub prompt_of: Option<crate::report::PromptFirst>,
+    /// For `contaminated`: the benchmark item the sample shares n-grams with.
+    #[serde(default)]
+    pub contamination: Option<crate::contamination::Hit>,
+    /// For `near_duplicate`: its cluster's representative.
+    #[serde(default)]
+    pub near_of: Option<crate::report::FirstSeen>,
 }
 
 impl FlaggedSample {
@@ -217,6 +227,15 @@ impl FlaggedSample {
         }
         if other.departs.0 != 0 {
             self.departs = other.departs;
+        }
+        if self.prompt_of.is_none() {
+            self.prompt_of = other.prompt_of;
+        }
+        if self.contamination.is_none() {
+            self.contamination = other.contamination;
+        }
+        if self.near_of.is_none() {
+            self.near_of = other.near_of;
         }
     }
 }
@@ -241,6 +260,9 @@ pub struct Partial {
     /// any process that resolves the corpus-wide checks applies the same ones.
     #[serde(default)]
     pub consistency: (u32, u64),
+    /// With `--contamination`: the n-gram length, the share and the benchmark files the scan looked for.
+    #[serde(default)]
+    pub benchmarks: Option<crate::contamination::Benchmarks>,
 }
 
 impl Partial {
@@ -267,6 +289,9 @@ impl Partial {
     pub fn merge(&mut self, other: Partial) {
         self.n_slots = self.n_slots.max(other.n_slots);
         self.consistency = self.consistency.max(other.consistency);
+        if self.benchmarks.is_none() {
+            self.benchmarks = other.benchmarks;
+        }
         for (name, c) in &other.categories {
             self.category(name).merge(c);
         }
@@ -339,6 +364,15 @@ pub struct SampleRecord {
     /// Its structural features, packed ([`crate::check::features`]).
     #[serde(default)]
     pub features: u32,
+    /// xxh3 and length of the prompt's turns ([`crate::check::Scratch::prompt_key`]); 0 and 0 when the
+    /// sample has no prompt turns.
+    #[serde(default)]
+    pub prompt_hash: u64,
+    #[serde(default)]
+    pub prompt_len: u32,
+    /// With near-duplicate detection: the completion's MinHash signature ([`crate::neardup`]).
+    #[serde(default)]
+    pub sketch: Option<Box<[u32]>>,
 }
 
 /// Per-sample records of the units one scan (or one cluster task) read, in row order.
@@ -427,6 +461,9 @@ mod tests {
                     detail: None,
                     duplicate_of: None,
                     departs: (0, 0, 0),
+                    prompt_of: None,
+                    contamination: None,
+                    near_of: None,
                 });
             }
             let e = p.inputs.entry(c as u32 % 2).or_default();

@@ -59,7 +59,8 @@ pub struct PyTaskScan {
 #[pymethods]
 impl PyTaskScan {
     #[new]
-    #[pyo3(signature = (task, profile, columns=None, threads=0, ngram_coverage=false, n_buckets=1))]
+    #[pyo3(signature = (task, profile, columns=None, threads=0, ngram_coverage=false, n_buckets=1, contamination=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         task: &[u8],
@@ -68,6 +69,7 @@ impl PyTaskScan {
         threads: usize,
         ngram_coverage: bool,
         n_buckets: usize,
+        contamination: Option<crate::ContaminationArgs>,
     ) -> PyResult<Self> {
         let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
         Ok(PyTaskScan {
@@ -77,6 +79,7 @@ impl PyTaskScan {
                 columns,
                 threads,
                 ngram_coverage,
+                contamination: contamination.map(crate::contamination_spec),
                 ..Default::default()
             },
             n_buckets: n_buckets.max(1),

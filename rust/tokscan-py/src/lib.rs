@@ -179,6 +179,23 @@ impl PyProfile {
     }
 }
 
+/// `(benchmark files, n-gram length, share, tokenizer directory)` of `--contamination`.
+pub(crate) type ContaminationArgs = (
+    Vec<std::path::PathBuf>,
+    usize,
+    f64,
+    Option<std::path::PathBuf>,
+);
+
+pub(crate) fn contamination_spec(a: ContaminationArgs) -> tokscan_core::contamination::Spec {
+    tokscan_core::contamination::Spec {
+        files: a.0,
+        n: a.1,
+        min_share: a.2,
+        tokenizer: a.3,
+    }
+}
+
 /// One scan: configure, then `run()` (GIL released) while another thread may poll `progress()` or `cancel()`.
 #[pyclass(frozen, name = "Scan", module = "tokscan._core")]
 struct PyScan {
@@ -287,7 +304,7 @@ fn policy_sample_mask(
 #[pymethods]
 impl PyScan {
     #[new]
-    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error", ngram_coverage=false, prompts=None, prompt_tokenizer=None, chat_template=None))]
+    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error", ngram_coverage=false, prompts=None, prompt_tokenizer=None, chat_template=None, contamination=None, near_dup=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -302,9 +319,22 @@ impl PyScan {
         prompts: Option<Vec<std::path::PathBuf>>,
         prompt_tokenizer: Option<std::path::PathBuf>,
         chat_template: Option<String>,
+        contamination: Option<ContaminationArgs>,
+        near_dup: Option<(u32, u32, u32, f64)>,
     ) -> PyResult<Self> {
         let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
         let policy = parse_policy(policy, severities, fail_on).map_err(|e| to_py(py, e))?;
+        let near_dup = near_dup.map(
+            |(n, bands, rows, threshold)| tokscan_core::neardup::Params {
+                n,
+                bands,
+                rows,
+                threshold,
+            },
+        );
+        if let Some(p) = &near_dup {
+            p.check().map_err(|e| to_py(py, e))?;
+        }
         Ok(PyScan {
             paths,
             profile: profile.inner.clone(),
@@ -316,6 +346,8 @@ impl PyScan {
                 prompts: prompts.unwrap_or_default(),
                 encoder: None,
                 prompt_tokenizer: prompt_tokenizer.map(|d| (d, chat_template)),
+                contamination: contamination.map(contamination_spec),
+                near_dup,
             },
             progress: Arc::new(Progress::default()),
         })

@@ -60,6 +60,44 @@ impl Scratch {
             t.start < p.cs && !(t.role == Role::Assistant && t.content_start == p.prefill_start)
         })
     }
+
+    /// The last checked sample's prompt as a key `(xxh3, tokens)`: the implicit system prompt and every
+    /// [`Self::prompt_turns`] turn, role tokens included, not the pre-fill. Equal prompts have equal keys;
+    /// `(0, 0)` when the sample has no prompt turns.
+    pub fn prompt_key<T: TokenId>(&self, tokens: &[T]) -> (u64, u32) {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        let mut len = 0usize;
+        let mut add = |a: usize, b: usize| {
+            let b = b.min(tokens.len());
+            if a < b {
+                h.update(&((b - a) as u32).to_le_bytes());
+                let ids = &tokens[a..b];
+                if let Some(bytes) = T::as_le_u32_bytes(ids) {
+                    h.update(bytes);
+                } else {
+                    let mut buf = [0u8; 1024];
+                    for chunk in ids.chunks(buf.len() / 4) {
+                        for (dst, t) in buf.chunks_exact_mut(4).zip(chunk) {
+                            dst.copy_from_slice(&t.id().to_le_bytes());
+                        }
+                        h.update(&buf[..chunk.len() * 4]);
+                    }
+                }
+                len += b - a;
+            }
+        };
+        if let Some((a, b)) = self.parsed.implicit_system {
+            add(a, b);
+        }
+        for t in self.prompt_turns() {
+            add(t.start, t.end.min(self.parsed.cs));
+        }
+        if len == 0 {
+            (0, 0)
+        } else {
+            (h.digest(), len as u32)
+        }
+    }
 }
 
 /// Lengths of one sample's parts, in tokens.

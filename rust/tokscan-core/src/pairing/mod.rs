@@ -790,6 +790,9 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
                     }),
                     duplicate_of: None,
                     departs: (0, 0, 0),
+                    prompt_of: None,
+                    contamination: None,
+                    near_of: None,
                 });
             }
         }

@@ -100,6 +100,9 @@ fn records_of(facts: Vec<PairFact>) -> Records {
             sample_id: None,
             flags: 0,
             features: u32::MAX,
+            prompt_hash: 0,
+            prompt_len: 0,
+            sketch: None,
         });
     }
     r.pairs = facts;

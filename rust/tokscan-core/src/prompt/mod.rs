@@ -22,6 +22,13 @@ use crate::error::{Error, Result};
 use crate::profile::tokenizer_files::TokenizerFiles;
 use encode::TextEncoder;
 
+/// A tokenizer directory's tokenizer alone (no chat template): `text` → the ids
+/// `tok(text, add_special_tokens=False)` gives (what `--contamination` tokenizes benchmark text with).
+pub fn text_encoder(dir: &Path) -> Result<impl Fn(&str) -> Result<Vec<u32>> + Send + Sync> {
+    let enc = TextEncoder::from_files(&TokenizerFiles::locate(dir)?)?;
+    Ok(move |text: &str| enc.encode(text))
+}
+
 /// One prompt record: its messages and tools as the template sees them (key order kept) and its id.
 #[derive(Debug, Clone)]
 pub struct PromptRecord {

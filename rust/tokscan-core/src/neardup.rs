@@ -1,0 +1,347 @@
+//! Near-duplicate completions: MinHash over token n-grams, LSH banding for candidate pairs, exact Jaccard of the
+//! candidates' n-gram sets to confirm, clusters.
+//!
+//! The signature is one-permutation MinHash (Li, Owen & Zhang 2012) with rotation densification (Shrivastava &
+//! Li 2014): each n-gram is hashed once (a multiply-xorshift mix of its ids), the hash picks one of `K = bands ×
+//! rows` bins and keeps the bin's minimum; an empty bin borrows the next non-empty one's value. Two completions
+//! agree on a bin with probability ≈ their n-gram Jaccard `J`, so a band of `rows` bins matches with probability
+//! `J^rows` and a pair becomes a candidate with `1 − (1 − J^rows)^bands`, the S-curve whose midpoint is
+//! `(1/bands)^(1/rows)` (0.707 for 16 × 8). Candidates are then confirmed on their exact n-gram sets (64-bit
+//! hashes of the n-grams), read again for the candidate rows only.
+//!
+//! Per sample the scan keeps the signature (`K` × 4 bytes: 512 for the defaults) in its record; the n-gram sets
+//! of candidates exist only while they are compared.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+use crate::report::FirstSeen;
+use crate::token::TokenId;
+
+/// Near-duplicate parameters (`--near-dup`, `--near-dup-n`, `--near-dup-bands`, `--near-dup-rows`,
+/// `--near-dup-threshold`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Params {
+    /// n-gram length in tokens.
+    pub n: u32,
+    pub bands: u32,
+    pub rows: u32,
+    /// Exact Jaccard a candidate pair needs.
+    pub threshold: f64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            n: 5,
+            bands: 16,
+            rows: 8,
+            threshold: 0.8,
+        }
+    }
+}
+
+/// Groups larger than this in one band compare each member with the first [`WIDE_GROUP_HEADS`] only.
+pub const WIDE_GROUP: usize = 64;
+pub const WIDE_GROUP_HEADS: usize = 8;
+
+impl Params {
+    pub fn bins(&self) -> usize {
+        (self.bands * self.rows) as usize
+    }
+
+    /// The Jaccard at which a pair becomes a candidate with probability about ½: `(1/bands)^(1/rows)`.
+    pub fn implied_threshold(&self) -> f64 {
+        (1.0 / f64::from(self.bands)).powf(1.0 / f64::from(self.rows))
+    }
+
+    /// The probability that a pair of Jaccard `j` becomes a candidate.
+    pub fn candidate_probability(&self, j: f64) -> f64 {
+        1.0 - (1.0 - j.powi(self.rows as i32)).powi(self.bands as i32)
+    }
+
+    pub fn check(&self) -> crate::error::Result<()> {
+        let ok = self.n >= 1
+            && self.bands >= 1
+            && self.rows >= 1
+            && self.bins() <= 4096
+            && (0.0..=1.0).contains(&self.threshold);
+        if ok {
+            Ok(())
+        } else {
+            Err(crate::error::Error::Usage(format!(
+                "near-duplicate parameters: n, bands and rows must be ≥ 1 with bands × rows ≤ 4096, the \
+                 threshold within [0, 1] (got n={}, bands={}, rows={}, threshold={})",
+                self.n, self.bands, self.rows, self.threshold
+            )))
+        }
+    }
+}
+
+const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+
+fn fmix(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// The 64-bit hash of each n-gram of `ids`, in order.
+pub fn ngram_hashes<T: TokenId>(ids: &[T], n: usize) -> impl Iterator<Item = u64> + '_ {
+    ids.windows(n).map(|w| {
+        let mut h = MIX;
+        for t in w {
+            h = (h ^ u64::from(t.id())).wrapping_mul(MIX);
+            h ^= h >> 29;
+        }
+        fmix(h)
+    })
+}
+
+/// The signature of a completion, `None` when it has fewer than `n` tokens.
+pub fn signature<T: TokenId>(ids: &[T], p: &Params) -> Option<Box<[u32]>> {
+    let k = p.bins();
+    if ids.len() < p.n as usize {
+        return None;
+    }
+    let mut sig = vec![u32::MAX; k];
+    let mut filled = vec![false; k];
+    for h in ngram_hashes(ids, p.n as usize) {
+        let bin = (((h >> 32) * k as u64) >> 32) as usize;
+        let v = h as u32;
+        if v <= sig[bin] {
+            sig[bin] = v;
+        }
+        filled[bin] = true;
+    }
+    // Rotation densification: an empty bin takes the next filled bin's value (circularly), offset by the
+    // distance so that two empty bins borrowing from the same one differ.
+    if filled.iter().any(|f| !f) {
+        let src = sig.clone();
+        for (j, s) in sig.iter_mut().enumerate() {
+            if filled[j] {
+                continue;
+            }
+            let mut d = 1;
+            while !filled[(j + d) % k] {
+                d += 1;
+            }
+            *s = src[(j + d) % k].wrapping_add((d as u32).wrapping_mul(0x9E37_79B9));
+        }
+    }
+    Some(sig.into_boxed_slice())
+}
+
+/// One key per band: equal bands give equal keys.
+pub fn band_keys<'a>(sig: &'a [u32], p: &Params) -> impl Iterator<Item = u64> + 'a {
+    let r = p.rows as usize;
+    sig.chunks_exact(r).enumerate().map(|(b, band)| {
+        let mut bytes = [0u8; 4 * 64];
+        let mut h = b as u64;
+        for chunk in band.chunks(64) {
+            for (dst, v) in bytes.chunks_exact_mut(4).zip(chunk) {
+                dst.copy_from_slice(&v.to_le_bytes());
+            }
+            h = xxh3_64_with_seed(&bytes[..chunk.len() * 4], h);
+        }
+        h
+    })
+}
+
+/// The sorted distinct n-gram hashes of a completion.
+pub fn ngram_set<T: TokenId>(ids: &[T], n: usize) -> Vec<u64> {
+    let mut v: Vec<u64> = ngram_hashes(ids, n).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Jaccard of two sorted distinct sets.
+pub fn jaccard(a: &[u64], b: &[u64]) -> f64 {
+    if a.is_empty() && b.is_empty() {
+        return 1.0;
+    }
+    let (mut i, mut j, mut inter) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                inter += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    inter as f64 / (a.len() + b.len() - inter) as f64
+}
+
+/// Candidate pairs `(a, b)`, `a < b`, sorted, from `(row, signature)`s: rows that share a band.
+pub fn candidates<'a>(
+    sigs: impl IntoIterator<Item = (u64, &'a [u32])>,
+    p: &Params,
+) -> Vec<(u64, u64)> {
+    let mut keys: Vec<(u64, u64)> = Vec::new();
+    for (row, sig) in sigs {
+        keys.extend(band_keys(sig, p).map(|k| (k, row)));
+    }
+    keys.sort_unstable();
+    let mut pairs = Vec::new();
+    for group in keys.chunk_by(|a, b| a.0 == b.0) {
+        let heads = if group.len() > WIDE_GROUP {
+            WIDE_GROUP_HEADS
+        } else {
+            group.len()
+        };
+        for i in 0..heads {
+            for g in &group[i + 1..] {
+                pairs.push((group[i].1, g.1));
+            }
+        }
+    }
+    pairs.sort_unstable();
+    pairs.dedup();
+    pairs
+}
+
+/// One cluster of near-duplicate completions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cluster {
+    /// The first sample (lowest row): kept.
+    pub representative: FirstSeen,
+    pub category: String,
+    pub size: u64,
+    /// Rows of the other members, in row order (at most [`CLUSTER_ROWS`]).
+    pub members: Vec<u64>,
+}
+
+pub const CLUSTER_ROWS: usize = 20;
+pub const CLUSTERS_LISTED: usize = 50;
+
+/// Per category: samples, and samples flagged `near_duplicate`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CategoryRate {
+    pub samples: u64,
+    pub near_duplicates: u64,
+    pub rate: f64,
+}
+
+/// The report's `near_duplicates` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NearDupReport {
+    pub n: u32,
+    pub bands: u32,
+    pub rows: u32,
+    pub threshold: f64,
+    /// `(1/bands)^(1/rows)`: where the candidate S-curve crosses ½.
+    pub implied_threshold: f64,
+    /// Probability that a pair at `threshold` becomes a candidate.
+    pub recall_at_threshold: f64,
+    /// Candidate pairs compared, and those confirmed.
+    pub candidates: u64,
+    pub confirmed: u64,
+    pub clusters: u64,
+    /// Samples in clusters, representatives included.
+    pub samples: u64,
+    pub categories: BTreeMap<String, CategoryRate>,
+    /// The largest clusters (by size, then representative row).
+    pub largest: Vec<Cluster>,
+}
+
+fn find(parent: &mut HashMap<u64, u64>, x: u64) -> u64 {
+    let mut r = x;
+    while let Some(&p) = parent.get(&r) {
+        if p == r {
+            break;
+        }
+        r = p;
+    }
+    let mut y = x;
+    while let Some(&p) = parent.get(&y) {
+        if p == r {
+            break;
+        }
+        parent.insert(y, r);
+        y = p;
+    }
+    r
+}
+
+/// Clusters of confirmed pairs: `row → representative` (the lowest row of its cluster) for every member but
+/// the representatives.
+pub fn clusters(pairs: &[(u64, u64)]) -> BTreeMap<u64, u64> {
+    let mut parent: HashMap<u64, u64> = HashMap::new();
+    for &(a, b) in pairs {
+        parent.entry(a).or_insert(a);
+        parent.entry(b).or_insert(b);
+        let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+        if ra != rb {
+            let (lo, hi) = (ra.min(rb), ra.max(rb));
+            parent.insert(hi, lo);
+        }
+    }
+    let rows: Vec<u64> = parent.keys().copied().collect();
+    let mut out = BTreeMap::new();
+    for r in rows {
+        let root = find(&mut parent, r);
+        if root != r {
+            out.insert(r, root);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn the_default_threshold_implied_and_its_recall() {
+        let p = Params::default();
+        assert!((p.implied_threshold() - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-3);
+        assert!(p.candidate_probability(0.8) > 0.94 && p.candidate_probability(0.9) > 0.999);
+        assert!(p.candidate_probability(0.3) < 0.002);
+    }
+
+    #[test]
+    fn similar_completions_share_bins_in_proportion_to_their_jaccard() {
+        let p = Params::default();
+        let a: Vec<u32> = (0..2000).map(|i| (i * 7919 % 100_003) as u32).collect();
+        let mut b = a.clone();
+        for i in (0..2000).step_by(100) {
+            b[i] = 5; // 20 edits: ~5 % of the n-grams change
+        }
+        let (sa, sb) = (signature(&a, &p).unwrap(), signature(&b, &p).unwrap());
+        let agree =
+            sa.iter().zip(sb.iter()).filter(|(x, y)| x == y).count() as f64 / p.bins() as f64;
+        let j = jaccard(&ngram_set(&a, 5), &ngram_set(&b, 5));
+        assert!((agree - j).abs() < 0.1, "{agree} vs {j}");
+        assert_eq!(candidates([(0, &sa[..]), (1, &sb[..])], &p), vec![(0, 1)]);
+        assert!(signature(&a[..4], &p).is_none());
+    }
+
+    proptest! {
+        #[test]
+        fn clusters_do_not_depend_on_pair_order(
+            mut pairs in proptest::collection::vec((0u64..40, 0u64..40), 0..60),
+            seed in any::<u64>(),
+        ) {
+            pairs.retain(|(a, b)| a != b);
+            let want = clusters(&pairs);
+            let mut shuffled = pairs.clone();
+            shuffled.sort_by_key(|(a, b)| xxhash_rust::xxh3::xxh3_64_with_seed(&[*a as u8, *b as u8], seed));
+            let flipped: Vec<(u64, u64)> = shuffled.iter().map(|&(a, b)| (b, a)).collect();
+            prop_assert_eq!(&clusters(&flipped), &want);
+            // Every member's representative is the lowest row connected to it.
+            for (&m, &r) in &want {
+                prop_assert!(r < m);
+                prop_assert!(!want.contains_key(&r));
+            }
+        }
+    }
+}
