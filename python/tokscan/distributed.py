@@ -134,9 +134,10 @@ def _remote_functions(ray: Any) -> dict[str, Any]:
         ngram_coverage: bool,
         n_buckets: int,
         counter: Any,
+        count_vocab: bool = False,
     ) -> tuple[bytes, ...]:
         _hold_for_test(hold, index)
-        job = _core.TaskScan(task, _profile(*profile), columns, threads, ngram_coverage, n_buckets)
+        job = _core.TaskScan(task, _profile(*profile), columns, threads, ngram_coverage, n_buckets, count_vocab)
         if counter is None:
             partial, buckets, records = job.run()
             return (partial, records, *buckets)
@@ -221,6 +222,7 @@ def scan_ray(
     policy: Mapping[str, str | int] | None = None,
     fail_on: str = "error",
     ngram_coverage: bool = False,
+    draft_vocab: str | None = None,
     address: str | None = None,
     n_tasks: int | None = None,
     n_buckets: int | None = None,
@@ -232,7 +234,8 @@ def scan_ray(
 
     `n_tasks` defaults to 4 per CPU of the cluster (at most one per unit of work), `n_buckets` to one per
     CPU. `threads` is the core's thread count inside each task; 0 means 1, since Ray already runs one task
-    per CPU.
+    per CPU. `draft_vocab` is the core's draft-vocabulary options (JSON, `tokscan.vocab.options`): every
+    task counts the loss-bearing tokens, the merged counts make the report's `draft_vocab` section.
     """
     ray = import_ray()
     profile_args = (str(profile), None if tokenizer is None else str(tokenizer), trust_remote_code)
@@ -250,6 +253,7 @@ def scan_ray(
             dict(policy or {}),
             fail_on,
             ngram_coverage,
+            draft_vocab,
             n_tasks,
             n_buckets,
             fan_in,
@@ -272,6 +276,7 @@ def _run(
     policy: dict[str, str | int],
     fail_on: str,
     ngram_coverage: bool,
+    draft_vocab: str | None,
     n_tasks: int | None,
     n_buckets: int | None,
     fan_in: int,
@@ -290,7 +295,9 @@ def _run(
     maps = [
         fn["scan_task"]
         .options(num_returns=2 + buckets)
-        .remote(i, hold, t, profile_args, columns, threads, ngram_coverage, buckets, counter)
+        .remote(
+            i, hold, t, profile_args, columns, threads, ngram_coverage, buckets, counter, draft_vocab is not None
+        )
         for i, t in enumerate(tasks)
     ]
     try:
@@ -318,7 +325,15 @@ def _run(
         fence = fn["fences"].remote(merged)
         flagged = [fn["resolve"].remote(m[1], fence, *reps) for m in maps]
         text = _core.finish_report(
-            ray.get(merged), ray.get(flagged), prof, inputs, severities, policy, fail_on, ngram_coverage
+            ray.get(merged),
+            ray.get(flagged),
+            prof,
+            inputs,
+            severities,
+            policy,
+            fail_on,
+            ngram_coverage,
+            draft_vocab,
         )
     except KeyboardInterrupt:
         for m in maps:

@@ -89,6 +89,7 @@ codes! {
     PromptMismatch = 22, "prompt_mismatch", Error, "the paired prompt record disagrees with the sample's prompt: its turns (system prompt, user and assistant turns) or sizes (bytes per token far from the corpus's), or with a tokenizer its rendered tokens (position: the first difference)";
     PromptsShifted = 23, "prompts_shifted", Error, "one of a run of samples that each match the prompt record at the same offset from their own: the prompts file is shifted or reordered (the offset is in the report's pairing section)";
     DepartsFromCategory = 24, "departs_from_category", Warning, "a structural feature (system prompt, thinking, tool turns, tool calls, pre-fill, mask start, end of turn trained) differs from a strong majority of its category (the feature and the majority are in the report)";
+    DraftVocabStale = 25, "draft_vocab_stale", Error, "the draft-vocabulary mapping given to --check-vocab does not fit this corpus: its t2d is not the size of the profile's vocabulary, its d2t and t2d disagree, or its coverage of the loss-bearing tokens falls short of the best top-K of the same size by more than the tolerance (details in the report's draft_vocab.check)";
 }
 
 /// Number of codes; per-sample arrays are sized by it.
@@ -124,7 +125,8 @@ impl Code {
             | Code::PromptMissing
             | Code::PromptMismatch
             | Code::PromptsShifted
-            | Code::DepartsFromCategory => Scope::Corpus,
+            | Code::DepartsFromCategory
+            | Code::DraftVocabStale => Scope::Corpus,
             Code::MalformedLine | Code::FinishReasonMismatch | Code::TokenCountMismatch => {
                 Scope::Source
             }

@@ -149,6 +149,10 @@ pub struct Report {
     /// One entry per prompts file the samples were paired with.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pairing: Vec<crate::pairing::PairingReport>,
+    /// Loss-bearing token coverage by draft vocabularies, and the mapping built or checked (`--draft-vocab`,
+    /// `tokscan vocab`, `--check-vocab`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_vocab: Option<crate::vocab::DraftVocabReport>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -291,7 +295,16 @@ pub fn build_report(
     mut inputs: Vec<InputInfo>,
     policy: &Policy,
     coverage: bool,
+    vocab: Option<&crate::vocab::VocabOptions>,
 ) -> Report {
+    let draft_vocab = vocab.map(|v| {
+        let counts = partial
+            .categories
+            .iter_mut()
+            .map(|(n, c)| (n.clone(), std::mem::take(&mut c.loss_counts)))
+            .collect();
+        crate::vocab::build(&counts, &partial.first_seen, profile.vocab_size, v)
+    });
     for f in &corpus_flagged {
         partial.category(&f.category).add_codes(f.flags);
     }
@@ -308,7 +321,14 @@ pub fn build_report(
         all.merge(c);
         categories.insert(name.clone(), category_stats(c, profile, coverage));
     }
-    let overall = category_stats(&all, profile, coverage);
+    let mut overall = category_stats(&all, profile, coverage);
+    if let Some(check) = draft_vocab.as_ref().and_then(|d| d.check.as_ref()) {
+        // One finding for the corpus: the mapping does not fit it.
+        overall.anomalies.insert(
+            Code::DraftVocabStale.as_str().to_string(),
+            u64::from(check.stale()),
+        );
+    }
     let anomalies: BTreeMap<String, AnomalySummary> = Code::ALL
         .iter()
         .map(|c| {
@@ -354,5 +374,6 @@ pub fn build_report(
         flagged,
         skipped: Vec::new(),
         pairing: Vec::new(),
+        draft_vocab,
     }
 }

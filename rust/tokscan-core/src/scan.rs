@@ -41,6 +41,9 @@ pub struct ScanOptions {
     /// A tokenizer directory (and a chat template overriding its own) to load the encoder from, only when
     /// the corpus has prompts to pair.
     pub prompt_tokenizer: Option<(std::path::PathBuf, Option<String>)>,
+    /// Count the loss-bearing tokens for the draft-vocabulary section of the report (coverage, mapping,
+    /// check); `None`: no counting.
+    pub vocab: Option<crate::vocab::VocabOptions>,
 }
 
 /// Live counters a caller can poll from another thread, and the cancel switch.
@@ -130,6 +133,7 @@ pub fn finish(
         inputs,
         &opts.policy,
         opts.ngram_coverage,
+        opts.vocab.as_ref(),
     );
     report.pairing = pairing_reports;
     Ok(report)
@@ -266,7 +270,7 @@ fn scan_units(
     let parts: Vec<Result<(Partial, Records)>> = units
         .par_iter()
         .map(|u| {
-            let r = scan_unit(u, profile, progress, opts.ngram_coverage, pairing);
+            let r = scan_unit(u, profile, progress, opts, pairing);
             if matches!(r, Err(ref e) if !matches!(e, Error::Interrupted)) {
                 progress.cancel();
             }
@@ -302,6 +306,7 @@ struct UnitCtx<'a> {
     scratch: Scratch,
     next_row: u64,
     coverage: bool,
+    count_vocab: bool,
     pairing: Option<&'a Pairing>,
     shape: PromptShape,
 }
@@ -314,7 +319,7 @@ fn scan_unit(
     unit: &UnitRef<'_>,
     profile: &Profile,
     progress: &Progress,
-    coverage: bool,
+    opts: &ScanOptions,
     pairing: Option<&Pairing>,
 ) -> Result<(Partial, Records)> {
     if std::env::var_os(PANIC_SWITCH).is_some() {
@@ -331,7 +336,8 @@ fn scan_unit(
         records: Records::default(),
         scratch: Scratch::default(),
         next_row: unit.base_row,
-        coverage,
+        coverage: opts.ngram_coverage,
+        count_vocab: opts.vocab.is_some(),
         pairing,
         shape: PromptShape::default(),
     };
@@ -466,6 +472,25 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
         input.tokens += u64::from(facts.lengths.total);
         let row = ctx.next_row;
         ctx.next_row += 1;
+        if ctx.count_vocab {
+            let v = ctx.profile.vocab_size as usize;
+            let p = &mut ctx.partial;
+            if p.first_seen.len() < v {
+                p.first_seen.resize(v, 0);
+            }
+            let cat = p.categories.get_mut(cat_name).expect("made above");
+            if cat.loss_counts.len() < v {
+                cat.loss_counts.resize(v, 0);
+            }
+            crate::vocab::count_sample(
+                &mut cat.loss_counts,
+                &mut p.first_seen,
+                row,
+                seq,
+                mask,
+                (cs, ce),
+            );
+        }
         tokens += seq.len() as u64;
         let category = ctx.records.category_index(cat_name);
         ctx.records.rows.push(SampleRecord {

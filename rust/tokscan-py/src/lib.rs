@@ -188,6 +188,18 @@ struct PyScan {
     progress: Arc<Progress>,
 }
 
+/// The draft-vocabulary options, given as JSON (`tokscan.vocab` writes it): sizes, a mapping to build, a
+/// mapping to check.
+pub(crate) fn parse_vocab(
+    json: Option<&str>,
+) -> Result<Option<tokscan_core::vocab::VocabOptions>, Error> {
+    json.map(|j| {
+        serde_json::from_str(j)
+            .map_err(|e| Error::Usage(format!("invalid draft-vocabulary options: {e}")))
+    })
+    .transpose()
+}
+
 pub(crate) fn parse_columns(
     columns: Option<HashMap<String, String>>,
 ) -> Result<ColumnNames, Error> {
@@ -287,7 +299,7 @@ fn policy_sample_mask(
 #[pymethods]
 impl PyScan {
     #[new]
-    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error", ngram_coverage=false, prompts=None, prompt_tokenizer=None, chat_template=None))]
+    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error", ngram_coverage=false, prompts=None, prompt_tokenizer=None, chat_template=None, draft_vocab=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -302,8 +314,10 @@ impl PyScan {
         prompts: Option<Vec<std::path::PathBuf>>,
         prompt_tokenizer: Option<std::path::PathBuf>,
         chat_template: Option<String>,
+        draft_vocab: Option<&str>,
     ) -> PyResult<Self> {
         let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
+        let vocab = parse_vocab(draft_vocab).map_err(|e| to_py(py, e))?;
         let policy = parse_policy(policy, severities, fail_on).map_err(|e| to_py(py, e))?;
         Ok(PyScan {
             paths,
@@ -316,6 +330,7 @@ impl PyScan {
                 prompts: prompts.unwrap_or_default(),
                 encoder: None,
                 prompt_tokenizer: prompt_tokenizer.map(|d| (d, chat_template)),
+                vocab,
             },
             progress: Arc::new(Progress::default()),
         })
