@@ -15,10 +15,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import corpus as corpus_mod
 from bench import DEFAULT_CACHE
 
 import tokscan
+
+import corpus as corpus_mod
 
 SIZES = [16000, 32000, 64000]
 

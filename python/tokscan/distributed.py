@@ -295,9 +295,7 @@ def _run(
     maps = [
         fn["scan_task"]
         .options(num_returns=2 + buckets)
-        .remote(
-            i, hold, t, profile_args, columns, threads, ngram_coverage, buckets, counter, draft_vocab is not None
-        )
+        .remote(i, hold, t, profile_args, columns, threads, ngram_coverage, buckets, counter, draft_vocab is not None)
         for i, t in enumerate(tasks)
     ]
     try:

@@ -278,10 +278,11 @@ def _draft_vocab(report: Report) -> str:
     legend = []
     for i, (name, c) in enumerate(series):
         colour = "#1f2328" if name == "all" and i == len(series) - 1 else CURVE_COLOURS[i % len(CURVE_COLOURS)]
-        pts = " ".join(f"{x(k):.1f},{y(v):.1f}" for k, v in zip(ks, c["curve"]))
+        pts = " ".join(f"{x(k):.1f},{y(v):.1f}" for k, v in zip(ks, c["curve"], strict=True))
         width = 2.5 if colour == "#1f2328" else 1.5
         svg.append(
-            f'<polyline data-category="{_e(name)}" fill="none" stroke="{colour}" stroke-width="{width}" points="{pts}"/>'
+            f'<polyline data-category="{_e(name)}" fill="none" stroke="{colour}" stroke-width="{width}" '
+            f'points="{pts}"/>'
         )
         legend.append(f"<span style='color:{colour}'>■</span> {_e(name)}")
     svg.append("</svg>")

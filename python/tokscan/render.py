@@ -96,7 +96,9 @@ def draft_vocab_table(dv: dict, width: int = 200) -> Table:
     """Per category: loss-bearing tokens, distinct ids and the share the corpus's top-K ids cover; a category
     served clearly worse than the corpus (by COVERAGE_GAP) in yellow."""
     compact = width < COMPACT_BELOW
-    t = _table(f"Draft vocabulary: loss-bearing tokens covered by the corpus's top-K ids (of {dv['vocab_size']:,})", compact)
+    t = _table(
+        f"Draft vocabulary: loss-bearing tokens covered by the corpus's top-K ids (of {dv['vocab_size']:,})", compact
+    )
     t.add_column("category", no_wrap=not compact, overflow="fold")
     t.add_column("loss tokens", justify="right", no_wrap=True)
     t.add_column("distinct", justify="right", no_wrap=True)

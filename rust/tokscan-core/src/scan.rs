@@ -267,10 +267,11 @@ fn scan_units(
     progress.tokens_total.store(tokens_total, Ordering::Relaxed);
     // A failing unit stops the others (through the cancel flag); the error reported is the first real one
     // in unit order, not an "interrupted" of a unit that was merely stopped.
+    let pool = opts.vocab.as_ref().map(|_| crate::vocab::CountsPool::default());
     let parts: Vec<Result<(Partial, Records)>> = units
         .par_iter()
         .map(|u| {
-            let r = scan_unit(u, profile, progress, opts, pairing);
+            let r = scan_unit(u, profile, progress, opts, pairing, pool.as_ref());
             if matches!(r, Err(ref e) if !matches!(e, Error::Interrupted)) {
                 progress.cancel();
             }
@@ -294,6 +295,9 @@ fn scan_units(
         partial.merge(p);
         records.push(r);
     }
+    if let Some(pool) = pool {
+        pool.into_partial(&mut partial);
+    }
     Ok((partial, records))
 }
 
@@ -306,7 +310,7 @@ struct UnitCtx<'a> {
     scratch: Scratch,
     next_row: u64,
     coverage: bool,
-    count_vocab: bool,
+    vocab: Option<crate::vocab::Counts>,
     pairing: Option<&'a Pairing>,
     shape: PromptShape,
 }
@@ -321,6 +325,7 @@ fn scan_unit(
     progress: &Progress,
     opts: &ScanOptions,
     pairing: Option<&Pairing>,
+    vocab: Option<&crate::vocab::CountsPool>,
 ) -> Result<(Partial, Records)> {
     if std::env::var_os(PANIC_SWITCH).is_some() {
         panic!("{PANIC_SWITCH} is set: deliberate panic in a scan worker");
@@ -337,7 +342,7 @@ fn scan_unit(
         scratch: Scratch::default(),
         next_row: unit.base_row,
         coverage: opts.ngram_coverage,
-        count_vocab: opts.vocab.is_some(),
+        vocab: vocab.map(|p| p.take(profile.vocab_size)),
         pairing,
         shape: PromptShape::default(),
     };
@@ -354,6 +359,9 @@ fn scan_unit(
     };
     unit.source.scan_unit(unit.index, &mut on_batch)?;
     progress.units_done.fetch_add(1, Ordering::Relaxed);
+    if let (Some(pool), Some(counts)) = (vocab, ctx.vocab) {
+        pool.give(counts);
+    }
     Ok((ctx.partial, ctx.records))
 }
 
@@ -472,24 +480,8 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
         input.tokens += u64::from(facts.lengths.total);
         let row = ctx.next_row;
         ctx.next_row += 1;
-        if ctx.count_vocab {
-            let v = ctx.profile.vocab_size as usize;
-            let p = &mut ctx.partial;
-            if p.first_seen.len() < v {
-                p.first_seen.resize(v, 0);
-            }
-            let cat = p.categories.get_mut(cat_name).expect("made above");
-            if cat.loss_counts.len() < v {
-                cat.loss_counts.resize(v, 0);
-            }
-            crate::vocab::count_sample(
-                &mut cat.loss_counts,
-                &mut p.first_seen,
-                row,
-                seq,
-                mask,
-                (cs, ce),
-            );
+        if let Some(counts) = ctx.vocab.as_mut() {
+            counts.add(cat_name, row, seq, mask, (cs, ce));
         }
         tokens += seq.len() as u64;
         let category = ctx.records.category_index(cat_name);

@@ -245,8 +245,8 @@ pub struct Partial {
     /// any process that resolves the corpus-wide checks applies the same ones.
     #[serde(default)]
     pub consistency: (u32, u64),
-    /// Per vocabulary id, `1 +` the first row where it is loss-bearing (0: never), when the scan counts
-    /// tokens: the draft vocabulary's tie-break ([`crate::vocab`]).
+    /// Per vocabulary id, the key of the first row where it is loss-bearing (`u64::MAX - row`, 0: never),
+    /// when the scan counts tokens: the draft vocabulary's tie-break ([`crate::vocab`]).
     #[serde(default)]
     pub first_seen: Vec<u64>,
 }

@@ -52,8 +52,8 @@ pub struct Mapping {
 }
 
 /// Counts the loss-bearing tokens of one sample into `counts` (one slot per vocabulary id) and records in
-/// `first` (0 = never seen) the first `row + 1` where each id is loss-bearing. Rows of one unit come in
-/// increasing order, so the first value set is the unit's smallest.
+/// `first` the first row where each id is loss-bearing, as a first-seen key: `u64::MAX - row`, so that the
+/// earliest row is the largest key and 0 means never (keys combine by `max`, in any order of rows).
 #[inline]
 pub fn count_sample<T: TokenId>(
     counts: &mut [u64],
@@ -65,14 +65,12 @@ pub fn count_sample<T: TokenId>(
 ) {
     let v = counts.len().min(first.len());
     let (counts, first) = (&mut counts[..v], &mut first[..v]);
-    let key = row + 1;
+    let key = u64::MAX - row;
     let mut add = |id: u32| {
         let id = id as usize;
         if id < v {
             counts[id] += 1;
-            if first[id] == 0 {
-                first[id] = key;
-            }
+            first[id] = first[id].max(key);
         }
     };
     match mask {
@@ -86,19 +84,96 @@ pub fn count_sample<T: TokenId>(
     }
 }
 
-/// Merges first-seen keys (0 = never): the smaller non-zero key wins.
+/// Loss-bearing token counts being gathered: per category, and the first-seen keys. A scan keeps one per
+/// worker thread, not one per unit (a vocabulary-sized array per unit would hold hundreds of megabytes until
+/// the units merge); sums and minimums do not depend on which units a worker took.
+#[derive(Debug, Default)]
+pub struct Counts {
+    vocab_size: usize,
+    pub categories: BTreeMap<String, Vec<u64>>,
+    pub first: Vec<u64>,
+}
+
+impl Counts {
+    pub fn new(vocab_size: u32) -> Counts {
+        Counts {
+            vocab_size: vocab_size as usize,
+            categories: BTreeMap::new(),
+            first: vec![0; vocab_size as usize],
+        }
+    }
+
+    /// Counts one sample of `category` (see [`count_sample`]).
+    #[inline]
+    pub fn add<T: TokenId>(
+        &mut self,
+        category: &str,
+        row: u64,
+        seq: &[T],
+        mask: Option<MaskSlice<'_>>,
+        completion: (usize, usize),
+    ) {
+        if !self.categories.contains_key(category) {
+            self.categories
+                .insert(category.to_string(), vec![0; self.vocab_size]);
+        }
+        let counts = self.categories.get_mut(category).expect("inserted above");
+        count_sample(counts, &mut self.first, row, seq, mask, completion);
+    }
+
+    /// Adds these counts into a partial summary.
+    pub fn into_partial(self, partial: &mut crate::summary::Partial) {
+        for (name, c) in self.categories {
+            let cat = partial.category(&name);
+            if cat.loss_counts.is_empty() {
+                cat.loss_counts = c;
+            } else {
+                for (a, b) in cat.loss_counts.iter_mut().zip(&c) {
+                    *a += b;
+                }
+            }
+        }
+        merge_first(&mut partial.first_seen, &self.first);
+    }
+}
+
+/// The accumulators of a scan's workers: a unit takes one (or makes one) and gives it back.
+#[derive(Debug, Default)]
+pub struct CountsPool(std::sync::Mutex<Vec<Counts>>);
+
+impl CountsPool {
+    pub fn take(&self, vocab_size: u32) -> Counts {
+        self.0
+            .lock()
+            .expect("no panic while held")
+            .pop()
+            .unwrap_or_else(|| Counts::new(vocab_size))
+    }
+
+    pub fn give(&self, c: Counts) {
+        self.0.lock().expect("no panic while held").push(c);
+    }
+
+    /// Adds every accumulator into `partial`.
+    pub fn into_partial(self, partial: &mut crate::summary::Partial) {
+        for c in self.0.into_inner().expect("no panic while held") {
+            c.into_partial(partial);
+        }
+    }
+}
+
+/// Merges first-seen keys (0 = never): the larger key (the earlier row) wins.
 pub fn merge_first(a: &mut Vec<u64>, b: &[u64]) {
     if a.len() < b.len() {
         a.resize(b.len(), 0);
     }
     for (x, &y) in a.iter_mut().zip(b) {
-        if y != 0 && (*x == 0 || y < *x) {
-            *x = y;
-        }
+        *x = (*x).max(y);
     }
 }
 
-/// The seen ids (count > 0) in SpecForge's order: count descending, then first-seen row, then id.
+/// The seen ids (count > 0) in SpecForge's order: count descending, then first-seen row (key descending),
+/// then id.
 pub fn ranked(counts: &[u64], first: &[u64]) -> Vec<u32> {
     let mut ids: Vec<u32> = (0..counts.len() as u32)
         .filter(|&i| counts[i as usize] > 0)
@@ -107,7 +182,7 @@ pub fn ranked(counts: &[u64], first: &[u64]) -> Vec<u32> {
     ids.sort_unstable_by(|&a, &b| {
         counts[b as usize]
             .cmp(&counts[a as usize])
-            .then(f(a).cmp(&f(b)))
+            .then(f(b).cmp(&f(a)))
             .then(a.cmp(&b))
     });
     ids
@@ -492,6 +567,20 @@ mod tests {
         }
 
         #[test]
+        fn rows_in_any_order_give_the_same_ranking(
+            samples in proptest::collection::vec(proptest::collection::vec(0u32..30, 0..10), 1..10),
+            k in 1usize..40,
+        ) {
+            let (c, f) = counted(&samples, 32);
+            let (mut c2, mut f2) = (vec![0u64; 32], vec![0u64; 32]);
+            for (row, s) in samples.iter().enumerate().rev() {
+                count_sample(&mut c2, &mut f2, row as u64, s, None, (0, s.len()));
+            }
+            prop_assert_eq!(&f2, &f);
+            prop_assert_eq!(chosen_ids(&ranked(&c2, &f2), k as u32), reference(&samples, k));
+        }
+
+        #[test]
         fn first_seen_merges_like_one_pass(
             samples in proptest::collection::vec(proptest::collection::vec(0u32..30, 0..10), 1..10),
             cut in 0usize..10,
@@ -537,7 +626,10 @@ mod tests {
             (0, 0),
         );
         assert_eq!(c, vec![0, 0, 2, 0, 0, 0, 0, 0]);
-        assert_eq!(f[2], 5);
+        assert_eq!(f[2], u64::MAX - 4);
+        // An earlier row seen later (another unit of the same worker) still wins.
+        count_sample(&mut c, &mut f, 1, &[2u32], None, (0, 1));
+        assert_eq!(f[2], u64::MAX - 1);
     }
 
     #[test]
