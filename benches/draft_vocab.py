@@ -39,7 +39,7 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
-    c = corpus_mod.build(a.cache, a.scale)
+    c = corpus_mod.build(a.cache, a.scale, floors=False)
     path = str(c.parquet_full)
     rows = []
     for threads in (1, 0):
