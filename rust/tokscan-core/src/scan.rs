@@ -267,7 +267,10 @@ fn scan_units(
     progress.tokens_total.store(tokens_total, Ordering::Relaxed);
     // A failing unit stops the others (through the cancel flag); the error reported is the first real one
     // in unit order, not an "interrupted" of a unit that was merely stopped.
-    let pool = opts.vocab.as_ref().map(|_| crate::vocab::CountsPool::default());
+    let pool = opts
+        .vocab
+        .as_ref()
+        .map(|_| crate::vocab::CountsPool::default());
     let parts: Vec<Result<(Partial, Records)>> = units
         .par_iter()
         .map(|u| {
