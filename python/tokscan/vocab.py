@@ -21,9 +21,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .errors import UsageError
+
+# numpy is imported where arrays are read or written: a scan that only reports coverage never loads it.
 
 SUFFIXES = (".pt", ".npz", ".json")
 
@@ -54,6 +54,8 @@ def _suffix(path: Path, what: str) -> str:
 
 def load_mapping(path: str | os.PathLike[str]) -> tuple[list[int], list[bool]]:
     """`(d2t, t2d)` of a mapping file; a missing or unreadable file is a UsageError naming it."""
+    import numpy as np
+
     p = Path(path)
     suffix = _suffix(p, "a draft-vocabulary mapping")
     if not p.is_file():
@@ -95,6 +97,8 @@ def check_output(path: str | os.PathLike[str]) -> Path:
 
 def write_mapping(mapping: dict[str, Any], vocab_size: int, path: str | os.PathLike[str]) -> Path:
     """Writes the core's mapping (`d2t` and the chosen `target_ids`) in the format of `path`'s suffix."""
+    import numpy as np
+
     p = check_output(path)
     d2t = np.asarray(mapping["d2t"], dtype=np.int64)
     t2d = np.zeros(vocab_size, dtype=bool)

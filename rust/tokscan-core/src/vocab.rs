@@ -535,14 +535,14 @@ mod tests {
                 if order.len() >= k {
                     break;
                 }
-                if !count.contains_key(&id) {
-                    count.insert(id, 0);
+                if let std::collections::hash_map::Entry::Vacant(e) = count.entry(id) {
+                    e.insert(0);
                     order.push(id);
                 }
             }
         }
         let mut items: Vec<(u32, u64)> = order.iter().map(|&i| (i, count[&i])).collect();
-        items.sort_by(|a, b| b.1.cmp(&a.1)); // stable
+        items.sort_by_key(|x| std::cmp::Reverse(x.1)); // stable
         let mut top: Vec<u32> = items.iter().take(k).map(|x| x.0).collect();
         top.sort_unstable();
         top
@@ -571,7 +571,7 @@ mod tests {
             samples in proptest::collection::vec(proptest::collection::vec(0u32..30, 0..10), 1..10),
             k in 1usize..40,
         ) {
-            let (c, f) = counted(&samples, 32);
+            let (_, f) = counted(&samples, 32);
             let (mut c2, mut f2) = (vec![0u64; 32], vec![0u64; 32]);
             for (row, s) in samples.iter().enumerate().rev() {
                 count_sample(&mut c2, &mut f2, row as u64, s, None, (0, s.len()));
