@@ -77,6 +77,28 @@ def test_every_layout_gives_the_local_report(cluster, corpus, layout):
         assert r.data == local.data, (layout, n_tasks, n_buckets, fan_in)
 
 
+@pytest.mark.parametrize("layout", ["parquet_full", "jsonl"])
+def test_draft_vocab_counts_merge_across_tasks_as_locally(cluster, corpus, layout, tmp_path):
+    """Loss-bearing token counts, coverage, the mapping and its check merge across Ray tasks exactly as across
+    local threads (the first-seen tie-break included: a mapping larger than the distinct ids pads)."""
+    from tokscan.vocab import options
+
+    path = str(corpus[layout])
+    fresh = tmp_path / "m.json"
+    local = tokscan.scan(path, draft_vocab=[8, 64, 4096], vocab_mapping=5000, threads=2)
+    from tokscan.vocab import write_mapping
+
+    write_mapping(local.data["draft_vocab"]["mapping"], 163840, fresh)
+    assert tokscan.scan(path, draft_vocab=[8, 64, 4096], vocab_mapping=5000, threads=1).data == local.data
+    vocab = options([8, 64, 4096], 5000, fresh)
+    for n_tasks, fan_in in ((5, 2), (1, 2)):
+        r = scan_ray([path], "kimi-k2", draft_vocab=vocab, n_tasks=n_tasks, fan_in=fan_in)
+        dv = r.data["draft_vocab"]
+        assert dv["check"]["problems"] == []
+        dv.pop("check")
+        assert dv == local.data["draft_vocab"], (layout, n_tasks)
+
+
 def test_real_tokenizer_profile_file_and_policy_on_the_workers(cluster, tmp_path):
     """A TOML profile resolved through a real tokenizer directory is loaded by every worker; the policy and
     the verdict come out as locally."""

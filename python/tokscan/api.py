@@ -72,6 +72,10 @@ def scan(
     policy: Mapping[str, str | int] | None = None,
     fail_on: str = "error",
     ngram_coverage: bool = False,
+    draft_vocab: Iterable[int] | None = None,
+    vocab_mapping: int | None = None,
+    check_vocab: str | os.PathLike[str] | None = None,
+    check_vocab_tolerance: float | None = None,
     prompts: str | os.PathLike[str] | None = None,
     chat_template: str | os.PathLike[str] | None = None,
     trust_remote_code: bool = False,
@@ -96,6 +100,12 @@ def scan(
     tolerated count or a rate like "0.5%") and `fail_on` the level that fails the run: the report's
     `anomalies[code].status` and `verdict` follow them. `severities` (code -> severity) is a shorthand.
     `ngram_coverage` adds each category's distribution of repeated 10-gram coverage (costs ~20 % of the scan).
+    `draft_vocab` (sizes K) counts the loss-bearing tokens (mask 1; with no mask, the completion's) and adds
+    the report's `draft_vocab` section: per category and overall, the share the corpus's top-K ids cover and
+    the distinct ids seen. `vocab_mapping` (a size K) adds the EAGLE-3 mapping of that size to the section
+    (`tokscan.vocab.write_mapping` writes it); `check_vocab` (a mapping file, see `tokscan.vocab`) checks one
+    against this corpus: `draft_vocab_stale` when it does not fit (coverage short of the best top-K by more
+    than `check_vocab_tolerance`, default 0.01).
     Samples are paired with the prompts files found beside their shards (a `prompts.jsonl` in a category
     folder), or with `prompts`, one prompts file for the whole corpus: the report's `pairing` section and the
     `prompt_missing` / `prompt_mismatch` / `prompts_shifted` codes. With `tokenizer`, records are rendered
@@ -121,6 +131,9 @@ def scan(
     elif _is_hf_dataset(paths):
         paths = dataset_files(paths)
     path_list = utf8_paths(paths)
+    from .vocab import options as vocab_options
+
+    vocab = vocab_options(draft_vocab, vocab_mapping, check_vocab, check_vocab_tolerance)
     if engine not in ("local", "ray"):
         raise UsageError(f"engine must be 'local' or 'ray', got {engine!r}")
     if chat_template is not None and not Path(chat_template).is_file():
@@ -164,6 +177,7 @@ def scan(
             fail_on=fail_on,
             ngram_coverage=ngram_coverage,
             contamination=bench,
+            draft_vocab=vocab,
             address=address,
             progress=progress,
             poll_interval=max(poll_interval, 0.2),
@@ -183,6 +197,7 @@ def scan(
         None if chat_template is None else Path(chat_template).read_text(),
         bench,
         near,
+        vocab,
     )
     if progress is None:
         return Report._from_core(job.run())

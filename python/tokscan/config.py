@@ -6,6 +6,7 @@ directory upward (in each directory `tokscan.toml` wins). Command-line flags ove
     paths = ["data/"]
     threads = 0
     fail_on = "error"
+    draft_vocab = [16000, 32000, 64000]   # --draft-vocab
 
     [columns]              # role -> column name
     input_ids = "tokens"
@@ -52,6 +53,7 @@ TOP_KEYS = {
     "paths",
     "threads",
     "fail_on",
+    "draft_vocab",
     "columns",
     "policy",
     "drift",
@@ -75,6 +77,8 @@ class Config:
     paths: list[str] = field(default_factory=list)
     threads: int | None = None
     fail_on: str | None = None
+    #: Draft-vocabulary sizes whose coverage the scan reports (`--draft-vocab`).
+    draft_vocab: list[int] = field(default_factory=list)
     columns: dict[str, str] = field(default_factory=dict)
     policy: dict[str, PolicyValue] = field(default_factory=dict)
     drift: dict[str, float] = field(default_factory=dict)
@@ -125,6 +129,13 @@ def from_table(table: dict[str, Any], where: str, source: Path | None = None) ->
         if cfg.fail_on not in FAIL_ON:
             hint = did_you_mean(cfg.fail_on, FAIL_ON)
             raise UsageError(f"{where}: fail_on must be one of {', '.join(FAIL_ON)}, got {cfg.fail_on!r}{hint}")
+    if "draft_vocab" in table:
+        from .vocab import parse_sizes
+
+        try:
+            cfg.draft_vocab = parse_sizes(typed("draft_vocab", list, table["draft_vocab"]))
+        except UsageError as e:
+            raise UsageError(f"{where}: draft_vocab: {e}") from None
     for role, name in typed("columns", dict, table.get("columns", {})).items():
         if role not in COLUMN_ROLES:
             raise UsageError(f"{where}: unknown key 'columns.{role}' (roles: {', '.join(COLUMN_ROLES)})")

@@ -135,9 +135,12 @@ def _remote_functions(ray: Any) -> dict[str, Any]:
         n_buckets: int,
         counter: Any,
         contamination: tuple[list[str], int, float, str | None] | None,
+        count_vocab: bool = False,
     ) -> tuple[bytes, ...]:
         _hold_for_test(hold, index)
-        job = _core.TaskScan(task, _profile(*profile), columns, threads, ngram_coverage, n_buckets, contamination)
+        job = _core.TaskScan(
+            task, _profile(*profile), columns, threads, ngram_coverage, n_buckets, contamination, count_vocab
+        )
         if counter is None:
             partial, buckets, records = job.run()
             return (partial, records, *buckets)
@@ -223,6 +226,7 @@ def scan_ray(
     fail_on: str = "error",
     ngram_coverage: bool = False,
     contamination: tuple[list[str], int, float, str | None] | None = None,
+    draft_vocab: str | None = None,
     address: str | None = None,
     n_tasks: int | None = None,
     n_buckets: int | None = None,
@@ -234,7 +238,8 @@ def scan_ray(
 
     `n_tasks` defaults to 4 per CPU of the cluster (at most one per unit of work), `n_buckets` to one per
     CPU. `threads` is the core's thread count inside each task; 0 means 1, since Ray already runs one task
-    per CPU.
+    per CPU. `draft_vocab` is the core's draft-vocabulary options (JSON, `tokscan.vocab.options`): every
+    task counts the loss-bearing tokens, the merged counts make the report's `draft_vocab` section.
     """
     ray = import_ray()
     profile_args = (str(profile), None if tokenizer is None else str(tokenizer), trust_remote_code)
@@ -253,6 +258,7 @@ def scan_ray(
             fail_on,
             ngram_coverage,
             contamination,
+            draft_vocab,
             n_tasks,
             n_buckets,
             fan_in,
@@ -276,6 +282,7 @@ def _run(
     fail_on: str,
     ngram_coverage: bool,
     contamination: tuple[list[str], int, float, str | None] | None,
+    draft_vocab: str | None,
     n_tasks: int | None,
     n_buckets: int | None,
     fan_in: int,
@@ -294,7 +301,19 @@ def _run(
     maps = [
         fn["scan_task"]
         .options(num_returns=2 + buckets)
-        .remote(i, hold, t, profile_args, columns, threads, ngram_coverage, buckets, counter, contamination)
+        .remote(
+            i,
+            hold,
+            t,
+            profile_args,
+            columns,
+            threads,
+            ngram_coverage,
+            buckets,
+            counter,
+            contamination,
+            draft_vocab is not None,
+        )
         for i, t in enumerate(tasks)
     ]
     try:
@@ -322,7 +341,15 @@ def _run(
         fence = fn["fences"].remote(merged)
         flagged = [fn["resolve"].remote(m[1], fence, *reps) for m in maps]
         text = _core.finish_report(
-            ray.get(merged), ray.get(flagged), prof, inputs, severities, policy, fail_on, ngram_coverage
+            ray.get(merged),
+            ray.get(flagged),
+            prof,
+            inputs,
+            severities,
+            policy,
+            fail_on,
+            ngram_coverage,
+            draft_vocab,
         )
     except KeyboardInterrupt:
         for m in maps:

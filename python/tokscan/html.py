@@ -247,6 +247,83 @@ def _category_table(report: Report) -> str:
     )
 
 
+#: Line colours of the coverage curves (the corpus as a whole is drawn black).
+CURVE_COLOURS = ("#0969da", "#cf222e", "#1a7f37", "#8250df", "#bf8700", "#1b7c83", "#bc4c00", "#6e7781")
+
+
+def _draft_vocab(report: Report) -> str:
+    """Coverage of the loss-bearing tokens by the corpus's top-K ids: a curve over K (log scale) per category
+    with the requested sizes marked, the table of those sizes, and the `--check-vocab` result."""
+    dv = report.data.get("draft_vocab")
+    if not dv:
+        return ""
+    ks = dv["curve_sizes"]
+    w, h, left, bottom, top = 640, 260, 44, 28, 8
+    lx = [math.log2(k) for k in ks]
+    span = (lx[-1] - lx[0]) or 1.0
+
+    def x(k: float) -> float:
+        return left + (math.log2(k) - lx[0]) / span * (w - left - 8)
+
+    def y(v: float) -> float:
+        return top + (1 - v) * (h - top - bottom)
+
+    svg = [f'<svg class="curve" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="coverage">']
+    for v in (0, 0.25, 0.5, 0.75, 1):
+        svg.append(f'<line x1="{left}" x2="{w - 8}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#d0d7de"/>')
+        svg.append(f'<text x="{left - 4}" y="{y(v) + 4:.1f}" text-anchor="end" font-size="10">{v:.0%}</text>')
+    for k in dv["sizes"]:
+        svg.append(
+            f'<line x1="{x(k):.1f}" x2="{x(k):.1f}" y1="{top}" y2="{h - bottom}" stroke="#8c959f" '
+            f'stroke-dasharray="3 3"/><text x="{x(k):.1f}" y="{h - bottom + 22}" text-anchor="middle" '
+            f'font-size="10">K={_short(k)}</text>'
+        )
+    for k in ks[:: max(1, len(ks) // 6)]:
+        svg.append(f'<text x="{x(k):.1f}" y="{h - bottom + 11}" text-anchor="middle" font-size="10">{_short(k)}</text>')
+    series = [*dv["categories"].items(), ("all", dv["overall"])]
+    legend = []
+    for i, (name, c) in enumerate(series):
+        colour = "#1f2328" if name == "all" and i == len(series) - 1 else CURVE_COLOURS[i % len(CURVE_COLOURS)]
+        pts = " ".join(f"{x(k):.1f},{y(v):.1f}" for k, v in zip(ks, c["curve"], strict=True))
+        width = 2.5 if colour == "#1f2328" else 1.5
+        svg.append(
+            f'<polyline data-category="{_e(name)}" fill="none" stroke="{colour}" stroke-width="{width}" '
+            f'points="{pts}"/>'
+        )
+        legend.append(f"<span style='color:{colour}'>■</span> {_e(name)}")
+    svg.append("</svg>")
+    overall = dv["overall"]["coverage"]
+    head = "".join(f"<th>K={k:,}</th>" for k in dv["sizes"])
+    rows = []
+    for name, c in series:
+        cells = []
+        for k in dv["sizes"]:
+            share = c["coverage"][str(k)]
+            low = name != "all" and c["loss_tokens"] and share < overall[str(k)] - 0.05
+            cells.append(f"<td class='{'dep' if low else ''}'>{share:.1%}</td>")
+        rows.append(
+            f"<tr><td class='l'>{_e(name)}</td><td>{_num(c['loss_tokens'])}</td><td>{_num(c['distinct'])}</td>"
+            f"{''.join(cells)}</tr>"
+        )
+    check = ""
+    ch = dv.get("check")
+    if ch:
+        verdict = "<span class='dep'>stale</span>" if ch["problems"] else "fits"
+        missed = ", ".join(f"{i} ({n:,})" for i, n in ch["missed"][:10]) or "none"
+        check = (
+            f"<p><b>Checked mapping</b>: {verdict} · {ch['draft_size']:,} draft ids over {ch['target_size']:,} target "
+            f"ids · covers {ch['coverage']:.2%}, the corpus's own top {ch['draft_size']:,} {ch['best_coverage']:.2%}"
+            f"{''.join('<br>' + _e(p) for p in ch['problems'])}<br>most frequent ids it misses: {missed}</p>"
+        )
+    return (
+        "<section id='draft-vocab'><h2>Draft vocabulary</h2><p class='note'>Share of each category's loss-bearing "
+        f"tokens whose id is among the corpus's K most frequent (of {dv['vocab_size']:,}); a category more than 5 "
+        f"points below the corpus is marked.</p>{''.join(svg)}<p class='note'>{' · '.join(legend)}</p>"
+        "<div class='scroll'><table><thead><tr><th class='l'>category</th><th>loss tokens</th><th>distinct</th>"
+        f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>{check}"
+    )
+
+
 def _structure(report: Report) -> str:
     """What each category agrees on: per structural feature, its values and their shares (departures marked)."""
     cats = {name: c.get("consistency") or {} for name, c in report.data["categories"].items()}
@@ -917,6 +994,7 @@ def render(
     sections = [
         _category_table(report),
         _structure(report),
+        _draft_vocab(report),
         _pairing(report),
         _prompt_groups(report),
         _contamination(report),

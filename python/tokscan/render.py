@@ -88,6 +88,56 @@ def category_table(report: Report, width: int = 200) -> Table:
     return t
 
 
+#: A category whose coverage falls this far (share) below the corpus's stands out in the draft-vocabulary table.
+COVERAGE_GAP = 0.05
+
+
+def draft_vocab_table(dv: dict, width: int = 200) -> Table:
+    """Per category: loss-bearing tokens, distinct ids and the share the corpus's top-K ids cover; a category
+    served clearly worse than the corpus (by COVERAGE_GAP) in yellow."""
+    compact = width < COMPACT_BELOW
+    t = _table(
+        f"Draft vocabulary: loss-bearing tokens covered by the corpus's top-K ids (of {dv['vocab_size']:,})", compact
+    )
+    t.add_column("category", no_wrap=not compact, overflow="fold")
+    t.add_column("loss tokens", justify="right", no_wrap=True)
+    t.add_column("distinct", justify="right", no_wrap=True)
+    for k in dv["sizes"]:
+        t.add_column(f"K={k:,}", justify="right", no_wrap=True)
+    overall = dv["overall"]["coverage"]
+    rows = [*dv["categories"].items(), ("all", dv["overall"])]
+    for i, (name, c) in enumerate(rows):
+        cells = []
+        for k in dv["sizes"]:
+            share = c["coverage"][str(k)]
+            low = name != "all" and c["loss_tokens"] and share < overall[str(k)] - COVERAGE_GAP
+            cells.append(Text(f"{share:.1%}", style="yellow" if low else ""))
+        t.add_row(
+            Text(name, style="bold" if i == len(rows) - 1 else ""),
+            _tokens(c["loss_tokens"]),
+            _num(c["distinct"]),
+            *cells,
+            end_section=i == len(rows) - 2,
+        )
+    return t
+
+
+def print_vocab_check(check: dict, console: Console) -> None:
+    """One line for `--check-vocab`, and the reasons it fails."""
+    head = "[bold red]stale[/]" if check["problems"] else "[green]fits[/]"
+    console.print(
+        f"[bold]draft-vocabulary mapping[/] {head}: {check['draft_size']:,} draft ids over "
+        f"{check['target_size']:,} target ids; covers {check['coverage']:.2%} of the loss-bearing tokens, "
+        f"the corpus's own top {check['draft_size']:,} {check['best_coverage']:.2%}",
+        highlight=False,
+    )
+    for p in check["problems"]:
+        console.print(f"  [red]{escape(p)}[/]", highlight=False)
+    if check["missed"]:
+        missed = ", ".join(f"{i} ({_num(n)})" for i, n in check["missed"][:10])
+        console.print(f"  most frequent ids it misses: {missed}", highlight=False)
+
+
 #: How each policy status reads in the table (full width, compact) and its style.
 STATUS_STYLE = {"fails": "bold red", "tolerated": "yellow", "ignored": "dim", "below_fail_on": "dim"}
 STATUS_SHORT = {"fails": "FAILS", "tolerated": "tolerated", "ignored": "ignored", "below_fail_on": "below"}
@@ -298,6 +348,11 @@ def print_summary(
         console.print(line, highlight=False)
     console.print(category_table(report, console.width))
     print_consistency(d.get("categories") or {}, console)
+    dv = d.get("draft_vocab")
+    if dv and dv["sizes"]:
+        console.print(draft_vocab_table(dv, console.width))
+    if dv and dv.get("check"):
+        print_vocab_check(dv["check"], console)
     print_pairing(d.get("pairing") or [], console)
     print_prompt_groups(d.get("prompt_groups"), console)
     print_contamination(d.get("contamination"), console)

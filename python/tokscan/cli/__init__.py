@@ -2,7 +2,7 @@
 
 # Each module registers its command; `tokscan -h` lists them in this order.
 # isort: off
-from . import scan, show, align, diff, clean, convert, profiles, demo  # noqa: F401
+from . import scan, vocab, show, align, diff, clean, convert, profiles, demo  # noqa: F401
 
 # isort: on
 from .app import app

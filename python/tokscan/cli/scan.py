@@ -114,6 +114,10 @@ class ScanArgs:
     near_dup_bands: int = 16
     near_dup_rows: int = 8
     near_dup_threshold: float = 0.8
+    draft_vocab: str | None = None
+    vocab_size: int | None = None
+    vocab_out: Path | None = None
+    check_vocab: Path | None = None
     prompts: Path | None = None
     chat_template: Path | None = None
     ray: str | None = None
@@ -146,6 +150,15 @@ def execute(a: ScanArgs) -> int:
     ):
         check_output(path, option)
         refuse_overlap(path, option, inputs)
+    if a.vocab_out is not None:
+        from ..vocab import check_output as check_mapping_output
+
+        check_mapping_output(a.vocab_out)
+        check_output(a.vocab_out, "--out")
+        refuse_overlap(a.vocab_out, "--out", inputs)
+    from ..vocab import parse_sizes
+
+    sizes = parse_sizes(a.draft_vocab) if a.draft_vocab is not None else cfg.draft_vocab
     columns = {**cfg.columns, **a.columns}
     profile = a.profile if a.profile is not None else (cfg.profile or "kimi-k2")
     tok_dir = a.tokenizer or cfg.tokenizer
@@ -177,6 +190,9 @@ def execute(a: ScanArgs) -> int:
         near_dup_bands=a.near_dup_bands,
         near_dup_rows=a.near_dup_rows,
         near_dup_threshold=a.near_dup_threshold,
+        draft_vocab=sizes or None,
+        vocab_mapping=a.vocab_size,
+        check_vocab=a.check_vocab,
         prompts=a.prompts or cfg.prompts,
         chat_template=a.chat_template or cfg.chat_template,
         trust_remote_code=a.trust_remote_code,
@@ -194,6 +210,13 @@ def execute(a: ScanArgs) -> int:
         )
     drifts = compare(base, report, cfg.drift) if base is not None else None
     written: list[str] = []  # "what -> where", said after the summary
+    mapping = (report.data.get("draft_vocab") or {}).pop("mapping", None)
+    if mapping is not None and a.vocab_out is not None:
+        from ..vocab import write_mapping
+
+        write_mapping(mapping, report.data["draft_vocab"]["vocab_size"], a.vocab_out)
+        pad = f", padded: {mapping['distinct']:,} distinct ids seen" if mapping["distinct"] < mapping["size"] else ""
+        written.append(f"draft-vocabulary mapping ({mapping['size']:,} ids{pad}) -> {a.vocab_out}")
     if a.json_out is not None:
         if stdout_taken(a.json_out):
             write_output(a.json_out, report.to_json())
@@ -348,6 +371,22 @@ def scan(
         float,
         typer.Option(metavar="J", min=0.0, max=1.0, help="With --near-dup: the exact Jaccard that confirms a pair."),
     ] = 0.8,
+    draft_vocab: Annotated[
+        str | None,
+        typer.Option(
+            metavar="K,K,...",
+            help="Report the share of loss-bearing tokens the corpus's top-K ids cover, per category and overall, "
+            "for each draft-vocabulary size K [config: draft_vocab].",
+        ),
+    ] = None,
+    check_vocab: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="Check an EAGLE-3 d2t/t2d mapping (.pt, .npz or .json) against this corpus: draft_vocab_stale "
+            "when it does not fit (see `tokscan vocab`).",
+        ),
+    ] = None,
     prompts: Annotated[
         Path | None,
         typer.Option(
@@ -418,6 +457,8 @@ def scan(
                 near_dup_bands=near_dup_bands,
                 near_dup_rows=near_dup_rows,
                 near_dup_threshold=near_dup_threshold,
+                draft_vocab=draft_vocab,
+                check_vocab=check_vocab,
                 prompts=prompts,
                 chat_template=chat_template,
                 ray=(ray_address or RAY_DEFAULT) if ray else None,

@@ -94,6 +94,7 @@ codes! {
     PromptCrossCategory = 27, "prompt_cross_category", Warning, "the same prompt as an earlier sample filed under another category (the kept first and its category are in prompt_of)";
     Contaminated = 28, "contaminated", Error, "the prompt or the completion shares a token n-gram (13 by default) with an item of a --contamination benchmark file (the file and item are in the flagged entry)";
     NearDuplicate = 29, "near_duplicate", Warning, "with --near-dup: the completion's token n-gram set has Jaccard >= the threshold (0.8) with another sample's, in a cluster whose representative (lowest row) is kept (in near_duplicate_of)";
+    DraftVocabStale = 30, "draft_vocab_stale", Error, "the draft-vocabulary mapping given to --check-vocab does not fit this corpus: its t2d is not the size of the profile's vocabulary, its d2t and t2d disagree, or its coverage of the loss-bearing tokens falls short of the best top-K of the same size by more than the tolerance (details in the report's draft_vocab.check)";
 }
 
 /// Number of codes; per-sample arrays are sized by it.
@@ -135,7 +136,8 @@ impl Code {
             | Code::DepartsFromCategory
             | Code::PromptDuplicate
             | Code::PromptCrossCategory
-            | Code::NearDuplicate => Scope::Corpus,
+            | Code::NearDuplicate
+            | Code::DraftVocabStale => Scope::Corpus,
             Code::MalformedLine | Code::FinishReasonMismatch | Code::TokenCountMismatch => {
                 Scope::Source
             }

@@ -27,6 +27,7 @@ pub mod stats;
 pub mod summary;
 pub mod token;
 pub mod validate;
+pub mod vocab;
 
 pub use anomaly::{Code, Severity};
 pub use corpus::{Corpus, SampleData};

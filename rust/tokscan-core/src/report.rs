@@ -241,6 +241,10 @@ pub struct Report {
     /// With near-duplicate detection: its parameters, clusters and per-category rates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub near_duplicates: Option<crate::neardup::NearDupReport>,
+    /// Loss-bearing token coverage by draft vocabularies, and the mapping built or checked (`--draft-vocab`,
+    /// `tokscan vocab`, `--check-vocab`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_vocab: Option<crate::vocab::DraftVocabReport>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -386,7 +390,16 @@ pub fn build_report(
     mut inputs: Vec<InputInfo>,
     policy: &Policy,
     coverage: bool,
+    vocab: Option<&crate::vocab::VocabOptions>,
 ) -> Report {
+    let draft_vocab = vocab.map(|v| {
+        let counts = partial
+            .categories
+            .iter_mut()
+            .map(|(n, c)| (n.clone(), std::mem::take(&mut c.loss_counts)))
+            .collect();
+        crate::vocab::build(&counts, &partial.first_seen, profile.vocab_size, v)
+    });
     for f in &corpus_flagged {
         partial.category(&f.category).add_codes(f.flags);
     }
@@ -403,7 +416,14 @@ pub fn build_report(
         all.merge(c);
         categories.insert(name.clone(), category_stats(c, profile, coverage));
     }
-    let overall = category_stats(&all, profile, coverage);
+    let mut overall = category_stats(&all, profile, coverage);
+    if let Some(check) = draft_vocab.as_ref().and_then(|d| d.check.as_ref()) {
+        // One finding for the corpus: the mapping does not fit it.
+        overall.anomalies.insert(
+            Code::DraftVocabStale.as_str().to_string(),
+            u64::from(check.stale()),
+        );
+    }
     let anomalies: BTreeMap<String, AnomalySummary> = Code::ALL
         .iter()
         .map(|c| {
@@ -458,5 +478,6 @@ pub fn build_report(
         prompt_groups: (groups.groups > 0).then_some(groups),
         contamination,
         near_duplicates: None,
+        draft_vocab,
     }
 }

@@ -46,6 +46,9 @@ pub struct ScanOptions {
     /// Near-duplicate completions (`--near-dup`): signatures in the scan, then candidates, confirmation and
     /// clusters ([`crate::neardup`]). Local engine only.
     pub near_dup: Option<crate::neardup::Params>,
+    /// Count the loss-bearing tokens for the draft-vocabulary section of the report (coverage, mapping,
+    /// check); `None`: no counting.
+    pub vocab: Option<crate::vocab::VocabOptions>,
 }
 
 /// Live counters a caller can poll from another thread, and the cancel switch.
@@ -145,6 +148,7 @@ pub fn finish(
         inputs,
         &opts.policy,
         opts.ngram_coverage,
+        opts.vocab.as_ref(),
     );
     report.pairing = pairing_reports;
     report.near_duplicates = near_report;
@@ -501,6 +505,10 @@ fn scan_units(
         .transpose()?;
     // A failing unit stops the others (through the cancel flag); the error reported is the first real one
     // in unit order, not an "interrupted" of a unit that was merely stopped.
+    let pool = opts
+        .vocab
+        .as_ref()
+        .map(|_| crate::vocab::CountsPool::default());
     let parts: Vec<Result<(Partial, Records)>> = units
         .par_iter()
         .map(|u| {
@@ -508,10 +516,10 @@ fn scan_units(
                 u,
                 profile,
                 progress,
-                opts.ngram_coverage,
+                opts,
                 pairing,
                 index.as_ref(),
-                opts.near_dup,
+                pool.as_ref(),
             );
             if matches!(r, Err(ref e) if !matches!(e, Error::Interrupted)) {
                 progress.cancel();
@@ -537,6 +545,9 @@ fn scan_units(
         partial.merge(p);
         records.push(r);
     }
+    if let Some(pool) = pool {
+        pool.into_partial(&mut partial);
+    }
     Ok((partial, records))
 }
 
@@ -549,6 +560,7 @@ struct UnitCtx<'a> {
     scratch: Scratch,
     next_row: u64,
     coverage: bool,
+    vocab: Option<crate::vocab::Counts>,
     pairing: Option<&'a Pairing>,
     shape: PromptShape,
     contamination: Option<&'a crate::contamination::Contamination>,
@@ -564,10 +576,10 @@ fn scan_unit(
     unit: &UnitRef<'_>,
     profile: &Profile,
     progress: &Progress,
-    coverage: bool,
+    opts: &ScanOptions,
     pairing: Option<&Pairing>,
     contamination: Option<&crate::contamination::Contamination>,
-    near_dup: Option<crate::neardup::Params>,
+    vocab: Option<&crate::vocab::CountsPool>,
 ) -> Result<(Partial, Records)> {
     if std::env::var_os(PANIC_SWITCH).is_some() {
         panic!("{PANIC_SWITCH} is set: deliberate panic in a scan worker");
@@ -583,12 +595,13 @@ fn scan_unit(
         records: Records::default(),
         scratch: Scratch::default(),
         next_row: unit.base_row,
-        coverage,
+        coverage: opts.ngram_coverage,
+        vocab: vocab.map(|p| p.take(profile.vocab_size)),
         pairing,
         shape: PromptShape::default(),
         contamination,
         ids: Vec::new(),
-        near_dup,
+        near_dup: opts.near_dup,
     };
     let mut on_batch = |b: &Batch<'_>| -> Result<()> {
         if progress.cancelled() {
@@ -605,6 +618,9 @@ fn scan_unit(
     unit.source.scan_unit(unit.index, &mut on_batch)?;
     unit.source.unchanged()?;
     progress.units_done.fetch_add(1, Ordering::Relaxed);
+    if let (Some(pool), Some(counts)) = (vocab, ctx.vocab) {
+        pool.give(counts);
+    }
     Ok((ctx.partial, ctx.records))
 }
 
@@ -730,6 +746,9 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
         input.tokens += u64::from(facts.lengths.total);
         let row = ctx.next_row;
         ctx.next_row += 1;
+        if let Some(counts) = ctx.vocab.as_mut() {
+            counts.add(cat_name, row, seq, mask, (cs, ce));
+        }
         tokens += seq.len() as u64;
         let category = ctx.records.category_index(cat_name);
         let (prompt_hash, prompt_len) = ctx.scratch.prompt_key(seq);

@@ -92,6 +92,9 @@ pub struct CategoryPartial {
     /// Samples per structural feature value (`feature << 4 | value`, see [`crate::check::features`]).
     #[serde(default)]
     pub features: BTreeMap<u16, u64>,
+    /// Loss-bearing tokens per vocabulary id, when the scan counts them ([`crate::vocab`]); empty otherwise.
+    #[serde(default)]
+    pub loss_counts: Vec<u64>,
 }
 
 impl CategoryPartial {
@@ -144,6 +147,7 @@ impl CategoryPartial {
         for (k, n) in &other.features {
             *self.features.entry(*k).or_insert(0) += n;
         }
+        add_into(&mut self.loss_counts, &other.loss_counts);
     }
 }
 
@@ -263,6 +267,10 @@ pub struct Partial {
     /// With `--contamination`: the n-gram length, the share and the benchmark files the scan looked for.
     #[serde(default)]
     pub benchmarks: Option<crate::contamination::Benchmarks>,
+    /// Per vocabulary id, the key of the first row where it is loss-bearing (`u64::MAX - row`, 0: never),
+    /// when the scan counts tokens: the draft vocabulary's tie-break ([`crate::vocab`]).
+    #[serde(default)]
+    pub first_seen: Vec<u64>,
 }
 
 impl Partial {
@@ -302,6 +310,7 @@ impl Partial {
         }
         let mine = std::mem::take(&mut self.flagged);
         self.flagged = merge_by_row(mine, other.flagged);
+        crate::vocab::merge_first(&mut self.first_seen, &other.first_seen);
     }
 
     /// Serialized for another process (a cluster task's result).

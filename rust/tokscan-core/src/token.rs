@@ -151,6 +151,18 @@ impl MaskSlice<'_> {
         with_mask!(self, s => s.iter().map(|v| u8::from(v.on())).collect())
     }
 
+    /// Calls `f` with every index below `n` where the mask is on.
+    #[inline]
+    pub fn each_on(&self, n: usize, mut f: impl FnMut(usize)) {
+        with_mask!(self, s => {
+            for (i, v) in s[..n.min(s.len())].iter().enumerate() {
+                if v.on() {
+                    f(i);
+                }
+            }
+        })
+    }
+
     /// Start of the last run of ones, if any.
     pub fn last_run_start(&self) -> Option<usize> {
         with_mask!(self, s => {

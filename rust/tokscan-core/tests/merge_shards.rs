@@ -76,6 +76,11 @@ fn opts(threads: usize) -> ScanOptions {
     ScanOptions {
         threads,
         ngram_coverage: true,
+        vocab: Some(tokscan_core::vocab::VocabOptions {
+            sizes: vec![4, 64],
+            mapping: Some(16),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }
@@ -151,7 +156,13 @@ fn scan_distributed(
         corpus = merge_by_row(corpus, resolve(&records, &repeats, &fences));
     }
     json(&build_report(
-        partial, corpus, &profile, p.inputs, &o.policy, true,
+        partial,
+        corpus,
+        &profile,
+        p.inputs,
+        &o.policy,
+        true,
+        o.vocab.as_ref(),
     ))
 }
 

@@ -12,6 +12,7 @@ use tokscan_core::crosscheck::{self, Bucket, Fences, Repeat};
 use tokscan_core::plan::{self, Task};
 use tokscan_core::report::{build_report, InputInfo};
 use tokscan_core::summary::{merge_by_row, FlaggedSample, Partial, Records};
+use tokscan_core::vocab::VocabOptions;
 use tokscan_core::{Error, Profile, Progress, ScanOptions};
 
 use crate::{detached, interruptible, parse_columns, parse_policy, to_py, PyProfile};
@@ -59,7 +60,7 @@ pub struct PyTaskScan {
 #[pymethods]
 impl PyTaskScan {
     #[new]
-    #[pyo3(signature = (task, profile, columns=None, threads=0, ngram_coverage=false, n_buckets=1, contamination=None))]
+    #[pyo3(signature = (task, profile, columns=None, threads=0, ngram_coverage=false, n_buckets=1, contamination=None, count_vocab=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -70,6 +71,7 @@ impl PyTaskScan {
         ngram_coverage: bool,
         n_buckets: usize,
         contamination: Option<crate::ContaminationArgs>,
+        count_vocab: bool,
     ) -> PyResult<Self> {
         let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
         Ok(PyTaskScan {
@@ -80,6 +82,7 @@ impl PyTaskScan {
                 threads,
                 ngram_coverage,
                 contamination: contamination.map(crate::contamination_spec),
+                vocab: count_vocab.then(VocabOptions::default),
                 ..Default::default()
             },
             n_buckets: n_buckets.max(1),
@@ -199,7 +202,7 @@ pub fn resolve_flagged<'py>(
 /// The report (JSON) of a corpus scanned in tasks: the merged partial, every task's resolved samples, and the
 /// plan's inputs.
 #[pyfunction]
-#[pyo3(signature = (partial, flagged, profile, inputs, severities=None, policy=None, fail_on="error", ngram_coverage=false))]
+#[pyo3(signature = (partial, flagged, profile, inputs, severities=None, policy=None, fail_on="error", ngram_coverage=false, draft_vocab=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn finish_report(
     py: Python<'_>,
@@ -211,8 +214,10 @@ pub fn finish_report(
     policy: Option<&Bound<'_, PyDict>>,
     fail_on: &str,
     ngram_coverage: bool,
+    draft_vocab: Option<&str>,
 ) -> PyResult<String> {
     let policy = parse_policy(policy, severities, fail_on).map_err(|e| to_py(py, e))?;
+    let vocab = crate::parse_vocab(draft_vocab).map_err(|e| to_py(py, e))?;
     #[derive(serde::Deserialize)]
     struct Described {
         inputs: Vec<InputInfo>,
@@ -230,7 +235,15 @@ pub fn finish_report(
         for f in &flagged {
             corpus = merge_by_row(corpus, crosscheck::flagged_from_bytes(f)?);
         }
-        let mut report = build_report(partial, corpus, &profile, inputs, &policy, ngram_coverage);
+        let mut report = build_report(
+            partial,
+            corpus,
+            &profile,
+            inputs,
+            &policy,
+            ngram_coverage,
+            vocab.as_ref(),
+        );
         report.skipped = skipped;
         serde_json::to_string(&report).map_err(|e| Error::Usage(e.to_string()))
     })

@@ -205,6 +205,18 @@ struct PyScan {
     progress: Arc<Progress>,
 }
 
+/// The draft-vocabulary options, given as JSON (`tokscan.vocab` writes it): sizes, a mapping to build, a
+/// mapping to check.
+pub(crate) fn parse_vocab(
+    json: Option<&str>,
+) -> Result<Option<tokscan_core::vocab::VocabOptions>, Error> {
+    json.map(|j| {
+        serde_json::from_str(j)
+            .map_err(|e| Error::Usage(format!("invalid draft-vocabulary options: {e}")))
+    })
+    .transpose()
+}
+
 pub(crate) fn parse_columns(
     columns: Option<HashMap<String, String>>,
 ) -> Result<ColumnNames, Error> {
@@ -304,7 +316,7 @@ fn policy_sample_mask(
 #[pymethods]
 impl PyScan {
     #[new]
-    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error", ngram_coverage=false, prompts=None, prompt_tokenizer=None, chat_template=None, contamination=None, near_dup=None))]
+    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error", ngram_coverage=false, prompts=None, prompt_tokenizer=None, chat_template=None, contamination=None, near_dup=None, draft_vocab=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -321,8 +333,10 @@ impl PyScan {
         chat_template: Option<String>,
         contamination: Option<ContaminationArgs>,
         near_dup: Option<(u32, u32, u32, f64)>,
+        draft_vocab: Option<&str>,
     ) -> PyResult<Self> {
         let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
+        let vocab = parse_vocab(draft_vocab).map_err(|e| to_py(py, e))?;
         let policy = parse_policy(policy, severities, fail_on).map_err(|e| to_py(py, e))?;
         let near_dup = near_dup.map(
             |(n, bands, rows, threshold)| tokscan_core::neardup::Params {
@@ -348,6 +362,7 @@ impl PyScan {
                 prompt_tokenizer: prompt_tokenizer.map(|d| (d, chat_template)),
                 contamination: contamination.map(contamination_spec),
                 near_dup,
+                vocab,
             },
             progress: Arc::new(Progress::default()),
         })

@@ -1,0 +1,661 @@
+//! Draft vocabulary: the frequencies of loss-bearing tokens, the share of them the corpus's top-K ids cover,
+//! and the EAGLE-3 `d2t` / `t2d` mapping of a draft vocabulary, built and checked.
+//!
+//! A token is loss-bearing when its mask is on; with no mask, when it is in the completion. Ids outside the
+//! profile's vocabulary are not counted (they are flagged `out_of_vocab`). Counts are dense (one slot per
+//! id of the vocabulary, per category) and merge by addition, so any grouping of the units gives the same.
+//!
+//! The ranking follows SpecForge's `process_token_dict_to_mappings` (and the counting loop that feeds it):
+//! ids by count, descending; ties in the order the ids first entered SpecForge's `Counter`, that is the first
+//! sample (in corpus order) where the id is loss-bearing, and within one sample ascending ids (the counting
+//! loop adds each sample's `unique()` ids, which are sorted); `Counter.most_common` is a stable sort. When
+//! fewer distinct ids than K were seen, SpecForge pads with the lowest ids of `0..K` not seen (count 0),
+//! after every seen id. The draft ids are the chosen target ids in ascending order: `d2t[i]` is the chosen
+//! target id minus `i`, `t2d[t]` is true for a chosen target id.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::token::{MaskSlice, TokenId};
+
+/// What a scan does with the draft vocabulary (`--draft-vocab`, `tokscan vocab`, `--check-vocab`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct VocabOptions {
+    /// Draft-vocabulary sizes K whose coverage the report gives.
+    #[serde(default)]
+    pub sizes: Vec<u32>,
+    /// Build the mapping of this size into the report.
+    #[serde(default)]
+    pub mapping: Option<u32>,
+    /// A mapping to check against this corpus.
+    #[serde(default)]
+    pub check: Option<Mapping>,
+    /// The check fails when the mapping's coverage is below the best top-K's by more than this share.
+    #[serde(default = "default_tolerance")]
+    pub tolerance: f64,
+}
+
+/// Default `tolerance` of the mapping check: one percentage point of coverage.
+pub const DEFAULT_TOLERANCE: f64 = 0.01;
+
+fn default_tolerance() -> f64 {
+    DEFAULT_TOLERANCE
+}
+
+/// An EAGLE-3 mapping as stored: `d2t[i]` = target id of draft id `i` minus `i`; `t2d` a mask over the target
+/// vocabulary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mapping {
+    pub d2t: Vec<i64>,
+    pub t2d: Vec<bool>,
+}
+
+/// Counts the loss-bearing tokens of one sample into `counts` (one slot per vocabulary id) and records in
+/// `first` the first row where each id is loss-bearing, as a first-seen key: `u64::MAX - row`, so that the
+/// earliest row is the largest key and 0 means never (keys combine by `max`, in any order of rows).
+#[inline]
+pub fn count_sample<T: TokenId>(
+    counts: &mut [u64],
+    first: &mut [u64],
+    row: u64,
+    seq: &[T],
+    mask: Option<MaskSlice<'_>>,
+    completion: (usize, usize),
+) {
+    let v = counts.len().min(first.len());
+    let (counts, first) = (&mut counts[..v], &mut first[..v]);
+    let key = u64::MAX - row;
+    let mut add = |id: u32| {
+        let id = id as usize;
+        if id < v {
+            counts[id] += 1;
+            first[id] = first[id].max(key);
+        }
+    };
+    match mask {
+        Some(m) => m.each_on(seq.len(), |i| add(seq[i].id())),
+        None => {
+            let (s, e) = (completion.0.min(seq.len()), completion.1.min(seq.len()));
+            for t in &seq[s..e.max(s)] {
+                add(t.id());
+            }
+        }
+    }
+}
+
+/// Loss-bearing token counts being gathered: per category, and the first-seen keys. A scan keeps one per
+/// worker thread, not one per unit (a vocabulary-sized array per unit would hold hundreds of megabytes until
+/// the units merge); sums and minimums do not depend on which units a worker took.
+#[derive(Debug, Default)]
+pub struct Counts {
+    vocab_size: usize,
+    pub categories: BTreeMap<String, Vec<u64>>,
+    pub first: Vec<u64>,
+}
+
+impl Counts {
+    pub fn new(vocab_size: u32) -> Counts {
+        Counts {
+            vocab_size: vocab_size as usize,
+            categories: BTreeMap::new(),
+            first: vec![0; vocab_size as usize],
+        }
+    }
+
+    /// Counts one sample of `category` (see [`count_sample`]).
+    #[inline]
+    pub fn add<T: TokenId>(
+        &mut self,
+        category: &str,
+        row: u64,
+        seq: &[T],
+        mask: Option<MaskSlice<'_>>,
+        completion: (usize, usize),
+    ) {
+        if !self.categories.contains_key(category) {
+            self.categories
+                .insert(category.to_string(), vec![0; self.vocab_size]);
+        }
+        let counts = self.categories.get_mut(category).expect("inserted above");
+        count_sample(counts, &mut self.first, row, seq, mask, completion);
+    }
+
+    /// Adds these counts into a partial summary.
+    pub fn into_partial(self, partial: &mut crate::summary::Partial) {
+        for (name, c) in self.categories {
+            let cat = partial.category(&name);
+            if cat.loss_counts.is_empty() {
+                cat.loss_counts = c;
+            } else {
+                for (a, b) in cat.loss_counts.iter_mut().zip(&c) {
+                    *a += b;
+                }
+            }
+        }
+        merge_first(&mut partial.first_seen, &self.first);
+    }
+}
+
+/// The accumulators of a scan's workers: a unit takes one (or makes one) and gives it back.
+#[derive(Debug, Default)]
+pub struct CountsPool(std::sync::Mutex<Vec<Counts>>);
+
+impl CountsPool {
+    pub fn take(&self, vocab_size: u32) -> Counts {
+        self.0
+            .lock()
+            .expect("no panic while held")
+            .pop()
+            .unwrap_or_else(|| Counts::new(vocab_size))
+    }
+
+    pub fn give(&self, c: Counts) {
+        self.0.lock().expect("no panic while held").push(c);
+    }
+
+    /// Adds every accumulator into `partial`.
+    pub fn into_partial(self, partial: &mut crate::summary::Partial) {
+        for c in self.0.into_inner().expect("no panic while held") {
+            c.into_partial(partial);
+        }
+    }
+}
+
+/// Merges first-seen keys (0 = never): the larger key (the earlier row) wins.
+pub fn merge_first(a: &mut Vec<u64>, b: &[u64]) {
+    if a.len() < b.len() {
+        a.resize(b.len(), 0);
+    }
+    for (x, &y) in a.iter_mut().zip(b) {
+        *x = (*x).max(y);
+    }
+}
+
+/// The seen ids (count > 0) in SpecForge's order: count descending, then first-seen row (key descending),
+/// then id.
+pub fn ranked(counts: &[u64], first: &[u64]) -> Vec<u32> {
+    let mut ids: Vec<u32> = (0..counts.len() as u32)
+        .filter(|&i| counts[i as usize] > 0)
+        .collect();
+    let f = |i: u32| first.get(i as usize).copied().unwrap_or(0);
+    ids.sort_unstable_by(|&a, &b| {
+        counts[b as usize]
+            .cmp(&counts[a as usize])
+            .then(f(b).cmp(&f(a)))
+            .then(a.cmp(&b))
+    });
+    ids
+}
+
+/// The target ids of a draft vocabulary of `size`, ascending: the `size` first ranked ids, padded (when fewer
+/// ids were seen) with the lowest ids of `0..size` not seen, as SpecForge does.
+pub fn chosen_ids(ranked: &[u32], size: u32) -> Vec<u32> {
+    let size = size as usize;
+    let mut ids: Vec<u32> = ranked.iter().take(size).copied().collect();
+    if ids.len() < size {
+        let seen: std::collections::HashSet<u32> = ids.iter().copied().collect();
+        let need = size - ids.len();
+        ids.extend((0..size as u32).filter(|i| !seen.contains(i)).take(need));
+    }
+    ids.sort_unstable();
+    ids
+}
+
+/// The mapping of the chosen target ids over a target vocabulary of `vocab_size`.
+pub fn mapping_of(chosen: &[u32], vocab_size: u32) -> Mapping {
+    let mut t2d = vec![false; vocab_size as usize];
+    for &t in chosen {
+        if let Some(b) = t2d.get_mut(t as usize) {
+            *b = true;
+        }
+    }
+    Mapping {
+        d2t: chosen
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| i64::from(t) - i as i64)
+            .collect(),
+        t2d,
+    }
+}
+
+/// One category's (or the whole corpus's) loss-bearing tokens and their coverage by the global top-K.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct VocabCoverage {
+    /// Loss-bearing tokens counted (in-vocabulary ones).
+    pub loss_tokens: u64,
+    /// Distinct ids among them.
+    pub distinct: u64,
+    /// Share of `loss_tokens` whose id is among the corpus's top K, for each requested K.
+    pub coverage: BTreeMap<u32, f64>,
+    /// The same share at each K of the report's `curve_sizes`.
+    pub curve: Vec<f64>,
+}
+
+/// The report's `draft_vocab` section.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DraftVocabReport {
+    /// The requested sizes K.
+    pub sizes: Vec<u32>,
+    /// The target vocabulary (the profile's).
+    pub vocab_size: u32,
+    /// The K of each point of the coverage curves: powers of two up to the vocabulary, and the sizes.
+    pub curve_sizes: Vec<u32>,
+    pub overall: VocabCoverage,
+    pub categories: BTreeMap<String, VocabCoverage>,
+    /// The most frequent loss-bearing ids of the corpus, with their counts (up to [`TOP_IDS`]).
+    pub top_ids: Vec<(u32, u64)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<VocabCheck>,
+    /// The mapping asked for (`tokscan vocab`); the CLI writes it to its file and drops it from the report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mapping: Option<MappingOut>,
+}
+
+/// A built mapping as the report carries it: `d2t` and the target ids whose `t2d` is true.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MappingOut {
+    pub size: u32,
+    /// Distinct ids seen; below `size`, the mapping was padded.
+    pub distinct: u64,
+    pub d2t: Vec<i64>,
+    pub target_ids: Vec<u32>,
+}
+
+/// What `--check-vocab` found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VocabCheck {
+    /// Entries of `d2t` (the draft vocabulary size).
+    pub draft_size: u64,
+    /// Entries of `t2d` (the target vocabulary the mapping was built for).
+    pub target_size: u64,
+    /// `t2d` is as long as the profile's vocabulary.
+    pub size_ok: bool,
+    /// `d2t` gives strictly increasing in-range target ids, exactly those `t2d` marks.
+    pub agree: bool,
+    /// Share of the corpus's loss-bearing tokens the mapping's target ids cover.
+    pub coverage: f64,
+    /// The best share of a draft vocabulary of the same size: the corpus's own top-K.
+    pub best_coverage: f64,
+    pub tolerance: f64,
+    /// The most frequent loss-bearing ids the mapping misses, with their counts.
+    pub missed: Vec<(u32, u64)>,
+    /// Why it fails (empty when it passes).
+    pub problems: Vec<String>,
+}
+
+impl VocabCheck {
+    pub fn stale(&self) -> bool {
+        !self.problems.is_empty()
+    }
+}
+
+/// Ids listed in `top_ids` and `missed`.
+pub const TOP_IDS: usize = 20;
+
+/// The K of the coverage curves: 1, 2, 4, ... below the vocabulary, the vocabulary, and the requested sizes.
+pub fn curve_sizes(sizes: &[u32], vocab_size: u32) -> Vec<u32> {
+    let mut k: Vec<u32> = (0..32)
+        .map(|b| 1u32 << b)
+        .take_while(|&k| k < vocab_size)
+        .collect();
+    k.push(vocab_size);
+    k.extend(sizes.iter().copied());
+    k.sort_unstable();
+    k.dedup();
+    k
+}
+
+/// Coverage of `counts` by the first K ranked ids, for each K of `ks` (ascending). `rank[id]` is the id's
+/// position in the ranking (`u32::MAX` for an unseen id).
+fn coverage_at(counts: &[u64], rank: &[u32], ks: &[u32]) -> (u64, u64, Vec<f64>) {
+    let mut bucket = vec![0u64; ks.len() + 1];
+    let (mut total, mut distinct) = (0u64, 0u64);
+    for (id, &c) in counts.iter().enumerate() {
+        if c == 0 {
+            continue;
+        }
+        total += c;
+        distinct += 1;
+        let r = rank.get(id).copied().unwrap_or(u32::MAX);
+        // The first K with r < K.
+        bucket[ks.partition_point(|&k| k <= r)] += c;
+    }
+    let mut acc = 0u64;
+    let shares = ks
+        .iter()
+        .enumerate()
+        .map(|(i, _)| {
+            acc += bucket[i];
+            share(acc, total)
+        })
+        .collect();
+    (total, distinct, shares)
+}
+
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+/// Builds the `draft_vocab` section from the merged counts per category and first-seen keys.
+pub fn build(
+    categories: &BTreeMap<String, Vec<u64>>,
+    first: &[u64],
+    vocab_size: u32,
+    opts: &VocabOptions,
+) -> DraftVocabReport {
+    let v = vocab_size as usize;
+    let mut all = vec![0u64; v];
+    for c in categories.values() {
+        for (a, b) in all.iter_mut().zip(c) {
+            *a += b;
+        }
+    }
+    let order = ranked(&all, first);
+    let mut rank = vec![u32::MAX; v];
+    for (r, &id) in order.iter().enumerate() {
+        rank[id as usize] = r as u32;
+    }
+    let mut sizes = opts.sizes.clone();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let ks = curve_sizes(&sizes, vocab_size);
+    let cov = |counts: &[u64]| {
+        let (loss_tokens, distinct, curve) = coverage_at(counts, &rank, &ks);
+        VocabCoverage {
+            loss_tokens,
+            distinct,
+            coverage: sizes
+                .iter()
+                .map(|k| {
+                    (
+                        *k,
+                        curve[ks.binary_search(k).expect("sizes are in the curve")],
+                    )
+                })
+                .collect(),
+            curve,
+        }
+    };
+    let overall = cov(&all);
+    let check = opts.check.as_ref().map(|m| {
+        check_mapping(
+            m,
+            &all,
+            &order,
+            vocab_size,
+            overall.loss_tokens,
+            opts.tolerance,
+        )
+    });
+    let mapping = opts.mapping.map(|k| {
+        let chosen = chosen_ids(&order, k);
+        let m = mapping_of(&chosen, vocab_size);
+        MappingOut {
+            size: k,
+            distinct: order.len() as u64,
+            d2t: m.d2t,
+            target_ids: chosen,
+        }
+    });
+    DraftVocabReport {
+        categories: categories
+            .iter()
+            .map(|(name, c)| (name.clone(), cov(c)))
+            .collect(),
+        overall,
+        top_ids: order
+            .iter()
+            .take(TOP_IDS)
+            .map(|&id| (id, all[id as usize]))
+            .collect(),
+        sizes,
+        vocab_size,
+        curve_sizes: ks,
+        check,
+        mapping,
+    }
+}
+
+/// Checks a mapping against the corpus's counts (`order`: the seen ids ranked).
+fn check_mapping(
+    m: &Mapping,
+    all: &[u64],
+    order: &[u32],
+    vocab_size: u32,
+    total: u64,
+    tolerance: f64,
+) -> VocabCheck {
+    let mut problems = Vec::new();
+    let size_ok = m.t2d.len() == vocab_size as usize;
+    if !size_ok {
+        problems.push(format!(
+            "t2d has {} entries, the profile's vocabulary {vocab_size}",
+            m.t2d.len()
+        ));
+    }
+    // Target ids of d2t; they must rise strictly, lie in t2d's range and be exactly t2d's true entries.
+    let targets: Vec<i64> = m
+        .d2t
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| d + i as i64)
+        .collect();
+    let rising = targets.windows(2).all(|w| w[0] < w[1]);
+    let in_range = targets
+        .iter()
+        .all(|&t| t >= 0 && (t as usize) < m.t2d.len());
+    let marked = m.t2d.iter().filter(|&&b| b).count();
+    let agree =
+        rising && in_range && marked == targets.len() && targets.iter().all(|&t| m.t2d[t as usize]);
+    if !agree {
+        problems.push(format!(
+            "d2t and t2d disagree ({} draft ids, {marked} target ids marked in t2d{})",
+            targets.len(),
+            if !in_range {
+                ", d2t points outside t2d"
+            } else if !rising {
+                ", d2t's target ids do not rise"
+            } else {
+                ""
+            }
+        ));
+    }
+    let mut inside = vec![false; all.len()];
+    for &t in &targets {
+        if t >= 0 && (t as usize) < inside.len() {
+            inside[t as usize] = true;
+        }
+    }
+    let covered: u64 = all
+        .iter()
+        .zip(&inside)
+        .filter(|(_, &i)| i)
+        .map(|(c, _)| c)
+        .sum();
+    let k = targets.len();
+    let best: u64 = order.iter().take(k).map(|&id| all[id as usize]).sum();
+    let (coverage, best_coverage) = (share(covered, total), share(best, total));
+    if best_coverage - coverage > tolerance {
+        problems.push(format!(
+            "covers {:.2} % of the loss-bearing tokens, the corpus's own top {k} {:.2} % (more than {:.2} points apart): built from another corpus?",
+            coverage * 100.0,
+            best_coverage * 100.0,
+            tolerance * 100.0
+        ));
+    }
+    VocabCheck {
+        draft_size: k as u64,
+        target_size: m.t2d.len() as u64,
+        size_ok,
+        agree,
+        coverage,
+        best_coverage,
+        tolerance,
+        missed: order
+            .iter()
+            .filter(|&&id| !inside[id as usize])
+            .take(TOP_IDS)
+            .map(|&id| (id, all[id as usize]))
+            .collect(),
+        problems,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// SpecForge's rules re-stated the slow, literal way: an insertion-ordered counter fed one sample at a
+    /// time with the sample's sorted unique ids, padded with the lowest unseen ids of 0..K, a stable sort by
+    /// count, the first K sorted ascending.
+    fn reference(samples: &[Vec<u32>], k: usize) -> Vec<u32> {
+        let mut order: Vec<u32> = Vec::new();
+        let mut count: std::collections::HashMap<u32, u64> = Default::default();
+        for s in samples {
+            let mut u = s.clone();
+            u.sort_unstable();
+            u.dedup();
+            for id in u {
+                let n = s.iter().filter(|&&x| x == id).count() as u64;
+                if !count.contains_key(&id) {
+                    order.push(id);
+                }
+                *count.entry(id).or_insert(0) += n;
+            }
+        }
+        if order.len() < k {
+            for id in 0..k as u32 {
+                if order.len() >= k {
+                    break;
+                }
+                if let std::collections::hash_map::Entry::Vacant(e) = count.entry(id) {
+                    e.insert(0);
+                    order.push(id);
+                }
+            }
+        }
+        let mut items: Vec<(u32, u64)> = order.iter().map(|&i| (i, count[&i])).collect();
+        items.sort_by_key(|x| std::cmp::Reverse(x.1)); // stable
+        let mut top: Vec<u32> = items.iter().take(k).map(|x| x.0).collect();
+        top.sort_unstable();
+        top
+    }
+
+    fn counted(samples: &[Vec<u32>], v: usize) -> (Vec<u64>, Vec<u64>) {
+        let (mut c, mut f) = (vec![0u64; v], vec![0u64; v]);
+        for (row, s) in samples.iter().enumerate() {
+            count_sample(&mut c, &mut f, row as u64, s, None, (0, s.len()));
+        }
+        (c, f)
+    }
+
+    proptest! {
+        #[test]
+        fn chosen_ids_follow_specforge(
+            samples in proptest::collection::vec(proptest::collection::vec(0u32..40, 0..12), 0..12),
+            k in 1usize..48,
+        ) {
+            let (c, f) = counted(&samples, 64);
+            prop_assert_eq!(chosen_ids(&ranked(&c, &f), k as u32), reference(&samples, k));
+        }
+
+        #[test]
+        fn rows_in_any_order_give_the_same_ranking(
+            samples in proptest::collection::vec(proptest::collection::vec(0u32..30, 0..10), 1..10),
+            k in 1usize..40,
+        ) {
+            let (_, f) = counted(&samples, 32);
+            let (mut c2, mut f2) = (vec![0u64; 32], vec![0u64; 32]);
+            for (row, s) in samples.iter().enumerate().rev() {
+                count_sample(&mut c2, &mut f2, row as u64, s, None, (0, s.len()));
+            }
+            prop_assert_eq!(&f2, &f);
+            prop_assert_eq!(chosen_ids(&ranked(&c2, &f2), k as u32), reference(&samples, k));
+        }
+
+        #[test]
+        fn first_seen_merges_like_one_pass(
+            samples in proptest::collection::vec(proptest::collection::vec(0u32..30, 0..10), 1..10),
+            cut in 0usize..10,
+        ) {
+            let cut = cut.min(samples.len());
+            let (c, f) = counted(&samples, 32);
+            let (mut c1, mut f1) = counted(&samples[..cut], 32);
+            let (mut c2, mut f2) = (vec![0u64; 32], vec![0u64; 32]);
+            for (row, s) in samples.iter().enumerate().skip(cut) {
+                count_sample(&mut c2, &mut f2, row as u64, s, None, (0, s.len()));
+            }
+            merge_first(&mut f2, &f1);
+            for (a, b) in c1.iter_mut().zip(&c2) { *a += b; }
+            f1 = f2;
+            prop_assert_eq!(c1, c);
+            prop_assert_eq!(f1, f);
+        }
+    }
+
+    #[test]
+    fn padding_takes_the_lowest_unseen_ids() {
+        // Seen: 7 (x2), 3, 9; K = 6 pads with 0, 1, 2 (3 is seen).
+        let samples = vec![vec![7, 7, 9], vec![3]];
+        let (c, f) = counted(&samples, 16);
+        let ids = chosen_ids(&ranked(&c, &f), 6);
+        assert_eq!(ids, vec![0, 1, 2, 3, 7, 9]);
+        let m = mapping_of(&ids, 16);
+        assert_eq!(m.d2t, vec![0, 0, 0, 0, 3, 4]);
+        assert_eq!(m.t2d.iter().filter(|&&b| b).count(), 6);
+    }
+
+    #[test]
+    fn a_mask_selects_the_counted_positions() {
+        let (mut c, mut f) = (vec![0u64; 8], vec![0u64; 8]);
+        let mask = [0u8, 1, 1, 0, 1];
+        // 9 is out of vocabulary: not counted.
+        count_sample(
+            &mut c,
+            &mut f,
+            4,
+            &[1u32, 2, 9, 3, 2],
+            Some(MaskSlice::U8(&mask)),
+            (0, 0),
+        );
+        assert_eq!(c, vec![0, 0, 2, 0, 0, 0, 0, 0]);
+        assert_eq!(f[2], u64::MAX - 4);
+        // An earlier row seen later (another unit of the same worker) still wins.
+        count_sample(&mut c, &mut f, 1, &[2u32], None, (0, 1));
+        assert_eq!(f[2], u64::MAX - 1);
+    }
+
+    #[test]
+    fn check_flags_wrong_size_disagreement_and_low_coverage() {
+        let samples = vec![vec![1, 1, 1, 2, 2, 3]];
+        let (c, f) = counted(&samples, 8);
+        let mut cats = BTreeMap::new();
+        cats.insert("a".to_string(), c);
+        let fresh = mapping_of(&chosen_ids(&ranked(&cats["a"], &f), 2), 8);
+        let opts = |m: Mapping| VocabOptions {
+            sizes: vec![2],
+            check: Some(m),
+            ..VocabOptions::default()
+        };
+        let r = build(&cats, &f, 8, &opts(fresh.clone()));
+        let ch = r.check.unwrap();
+        assert!(!ch.stale(), "{:?}", ch.problems);
+        assert_eq!(r.overall.coverage[&2], 5.0 / 6.0);
+        let other = mapping_of(&[3, 5], 8);
+        let ch = build(&cats, &f, 8, &opts(other)).check.unwrap();
+        assert!(ch.stale());
+        assert_eq!(ch.missed, vec![(1, 3), (2, 2)]);
+        let small = mapping_of(&[1, 2], 4);
+        assert!(!build(&cats, &f, 8, &opts(small)).check.unwrap().size_ok);
+        let mut broken = fresh;
+        broken.t2d[7] = true;
+        assert!(!build(&cats, &f, 8, &opts(broken)).check.unwrap().agree);
+    }
+}

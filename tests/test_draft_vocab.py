@@ -1,0 +1,223 @@
+"""Draft vocabulary: loss-bearing token counts against numpy over every layout and thread count, coverage
+against a numpy reference, the EAGLE-3 mapping against SpecForge's rules (re-stated below), loaded with
+torch, and `--check-vocab` passing a fresh mapping and failing a stale or wrong-size one."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tokscan
+from tokscan.vocab import load_mapping
+
+import synth
+from conftest import run_cli
+
+VOCAB = 163840  # kimi-k2
+PAD = synth.PAD
+
+
+def loss_ids(s: synth.Sample, with_mask: bool) -> np.ndarray:
+    """The sample's loss-bearing ids: mask 1, or (no mask) the completion without trailing padding."""
+    ids = np.asarray(s.ids, dtype=np.int64)
+    if with_mask:
+        m = np.asarray(s.mask(), dtype=bool)[: len(ids)]
+        out = ids[: len(m)][m]
+    else:
+        c = list(s.completion)
+        while c and c[-1] == PAD:
+            c.pop()
+        out = np.asarray(c, dtype=np.int64)
+    return out[(out >= 0) & (out < VOCAB)]
+
+
+def reference(samples: list[synth.Sample], with_mask: bool):
+    """numpy counts per category and overall, and SpecForge's ranking: an insertion-ordered Counter fed each
+    sample's sorted unique ids in row order, then a stable sort by count."""
+    per_cat: dict[str, np.ndarray] = {}
+    order: dict[int, None] = {}
+    for s in samples:
+        ids = loss_ids(s, with_mask)
+        per_cat.setdefault(s.category, np.zeros(VOCAB, dtype=np.int64))
+        per_cat[s.category] += np.bincount(ids, minlength=VOCAB)
+        for i in np.unique(ids).tolist():
+            order.setdefault(i, None)
+    total = sum(per_cat.values())
+    ranked = sorted(order, key=lambda i: -total[i])  # stable: ties keep first-insertion order
+    return per_cat, total, ranked
+
+
+def coverage(counts: np.ndarray, ranked: list[int], k: int) -> float:
+    n = counts.sum()
+    return float(counts[ranked[:k]].sum() / n) if n else 0.0
+
+
+def specforge_mapping(counter: Counter, k: int, vocab: int) -> tuple[list[int], list[bool]]:
+    """SpecForge's `process_token_dict_to_mappings`, re-stated from its documented rules (not copied): pad with
+    the lowest ids of range(k) not counted (count 0) until k ids; `most_common(k)`; sort the ids; d2t = id - i;
+    t2d = membership over the target vocabulary."""
+    c = Counter(counter)
+    if len(c) < k:
+        for i in range(k):
+            if len(c) >= k:
+                break
+            if i not in c:
+                c[i] = 0
+    used = sorted(i for i, _ in c.most_common(k))
+    used_set = set(used)
+    return [t - i for i, t in enumerate(used)], [i in used_set for i in range(vocab)]
+
+
+@pytest.fixture(scope="module")
+def samples():
+    return synth.build_corpus(n_clean=240, seed=5, anomalies_per_code=1)
+
+
+@pytest.fixture(scope="module")
+def clean():
+    return synth.build_corpus(n_clean=200, seed=9, anomalies_per_code=0)
+
+
+def check_report(dv: dict, samples, with_mask: bool) -> None:
+    per_cat, total, ranked = reference(samples, with_mask)
+    assert dv["overall"]["loss_tokens"] == int(total.sum())
+    assert dv["overall"]["distinct"] == int((total > 0).sum())
+    assert dv["top_ids"] == [[i, int(total[i])] for i in ranked[:20]]
+    for k, got in zip(dv["curve_sizes"], dv["overall"]["curve"], strict=True):
+        assert got == pytest.approx(coverage(total, ranked, k), abs=1e-12)
+    for name, counts in per_cat.items():
+        c = dv["categories"][name]
+        assert c["loss_tokens"] == int(counts.sum())
+        assert c["distinct"] == int((counts > 0).sum())
+        for k, got in zip(dv["curve_sizes"], c["curve"], strict=True):
+            assert got == pytest.approx(coverage(counts, ranked, k), abs=1e-12), (name, k)
+        for k, got in c["coverage"].items():
+            assert got == pytest.approx(coverage(counts, ranked, int(k)), abs=1e-12)
+
+
+MASKED = [name for name, (_, m) in synth.LAYOUTS.items() if m]
+UNMASKED = [name for name, (_, m) in synth.LAYOUTS.items() if not m]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("layout", MASKED)
+def test_masked_counts_equal_numpy(tmp_path, samples, layout, threads):
+    writer, _ = synth.LAYOUTS[layout]
+    path = writer(samples, tmp_path / layout)
+    r = tokscan.scan(str(path), threads=threads, draft_vocab=[64, 1000])
+    check_report(r.data["draft_vocab"], samples, with_mask=True)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("layout", UNMASKED)
+def test_completion_counts_equal_numpy_without_a_mask(tmp_path, clean, layout, threads):
+    writer, _ = synth.LAYOUTS[layout]
+    path = writer(clean, tmp_path / layout)
+    r = tokscan.scan(str(path), threads=threads, draft_vocab=[64, 1000])
+    check_report(r.data["draft_vocab"], clean, with_mask=False)
+
+
+def test_no_counting_without_the_option(tmp_path, clean):
+    path = synth.write_parquet_full(clean[:20], tmp_path / "p")
+    assert "draft_vocab" not in tokscan.scan(str(path)).data
+
+
+@pytest.mark.parametrize("k", [5, 300, 60000])
+def test_mapping_follows_specforge_and_loads_with_torch(tmp_path, samples, k):
+    torch = pytest.importorskip("torch")
+    path = synth.write_parquet_full(samples, tmp_path / "p")
+    out = tmp_path / "m.pt"
+    res = run_cli("vocab", str(path), "--size", str(k), "--out", str(out), "--fail-on", "never", "-q")
+    assert res.returncode == 0, res.stderr
+    m = torch.load(out, weights_only=True)
+    assert m["d2t"].dtype == torch.int64 and m["t2d"].dtype == torch.bool
+    counter: Counter = Counter()
+    for s in samples:  # SpecForge's counting loop: one sample at a time, unique ids in ascending order
+        ids, n = np.unique(loss_ids(s, True), return_counts=True)
+        counter.update(dict(zip(ids.tolist(), n.tolist(), strict=True)))
+    if k == 60000:
+        assert len(counter) < k  # the corpus has fewer distinct ids than K: padding
+    d2t, t2d = specforge_mapping(counter, k, VOCAB)
+    assert m["d2t"].tolist() == d2t
+    assert m["t2d"].tolist() == t2d
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".json"])
+def test_plain_formats_hold_the_same_mapping(tmp_path, samples, suffix):
+    torch = pytest.importorskip("torch")
+    path = synth.write_parquet_full(samples, tmp_path / "p")
+    for name in ("m.pt", f"m{suffix}"):
+        res = run_cli("vocab", str(path), "--size", "100", "--out", str(tmp_path / name), "--fail-on", "never", "-q")
+        assert res.returncode == 0, res.stderr
+    m = torch.load(tmp_path / "m.pt", weights_only=True)
+    d2t, t2d = load_mapping(tmp_path / f"m{suffix}")
+    assert d2t == m["d2t"].tolist() and t2d == m["t2d"].tolist()
+
+
+def test_check_vocab_passes_fresh_and_fails_stale_or_wrong_size(tmp_path, samples):
+    a = synth.write_parquet_full(samples, tmp_path / "a")
+    other = synth.build_corpus(n_clean=240, seed=77, anomalies_per_code=0)
+    # Another corpus: shift every plain-text id so its top ids are not this corpus's.
+    for s in other:
+        s.completion = [t + 30000 if 1000 <= t < 100000 else t for t in s.completion]
+    b = synth.write_parquet_full(other, tmp_path / "b")
+    fresh, stale, small = tmp_path / "fresh.npz", tmp_path / "stale.npz", tmp_path / "small.json"
+    for corpus, out in ((a, fresh), (b, stale)):
+        res = run_cli("vocab", str(corpus), "--size", "200", "--out", str(out), "--fail-on", "never", "-q")
+        assert res.returncode == 0, res.stderr
+    d2t, t2d = load_mapping(fresh)
+    small.write_text(json.dumps({"d2t": d2t, "t2d": [int(x) for x in t2d[:100000]]}))
+
+    base = ["scan", str(a), "--check-vocab"]
+    policy = ["--config", str(write_config(tmp_path))]
+    ok = run_cli(*base, str(fresh), "--format", "json", *policy)
+    assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr
+    check = json.loads(ok.stdout)["draft_vocab"]["check"]
+    assert check["problems"] == [] and check["coverage"] == check["best_coverage"]
+
+    bad = run_cli(*base, str(stale), "--format", "json", *policy)
+    assert bad.returncode == 1
+    rep = json.loads(bad.stdout)
+    assert rep["anomalies"]["draft_vocab_stale"]["count"] == 1
+    assert rep["verdict"]["failing"] == {"draft_vocab_stale": 1}
+    check = rep["draft_vocab"]["check"]
+    assert check["coverage"] < check["best_coverage"] - 0.01
+    # The ids it misses: the corpus's most frequent ids outside the stale mapping, in rank order.
+    d2t_stale, _ = load_mapping(stale)
+    targets = {d + i for i, d in enumerate(d2t_stale)}
+    outside = [pair for pair in rep["draft_vocab"]["top_ids"] if pair[0] not in targets]
+    assert outside and check["missed"][: len(outside)] == outside
+
+    wrong = run_cli(*base, str(small), *policy)
+    assert wrong.returncode == 1
+    assert "draft_vocab_stale" in wrong.stdout
+
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    res = run_cli(*base, str(broken))
+    assert res.returncode == 2 and "broken.json" in res.stderr and "Traceback" not in res.stderr
+
+
+def write_config(tmp_path: Path) -> Path:
+    """A policy that leaves only the mapping check able to fail the run (the corpus has planted anomalies)."""
+    import tokscan._core as core
+
+    codes = [name for name, *_ in core.codes() if name != "draft_vocab_stale"]
+    cfg = tmp_path / "tokscan.toml"
+    cfg.write_text("[policy]\n" + "".join(f'{c} = "ignore"\n' for c in codes))
+    return cfg
+
+
+def test_bad_sizes_and_config_key(tmp_path, clean):
+    path = synth.write_parquet_full(clean[:30], tmp_path / "p")
+    res = run_cli("scan", str(path), "--draft-vocab", "16000,abc")
+    assert res.returncode == 2 and "abc" in res.stderr
+    cfg = tmp_path / "tokscan.toml"
+    cfg.write_text("draft_vocab = [16, 128]\n")
+    res = run_cli("scan", str(path), "--config", str(cfg), "--format", "json", "--fail-on", "never")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["draft_vocab"]["sizes"] == [16, 128]
