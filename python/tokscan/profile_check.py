@@ -646,6 +646,23 @@ def infer_spec(tok: Any, name: str) -> tuple[dict[str, Any], list[str]]:
         guesses.append("tool_call: the template renders no tool-call answer to read the tokens from")
     if tool_call:
         spec["tool_call"] = tool_call
+    # Reasoning and tool-call tokens the template itself writes into a prompt turn's text (Qwen3's tool
+    # instructions name <tool_call></tool_call> in the system turn) are the template's, not special_in_prompt.
+    in_text = {i for i in (think_start, think_end) if i is not None} | {vocab[n] for n in tool_call.values()}
+    allowed: dict[str, list[str]] = {}
+    for ids in (cp, tool_ids):
+        for k, i in enumerate(ids[: len(ids) - len(header)]):
+            if i not in in_text:
+                continue
+            j = k - 1
+            while j >= 0 and ids[j] not in openers:
+                j -= 1
+            entries = openers.get(ids[j], []) if j >= 0 else [("system", [])]
+            role = next((r for r, mid in entries if ids[j + 1 : j + 1 + len(mid)] == mid), None)
+            if role in ("system", "user", "tool") and nm(i) not in allowed.get(role, []):
+                allowed.setdefault(role, []).append(nm(i))
+    if allowed:
+        spec["content_allowed"] = allowed
     # system required when the template adds a system turn on its own (Kimi's default system prompt)
     bare = _render_ids(tok, PROBES[1].messages, None, True)
     sys_entries = [(token, mid) for token, es in openers.items() for r, mid in es if r == "system"]
@@ -690,6 +707,8 @@ def to_toml(spec: dict[str, Any], header: str) -> str:
     lines += ["", "[rules]", *(f"{k} = {_toml_value(v)}" for k, v in spec["rules"].items())]
     if spec.get("tool_call"):
         lines += ["", "[tool_call]", *(f"{k} = {_toml_value(v)}" for k, v in spec["tool_call"].items())]
+    if spec.get("content_allowed"):
+        lines += ["", "[content_allowed]", *(f"{k} = {_toml_value(v)}" for k, v in spec["content_allowed"].items())]
     for role in spec["roles"]:
         lines += ["", "[[roles]]", f"token = {_toml_value(role['token'])}"]
         if "role" in role:

@@ -125,9 +125,9 @@ impl PyProfile {
     fn load(py: Python<'_>, name_or_path: String, tokenizer: Option<String>) -> PyResult<Self> {
         let p = detached(py, move || {
             let vocab = tokenizer
-                .map(|t| Vocabulary::from_dir(std::path::Path::new(&t)))
+                .map(|t| Vocabulary::cached(std::path::Path::new(&t)))
                 .transpose()?;
-            Profile::load(&name_or_path, vocab.as_ref())
+            Profile::load(&name_or_path, vocab.as_deref())
         })?;
         Ok(PyProfile { inner: Arc::new(p) })
     }

@@ -18,6 +18,7 @@
 
 pub mod records;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -55,15 +56,96 @@ const LIST_LIMIT: usize = 20;
 
 /// Renders a prompt record (its raw JSON line) through the model's chat template and tokenizes it.
 pub trait RecordEncoder: Send + Sync + std::fmt::Debug {
-    fn encode(&self, record: &str) -> Result<Vec<u32>>;
+    /// The record's rendered generation prompt.
+    fn render(&self, record: &str) -> Result<String>;
+    /// The ids of rendered text.
+    fn encode_text(&self, text: &str) -> Result<Vec<u32>>;
+    /// Renders and tokenizes a record.
+    fn encode(&self, record: &str) -> Result<Vec<u32>> {
+        self.encode_text(&self.render(record)?)
+    }
+    /// The text each id decodes to, when the tokenizer's vocabulary gives it: a sample whose prompt ids decode
+    /// to exactly the rendered text needs no tokenizing ([`decodes_to`]).
+    fn id_text(&self) -> Option<&IdText> {
+        None
+    }
     /// Where the tokenizer came from, for the report.
     fn describe(&self) -> String;
 }
 
+/// The bytes every id of a vocabulary decodes to: ordinary tokens' bytes, added tokens' strings.
+#[derive(Debug)]
+pub struct IdText {
+    bytes: Arc<crate::profile::tokenizer_files::TokenBytes>,
+    added: HashMap<u32, Box<[u8]>>,
+}
+
+impl IdText {
+    /// From a tokenizer directory's vocabulary; `None` when it has no byte table (a vocabulary whose
+    /// pieces are not bytes).
+    #[cfg(feature = "prompt")]
+    pub(crate) fn of(vocab: &crate::profile::tokenizer_files::Vocabulary) -> Option<IdText> {
+        let bytes = vocab.bytes.clone()?;
+        let added = vocab
+            .ids
+            .iter()
+            .filter(|(_, &id)| bytes.get(id).is_none())
+            .map(|(k, &id)| (id, k.as_bytes().into()))
+            .collect();
+        Some(IdText { bytes, added })
+    }
+
+    #[inline]
+    fn get(&self, id: u32) -> Option<&[u8]> {
+        self.bytes
+            .get(id)
+            .or_else(|| self.added.get(&id).map(|b| &b[..]))
+    }
+}
+
+/// Whether the sample's prompt ids decode to exactly `text`: the stored prompt when prompt and completion are
+/// stored apart (`prompt_len`), else a prefix of the sequence that ends on a token boundary. Ids that decode
+/// to the rendered text are the rendering unless the sample was tokenized otherwise than the tokenizer does
+/// (the same text in other pieces), which this does not tell apart.
+pub fn decodes_to<T: TokenId>(
+    ids: &IdText,
+    tokens: &[T],
+    prompt_len: Option<usize>,
+    text: &[u8],
+) -> bool {
+    let head = match prompt_len {
+        Some(pl) if pl <= tokens.len() => &tokens[..pl],
+        Some(_) => return false,
+        None => tokens,
+    };
+    let mut at = 0usize;
+    for (i, t) in head.iter().enumerate() {
+        if at == text.len() {
+            return prompt_len.is_none() && i > 0;
+        }
+        let Some(b) = ids.get(t.id()) else {
+            return false;
+        };
+        match text.get(at..at + b.len()) {
+            Some(piece) if piece == b => at += b.len(),
+            _ => return false,
+        }
+    }
+    at == text.len() && !head.is_empty()
+}
+
 #[cfg(feature = "prompt")]
 impl RecordEncoder for crate::prompt::PromptEncoder {
-    fn encode(&self, record: &str) -> Result<Vec<u32>> {
-        self.encode_record(&crate::prompt::PromptRecord::parse(record, 0)?)
+    fn render(&self, record: &str) -> Result<String> {
+        crate::prompt::PromptEncoder::render(self, &crate::prompt::PromptRecord::parse(record, 0)?)
+    }
+
+    fn encode_text(&self, text: &str) -> Result<Vec<u32>> {
+        crate::prompt::PromptEncoder::encode_text(self, text)
+    }
+
+    fn id_text(&self) -> Option<&IdText> {
+        self.id_text()
     }
 
     fn describe(&self) -> String {
@@ -390,9 +472,20 @@ pub fn pair_sample<T: TokenId>(
         let Some(enc) = &pairing.encoder else {
             return NOT_RENDERED;
         };
-        match set.records[j].raw.as_deref().map(|r| enc.encode(r)) {
-            Some(Ok(ids)) => first_difference(tokens, prompt_len, &ids),
-            _ => 0,
+        let Some(Ok(text)) = set.records[j].raw.as_deref().map(|r| enc.render(r)) else {
+            return 0;
+        };
+        // Most samples are their record's rendering: comparing bytes costs a table look-up per token, where
+        // tokenizing the text costs a byte-pair merge. Only a sample that differs is tokenized, to give the
+        // first differing token.
+        if let Some(ids) = enc.id_text() {
+            if decodes_to(ids, tokens, prompt_len, text.as_bytes()) {
+                return TOKENS_MATCH;
+            }
+        }
+        match enc.encode_text(&text) {
+            Ok(ids) => first_difference(tokens, prompt_len, &ids),
+            Err(_) => 0,
         }
     };
     for (slot, fit) in fact.fits.iter_mut().enumerate() {

@@ -168,3 +168,40 @@ fn a_correctly_paired_corpus_with_varied_ratios_flags_nothing() {
     assert!(flagged.is_empty());
     assert_eq!(reports[0].paired, 200);
 }
+
+fn id_text() -> IdText {
+    // ids 0..4: "ab", "c", "\n", "abc"; 9: an added token "<s>"; 5..9: not text.
+    let pieces: [&[u8]; 4] = [b"ab", b"c", b"\n", b"abc"];
+    let bytes = crate::profile::tokenizer_files::TokenBytes::new(
+        10,
+        pieces
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (i as u32, b.to_vec())),
+    );
+    IdText {
+        bytes: Arc::new(bytes),
+        added: [(9u32, b"<s>".to_vec().into_boxed_slice())]
+            .into_iter()
+            .collect(),
+    }
+}
+
+#[test]
+fn prompt_ids_decoding_to_the_rendered_text_match_without_tokenizing() {
+    let t = id_text();
+    let text = b"<s>abc\n";
+    // A stored prompt: all of it, exactly.
+    assert!(decodes_to(&t, &[9u32, 0, 1, 2], Some(4), text));
+    assert!(decodes_to(&t, &[9u32, 3, 2], Some(3), text)); // other pieces, same text
+    assert!(!decodes_to(&t, &[9u32, 0, 1], Some(3), text)); // short
+    assert!(!decodes_to(&t, &[9u32, 0, 1, 2, 2], Some(5), text)); // long
+    assert!(!decodes_to(&t, &[9u32, 0, 1, 2], Some(9), text)); // prompt length past the sequence
+    assert!(!decodes_to(&t, &[0u32, 1, 2], Some(3), text)); // the added token missing
+                                                            // One sequence: a prefix that ends on a token boundary.
+    assert!(decodes_to(&t, &[9u32, 0, 1, 2, 0, 0], None, text));
+    assert!(!decodes_to(&t, &[9u32, 0, 3], None, text)); // "abc" straddles the end of the text
+    assert!(!decodes_to(&t, &[9u32, 0, 5, 2], None, text)); // an id that is not text
+    assert!(!decodes_to(&t, &[9u32, 0, 1], None, text)); // the sequence ends inside the text
+    assert!(!decodes_to(&t, &[] as &[u32], None, b""));
+}

@@ -288,7 +288,39 @@ pub fn read_tiktoken(path: &Path) -> Result<Vec<(Vec<u8>, u32)>> {
     Ok(out)
 }
 
+/// What identifies a tokenizer directory's contents: its path and each located file's size and modification time.
+type VocabKey = (PathBuf, Vec<Option<(u64, std::time::SystemTime)>>);
+
 impl Vocabulary {
+    /// [`Vocabulary::from_dir`], remembered for the last directory read while its files are unchanged (same
+    /// sizes and modification times): resolving the profile and pairing the prompts of one scan parse a 6 MB
+    /// `tokenizer.json` once, and so do the scans of a training loader that re-checks each epoch.
+    pub fn cached(dir: &Path) -> Result<Arc<Vocabulary>> {
+        static LAST: std::sync::Mutex<Option<(VocabKey, Arc<Vocabulary>)>> =
+            std::sync::Mutex::new(None);
+        let files = TokenizerFiles::locate(dir)?;
+        let stat = |p: &Option<PathBuf>| {
+            let m = std::fs::metadata(p.as_ref()?).ok()?;
+            Some((m.len(), m.modified().ok()?))
+        };
+        let key = (
+            dir.to_path_buf(),
+            vec![
+                stat(&files.tokenizer_json),
+                stat(&files.config),
+                stat(&files.tiktoken),
+            ],
+        );
+        if let Some((k, v)) = LAST.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            if *k == key {
+                return Ok(v.clone());
+            }
+        }
+        let v = Arc::new(Vocabulary::from_dir(dir)?);
+        *LAST.lock().unwrap_or_else(|e| e.into_inner()) = Some((key, v.clone()));
+        Ok(v)
+    }
+
     /// Reads `tokenizer.json` (model vocabulary and added tokens) or, without one, a tiktoken vocabulary,
     /// plus `tokenizer_config.json` (`added_tokens_decoder`) from `dir`; at least one must be there. `dir`
     /// may also name a `tokenizer.json` file.

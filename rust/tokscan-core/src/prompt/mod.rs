@@ -87,8 +87,12 @@ impl PromptRecord {
 #[derive(Debug)]
 pub struct PromptEncoder {
     template: ChatTemplate,
-    text: TextEncoder,
+    /// The tokenizer, loaded on first use when `id_text` can compare most samples without it.
+    text: std::sync::OnceLock<std::result::Result<TextEncoder, String>>,
+    files: TokenizerFiles,
     path: PathBuf,
+    /// What each id decodes to, to compare a sample's ids with rendered text without tokenizing it.
+    id_text: Option<crate::pairing::IdText>,
 }
 
 impl PromptEncoder {
@@ -96,11 +100,26 @@ impl PromptEncoder {
     /// replaces it) and its tokenizer.
     pub fn load(dir: &Path, template_override: Option<&str>) -> Result<PromptEncoder> {
         let files = TokenizerFiles::locate(dir)?;
+        let id_text = crate::profile::tokenizer_files::Vocabulary::cached(dir)
+            .ok()
+            .and_then(|v| crate::pairing::IdText::of(&v));
+        let text = std::sync::OnceLock::new();
+        if id_text.is_none() {
+            // Every sample will be tokenized: load now, so that a tokenizer that cannot load is said at once.
+            let _ = text.set(Ok(TextEncoder::from_files(&files)?));
+        }
         Ok(PromptEncoder {
             template: ChatTemplate::from_files(&files, template_override)?,
-            text: TextEncoder::from_files(&files)?,
+            text,
+            files,
             path: dir.to_path_buf(),
+            id_text,
         })
+    }
+
+    /// What each id of the tokenizer decodes to (`None` when its vocabulary has no byte table).
+    pub fn id_text(&self) -> Option<&crate::pairing::IdText> {
+        self.id_text.as_ref()
     }
 
     /// The directory this encoder was loaded from.
@@ -116,7 +135,16 @@ impl PromptEncoder {
 
     /// The token ids of `text` as `tok(text, add_special_tokens=False)` gives them.
     pub fn encode_text(&self, text: &str) -> Result<Vec<u32>> {
-        self.text.encode(text)
+        let loaded = self
+            .text
+            .get_or_init(|| TextEncoder::from_files(&self.files).map_err(|e| e.to_string()));
+        match loaded {
+            Ok(enc) => enc.encode(text),
+            Err(message) => Err(Error::Tokenizer {
+                path: self.path.clone(),
+                message: message.clone(),
+            }),
+        }
     }
 
     /// Renders and tokenizes one record.

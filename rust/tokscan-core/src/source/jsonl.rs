@@ -358,32 +358,62 @@ fn limit(var: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// Inflation ratio up to which a compressed file is decompressed straight into memory; past it (token ids in
+/// JSON compress ~3-8x) the rest of the stream is only counted, so that a bomb is refused having held this
+/// much, and a file that is merely very compressible is decompressed a second time, into a buffer of its size.
+const STORE_RATIO: u64 = 16;
+
 /// Reads a decompressed stream into memory, refusing more than the inflation cap
-/// (`TOKSCAN_MAX_DECOMPRESSED_BYTES` overrides it).
-fn inflate(
+/// (`TOKSCAN_MAX_DECOMPRESSED_BYTES` overrides it). `open` gives the decompressed stream from its start.
+fn inflate<R: Read>(
     path: &Path,
     compressed: u64,
     what: &str,
-    r: std::io::Result<impl Read>,
+    open: impl Fn() -> std::io::Result<R>,
 ) -> Result<Text> {
     let bad = |e: std::io::Error| Error::invalid(path, format!("not a readable {what} file: {e}"));
     let cap = limit(
         "TOKSCAN_MAX_DECOMPRESSED_BYTES",
         (256 << 20u64).max(compressed.saturating_mul(MAX_INFLATE_RATIO)),
     );
-    let mut v = Vec::new();
-    r.map_err(bad)?
-        .take(cap.saturating_add(1))
-        .read_to_end(&mut v)
-        .map_err(bad)?;
-    if v.len() as u64 > cap {
-        return Err(Error::invalid(
+    let bomb = || {
+        Error::invalid(
             path,
             format!(
                 "inflates to more than {cap} bytes from {compressed} (a compression bomb?); \
                  set TOKSCAN_MAX_DECOMPRESSED_BYTES to read it"
             ),
-        ));
+        )
+    };
+    let stored = compressed.saturating_mul(STORE_RATIO).max(1 << 20).min(cap);
+    let mut r = open().map_err(bad)?;
+    let mut v = Vec::new();
+    (&mut r)
+        .take(stored.saturating_add(1))
+        .read_to_end(&mut v)
+        .map_err(bad)?;
+    if v.len() as u64 <= stored {
+        return Ok(Text::Owned(v));
+    }
+    // Past the store ratio: count the rest without keeping it.
+    let total = v.len() as u64
+        + std::io::copy(
+            &mut (&mut r).take(cap.saturating_add(1) - v.len() as u64),
+            &mut std::io::sink(),
+        )
+        .map_err(bad)?;
+    if total > cap {
+        return Err(bomb());
+    }
+    drop(v);
+    let mut v = Vec::with_capacity(total as usize);
+    open()
+        .map_err(bad)?
+        .take(cap.saturating_add(1))
+        .read_to_end(&mut v)
+        .map_err(bad)?;
+    if v.len() as u64 > cap {
+        return Err(bomb());
     }
     Ok(Text::Owned(v))
 }
@@ -393,18 +423,12 @@ fn load(path: &Path) -> Result<Text> {
     let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
     let compressed = file.metadata().map_err(|e| Error::io(path, e))?.len();
     Ok(match codec(path) {
-        "gz" => inflate(
-            path,
-            compressed,
-            "gzip",
-            Ok(flate2::read::MultiGzDecoder::new(file)),
-        )?,
-        "zst" => inflate(
-            path,
-            compressed,
-            "zstd",
-            zstd::stream::read::Decoder::new(file),
-        )?,
+        "gz" => inflate(path, compressed, "gzip", || {
+            Ok(flate2::read::MultiGzDecoder::new(File::open(path)?))
+        })?,
+        "zst" => inflate(path, compressed, "zstd", || {
+            zstd::stream::read::Decoder::new(File::open(path)?)
+        })?,
         _ => {
             let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
             if len == 0 {
