@@ -104,8 +104,10 @@ impl PromptEncoder {
             .ok()
             .and_then(|v| crate::pairing::IdText::of(&v));
         let text = std::sync::OnceLock::new();
-        if id_text.is_none() {
-            // Every sample will be tokenized: load now, so that a tokenizer that cannot load is said at once.
+        // Loaded now when every sample will be tokenized, or when it is a tiktoken directory (quick to load,
+        // and its missing pattern must be said at once); a `tokenizer.json` that the byte table read is
+        // parsed by the `tokenizers` crate only when a sample differs from its rendering.
+        if id_text.is_none() || files.tokenizer_json.is_none() {
             let _ = text.set(Ok(TextEncoder::from_files(&files)?));
         }
         Ok(PromptEncoder {
