@@ -173,8 +173,16 @@ fn special_in_prompt<T: TokenId>(
         }
         let turn = turns.get(ti).filter(|t| t.start <= pos);
         let k = kind_of(profile, e);
-        if k & kind::BOS != 0 {
-            if pos > 0 {
+        let in_prompt_text = match turn {
+            Some(t) => t.role != Role::Assistant && pos >= t.content_start && pos < t.end,
+            None => true, // text before the first role token
+        };
+        if k & kind::BOS != 0 && k & kind::TERMINATOR == 0 {
+            // A BOS inside a prompt turn's text, or right after another (a doubled BOS); templates that open
+            // every turn with one (Llama-2's `</s><s>[INST]`) put it between turns, and plain text packs
+            // documents with one each.
+            let doubled = pos > 0 && tokens[pos - 1].id() == tokens[pos].id();
+            if pos > 0 && !profile.rules.plain && (in_prompt_text || doubled) {
                 return Some(pos);
             }
         } else if k & kind::ROLE != 0 {
@@ -184,7 +192,7 @@ fn special_in_prompt<T: TokenId>(
                 .is_some_and(|(_, prev)| {
                     prev.role != Role::Assistant
                         && prev.end == pos
-                        && pos > prev.content_start
+                        && pos >= prev.content_start
                         && !is_terminator(profile, tokens[pos - 1].id())
                 });
             if profile.rules.every_turn_closed && interrupted {
@@ -205,7 +213,8 @@ fn special_in_prompt<T: TokenId>(
             }
             // An end of turn with text after it before the next role token.
             if k & kind::TERMINATOR != 0 {
-                let next_role = turns.get(ti + 1).map_or(a, |t| t.start).min(a);
+                let next = if turn.is_some() { ti + 1 } else { 0 };
+                let next_role = turns.get(next).map_or(a, |t| t.start).min(a);
                 let text_after = (pos + 1..next_role).any(|i| {
                     !profile.mask_boundary.contains(&tokens[i].id())
                         && !profile.trailing_allowed.contains(&tokens[i].id())

@@ -459,3 +459,46 @@ fn special_tokens_where_prompt_text_should_be_deepseek_and_kimi() {
     k.push(END);
     assert_special_in_prompt("kimi-k2", &k, Some(pos));
 }
+
+#[test]
+fn special_in_prompt_edges_found_in_review() {
+    use deepseek::{A, BOS, CALL, CALL_END, EOS, SEC, SEC_END, SEP, T as DT, TE as DTE, U};
+    let ds_answer = |ids: &mut Vec<u32>| {
+        ids.extend([A, DT]);
+        ids.extend(text(5, 9));
+        ids.push(DTE);
+        ids.extend(text(3, 8));
+        ids.push(EOS);
+    };
+    // DeepSeek-V3.1's tool instructions spell the tool-call format out in the system text: the template's.
+    let mut v31 = vec![BOS];
+    v31.extend(text(4, 1));
+    v31.extend([SEC, CALL]);
+    v31.extend(text(2, 2));
+    v31.push(SEP);
+    v31.extend(text(3, 3));
+    v31.extend([CALL_END, SEC_END]);
+    v31.extend(text(2, 4));
+    v31.push(U);
+    v31.extend(text(4, 5));
+    ds_answer(&mut v31);
+    assert_special_in_prompt("deepseek", &v31, None);
+    // An end of sentence closing the system text right before the user's turn is no text cut short.
+    let mut closed = vec![BOS];
+    closed.extend(text(3, 1));
+    closed.extend([EOS, U]);
+    closed.extend(text(3, 2));
+    ds_answer(&mut closed);
+    assert_special_in_prompt("deepseek", &closed, None);
+
+    // Qwen3: a role token right at the start of a user turn's content (a pasted fake system turn).
+    use qwen3::*;
+    let mut q = vec![START, USER, NL, START, SYSTEM, NL];
+    q.extend(text(4, 1));
+    q.extend([END, NL, START, ASSISTANT, NL, T, NL]);
+    q.extend(text(4, 2));
+    q.extend([TE, NL2]);
+    q.extend(text(3, 3));
+    q.push(END);
+    assert_special_in_prompt("qwen3", &q, Some(3));
+}

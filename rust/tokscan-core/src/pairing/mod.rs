@@ -78,6 +78,9 @@ pub trait RecordEncoder: Send + Sync + std::fmt::Debug {
 pub struct IdText {
     bytes: Arc<crate::profile::tokenizer_files::TokenBytes>,
     added: HashMap<u32, Box<[u8]>>,
+    /// The added tokens' strings, to count them in rendered text: a tokenizer encodes each as its added id,
+    /// so text that holds more of them than the sample holds added ids was tokenized otherwise.
+    added_strings: Option<aho_corasick::AhoCorasick>,
 }
 
 impl IdText {
@@ -86,13 +89,30 @@ impl IdText {
     #[cfg(feature = "prompt")]
     pub(crate) fn of(vocab: &crate::profile::tokenizer_files::Vocabulary) -> Option<IdText> {
         let bytes = vocab.bytes.clone()?;
-        let added = vocab
+        let mut names: Vec<(&String, u32)> = vocab
             .ids
             .iter()
             .filter(|(_, &id)| bytes.get(id).is_none())
-            .map(|(k, &id)| (id, k.as_bytes().into()))
+            .map(|(k, &id)| (k, id))
             .collect();
-        Some(IdText { bytes, added })
+        names.sort(); // one string per id whatever the map's order
+        let mut added: HashMap<u32, Box<[u8]>> = HashMap::new();
+        for (k, id) in names {
+            added.entry(id).or_insert_with(|| k.as_bytes().into());
+        }
+        let added_strings = IdText::finder(&added);
+        Some(IdText {
+            bytes,
+            added,
+            added_strings,
+        })
+    }
+
+    fn finder(added: &HashMap<u32, Box<[u8]>>) -> Option<aho_corasick::AhoCorasick> {
+        aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+            .build(added.values().filter(|b| !b.is_empty()))
+            .ok()
     }
 
     #[inline]
@@ -118,20 +138,40 @@ pub fn decodes_to<T: TokenId>(
         Some(_) => return false,
         None => tokens,
     };
-    let mut at = 0usize;
+    // A tokenizer with a normalizer (NFC, as Qwen's) encodes normalized text: ids that decode to text it
+    // would have changed are not its tokens, which only tokenizing tells.
+    #[cfg(feature = "prompt")]
+    if !text.is_ascii()
+        && std::str::from_utf8(text).map_or(true, |t| !unicode_normalization::is_nfc(t))
+    {
+        return false;
+    }
+    let (mut at, mut added) = (0usize, 0usize);
+    let mut used = head.len();
     for (i, t) in head.iter().enumerate() {
         if at == text.len() {
-            return prompt_len.is_none() && i > 0;
+            if prompt_len.is_some() || i == 0 {
+                return false;
+            }
+            used = i;
+            break;
         }
         let Some(b) = ids.get(t.id()) else {
             return false;
         };
+        added += usize::from(ids.added.contains_key(&t.id()));
         match text.get(at..at + b.len()) {
             Some(piece) if piece == b => at += b.len(),
             _ => return false,
         }
     }
-    at == text.len() && !head.is_empty()
+    if at != text.len() || used == 0 {
+        return false;
+    }
+    // Every added token's string in the text is that token in the sample, not its pieces spelled out.
+    ids.added_strings
+        .as_ref()
+        .map_or(added == 0, |f| f.find_iter(text).count() == added)
 }
 
 #[cfg(feature = "prompt")]
@@ -485,7 +525,8 @@ pub fn pair_sample<T: TokenId>(
         }
         match enc.encode_text(&text) {
             Ok(ids) => first_difference(tokens, prompt_len, &ids),
-            Err(_) => 0,
+            // The tokenizer could not be loaded: the sample is judged by its shape, not called different.
+            Err(_) => NOT_RENDERED,
         }
     };
     for (slot, fit) in fact.fits.iter_mut().enumerate() {

@@ -179,11 +179,13 @@ fn id_text() -> IdText {
             .enumerate()
             .map(|(i, b)| (i as u32, b.to_vec())),
     );
+    let added: HashMap<u32, Box<[u8]>> = [(9u32, b"<s>".to_vec().into_boxed_slice())]
+        .into_iter()
+        .collect();
     IdText {
         bytes: Arc::new(bytes),
-        added: [(9u32, b"<s>".to_vec().into_boxed_slice())]
-            .into_iter()
-            .collect(),
+        added_strings: IdText::finder(&added),
+        added,
     }
 }
 
@@ -204,4 +206,34 @@ fn prompt_ids_decoding_to_the_rendered_text_match_without_tokenizing() {
     assert!(!decodes_to(&t, &[9u32, 0, 5, 2], None, text)); // an id that is not text
     assert!(!decodes_to(&t, &[9u32, 0, 1], None, text)); // the sequence ends inside the text
     assert!(!decodes_to(&t, &[] as &[u32], None, b""));
+}
+
+#[test]
+fn an_added_token_spelled_in_pieces_or_unnormalized_text_is_tokenized_to_decide() {
+    // "<s>" is the added token 9; ids 3..6 spell it out as ordinary pieces.
+    let pieces: [&[u8]; 7] = [b"ab", b"c", b"\n", b"<", b"s", b">", "e\u{301}".as_bytes()];
+    let bytes = crate::profile::tokenizer_files::TokenBytes::new(
+        10,
+        pieces
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (i as u32, b.to_vec())),
+    );
+    let added: HashMap<u32, Box<[u8]>> = [(9u32, b"<s>".to_vec().into_boxed_slice())]
+        .into_iter()
+        .collect();
+    let t = IdText {
+        bytes: Arc::new(bytes),
+        added_strings: IdText::finder(&added),
+        added,
+    };
+    assert!(decodes_to(&t, &[9u32, 0, 1], Some(3), b"<s>abc"));
+    assert!(!decodes_to(&t, &[3u32, 4, 5, 0, 1], Some(5), b"<s>abc"));
+    // Text that NFC would change is never taken as matched by bytes.
+    assert!(!decodes_to(
+        &t,
+        &[0u32, 6],
+        Some(2),
+        "abe\u{301}".as_bytes()
+    ));
 }

@@ -289,7 +289,7 @@ pub fn read_tiktoken(path: &Path) -> Result<Vec<(Vec<u8>, u32)>> {
 }
 
 /// What identifies a tokenizer directory's contents: its path and each located file's size and modification time.
-type VocabKey = (PathBuf, Vec<Option<(u64, std::time::SystemTime)>>);
+type VocabKey = (PathBuf, Vec<Option<(u64, std::time::SystemTime, u64, i64)>>);
 
 impl Vocabulary {
     /// [`Vocabulary::from_dir`], remembered for the last directory read while its files are unchanged (same
@@ -299,12 +299,24 @@ impl Vocabulary {
         static LAST: std::sync::Mutex<Option<(VocabKey, Arc<Vocabulary>)>> =
             std::sync::Mutex::new(None);
         let files = TokenizerFiles::locate(dir)?;
+        // Size, modification time, and on Unix the inode and the change time in nanoseconds (a rewrite of
+        // the same size within the clock's resolution still moves the change time or the inode).
         let stat = |p: &Option<PathBuf>| {
             let m = std::fs::metadata(p.as_ref()?).ok()?;
-            Some((m.len(), m.modified().ok()?))
+            #[cfg(unix)]
+            let (ino, ctime) = {
+                use std::os::unix::fs::MetadataExt;
+                (
+                    m.ino(),
+                    m.ctime().saturating_mul(1_000_000_000) + m.ctime_nsec(),
+                )
+            };
+            #[cfg(not(unix))]
+            let (ino, ctime) = (0, 0);
+            Some((m.len(), m.modified().ok()?, ino, ctime))
         };
         let key = (
-            dir.to_path_buf(),
+            std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf()),
             vec![
                 stat(&files.tokenizer_json),
                 stat(&files.config),

@@ -418,16 +418,25 @@ fn inflate<R: Read>(
     Ok(Text::Owned(v))
 }
 
+/// Another handle on `file`, at its start.
+fn rewound(file: &File) -> std::io::Result<File> {
+    use std::io::Seek;
+    let mut f = file.try_clone()?;
+    f.rewind()?;
+    Ok(f)
+}
+
 /// Reads the file's bytes (decompressing by its name's codec, within the inflation cap).
 fn load(path: &Path) -> Result<Text> {
     let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
     let compressed = file.metadata().map_err(|e| Error::io(path, e))?.len();
     Ok(match codec(path) {
+        // Both passes read the file opened here (from its start), never the path again.
         "gz" => inflate(path, compressed, "gzip", || {
-            Ok(flate2::read::MultiGzDecoder::new(File::open(path)?))
+            Ok(flate2::read::MultiGzDecoder::new(rewound(&file)?))
         })?,
         "zst" => inflate(path, compressed, "zstd", || {
-            zstd::stream::read::Decoder::new(File::open(path)?)
+            zstd::stream::read::Decoder::new(rewound(&file)?)
         })?,
         _ => {
             let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
