@@ -65,7 +65,7 @@ def _qwen_sample(tok, call_text: str, *, tools=TOOLS, ended: bool = True) -> tup
     prompt = list(tok.apply_chat_template(msgs, tools=tools, add_generation_prompt=True, tokenize=True))
     if prompt and isinstance(prompt[0], list):
         prompt = prompt[0]
-    head = prompt + [151667, *_enc(tok, "\nLook it up.\n"), 151668, *_enc(tok, "\n\n"), 151657, *_enc(tok, "\n")]
+    head = [*prompt, 151667, *_enc(tok, "\nLook it up.\n"), 151668, *_enc(tok, "\n\n"), 151657, *_enc(tok, "\n")]
     body = _enc(tok, call_text)
     tail = [*_enc(tok, "\n"), 151658, 151645] if ended else []
     return head + body + tail, len(head)
@@ -91,7 +91,11 @@ def test_qwen3_calls(qwen, tmp_path):
     start = {k: s for k, (_, s) in cases.items()}
     # The missing brace: the broken spot is in the last token of the call's text.
     inv = got["invalid"]["tool_call_arguments"]
-    assert start["invalid"] <= inv < start["invalid"] + len(_enc(tok, '{"name": "get_weather", "arguments": {"city": "Paris"}'))
+    assert (
+        start["invalid"]
+        <= inv
+        < start["invalid"] + len(_enc(tok, '{"name": "get_weather", "arguments": {"city": "Paris"}'))
+    )
     assert set(got["not_object"]) == {"tool_call_arguments"}
     assert got["empty_name"] == {"tool_call_name": start["empty_name"]}
     und = got["undeclared"]["tool_call_undeclared"]
@@ -130,7 +134,9 @@ def test_deepseek_calls(deepseek, tmp_path):
         head = [*prompt, *_enc(tok, "ok"), t("</think>"), t("<｜tool▁calls▁begin｜>"), t("<｜tool▁call▁begin｜>")]
         head += [*_enc(tok, header), t("<｜tool▁sep｜>")]
         call = _enc(tok, f"{name}\n```json\n{args}\n```")
-        return [*head, *call, t("<｜tool▁call▁end｜>"), t("<｜tool▁calls▁end｜>"), t("<｜end▁of▁sentence｜>")], len(head)
+        return [*head, *call, t("<｜tool▁call▁end｜>"), t("<｜tool▁calls▁end｜>"), t("<｜end▁of▁sentence｜>")], len(
+            head
+        )
 
     cases = {
         "good": sample("function", "get_weather", '{"city": "Paris"}'),
@@ -142,7 +148,7 @@ def test_deepseek_calls(deepseek, tmp_path):
     rows = [ids for ids, _ in cases.values()]
     got = {names[r]: f for r, f in _findings(_scan(tmp_path, "d", rows, "deepseek", d)).items()}
     assert "good" not in got
-    ids, s = cases["invalid"]
+    ids, _s = cases["invalid"]
     assert set(got["invalid"]) == {"tool_call_arguments"}
     assert "Paris" in tok.decode(ids[got["invalid"]["tool_call_arguments"] : got["invalid"]["tool_call_arguments"] + 2])
     assert set(got["empty_name"]) == {"tool_call_name"}

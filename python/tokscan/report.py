@@ -114,7 +114,8 @@ class Report:
 
     def not_checked(self) -> dict[str, str]:
         """Codes this scan could not check, with why: no input had a loss mask (or labels), no tokenizer
-        vocabulary for `spelled_special` and the `tool_call_*` payload checks, no vocabulary size for `out_of_vocab`. Their count of 0 means nothing."""
+        vocabulary for `spelled_special` and the `tool_call_*` payload checks, no vocabulary size for
+        `out_of_vocab`. Their count of 0 means nothing."""
         out = {}
         layouts = [str(i.get("layout", "")) for i in self.data["inputs"]]
         if layouts and not any("loss_mask" in x or "labels" in x for x in layouts):
