@@ -62,9 +62,7 @@ def _qwen_sample(tok, call_text: str, *, tools=TOOLS, ended: bool = True) -> tup
     """The rendered prompt with the tools declared, then `<tool_call>\\n{call_text}\\n</tool_call><|im_end|>`;
     returns the ids and where the call's text starts."""
     msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
-    prompt = list(tok.apply_chat_template(msgs, tools=tools, add_generation_prompt=True, tokenize=True))
-    if prompt and isinstance(prompt[0], list):
-        prompt = prompt[0]
+    prompt = _enc(tok, tok.apply_chat_template(msgs, tools=tools, add_generation_prompt=True, tokenize=False))
     head = [*prompt, 151667, *_enc(tok, "\nLook it up.\n"), 151668, *_enc(tok, "\n\n"), 151657, *_enc(tok, "\n")]
     body = _enc(tok, call_text)
     tail = [*_enc(tok, "\n"), 151658, 151645] if ended else []
@@ -130,7 +128,7 @@ def test_deepseek_calls(deepseek, tmp_path):
 
     def sample(header: str, name: str, args: str) -> tuple[list[int], int]:
         msgs = [{"role": "user", "content": "Weather in Paris?"}]
-        prompt = list(tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True))
+        prompt = _enc(tok, tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False))
         head = [*prompt, *_enc(tok, "ok"), t("</think>"), t("<｜tool▁calls▁begin｜>"), t("<｜tool▁call▁begin｜>")]
         head += [*_enc(tok, header), t("<｜tool▁sep｜>")]
         call = _enc(tok, f"{name}\n```json\n{args}\n```")
@@ -153,4 +151,4 @@ def test_deepseek_calls(deepseek, tmp_path):
     assert "Paris" in tok.decode(ids[got["invalid"]["tool_call_arguments"] : got["invalid"]["tool_call_arguments"] + 2])
     assert set(got["empty_name"]) == {"tool_call_name"}
     assert set(got["bad_header"]) == {"tool_call_name"}
-    assert not _findings(_scan(tmp_path, "d2", rows, "deepseek", None))
+    assert not any(set(f) & set(CODES) for f in _findings(_scan(tmp_path, "d2", rows, "deepseek", None)).values())
