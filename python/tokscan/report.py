@@ -114,7 +114,8 @@ class Report:
 
     def not_checked(self) -> dict[str, str]:
         """Codes this scan could not check, with why: no input had a loss mask (or labels), no tokenizer
-        vocabulary for `spelled_special`, no vocabulary size for `out_of_vocab`. Their count of 0 means nothing."""
+        vocabulary for `spelled_special` and the `tool_call_*` payload checks, no vocabulary size for
+        `out_of_vocab`. Their count of 0 means nothing."""
         out = {}
         layouts = [str(i.get("layout", "")) for i in self.data["inputs"]]
         if layouts and not any("loss_mask" in x or "labels" in x for x in layouts):
@@ -122,6 +123,9 @@ class Report:
         profile = self.data["profile"]
         if profile.get("spelled_special", ...) is None:
             out["spelled_special"] = "needs --tokenizer DIR with a vocabulary"
+        if profile.get("tool_call_payload") is False:
+            for code in ("tool_call_arguments", "tool_call_name", "tool_call_undeclared"):
+                out[code] = "needs --tokenizer DIR with a vocabulary"
         if int(profile.get("vocab_size", 0)) >= 2**32 - 1:
             out["out_of_vocab"] = "the profile has no vocabulary size"
         return out

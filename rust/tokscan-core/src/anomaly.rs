@@ -95,6 +95,9 @@ codes! {
     Contaminated = 28, "contaminated", Error, "the prompt or the completion shares a token n-gram (13 by default) with an item of a --contamination benchmark file (the file and item are in the flagged entry)";
     NearDuplicate = 29, "near_duplicate", Warning, "with --near-dup: the completion's token n-gram set has Jaccard >= the threshold (0.8) with another sample's, in a cluster whose representative (lowest row) is kept (in near_duplicate_of)";
     DraftVocabStale = 30, "draft_vocab_stale", Error, "the draft-vocabulary mapping given to --check-vocab does not fit this corpus: its t2d is not the size of the profile's vocabulary, its d2t and t2d disagree, or its coverage of the loss-bearing tokens falls short of the best top-K of the same size by more than the tolerance (details in the report's draft_vocab.check)";
+    ToolCallArguments = 31, "tool_call_arguments", Error, "a complete tool call whose arguments, decoded with the tokenizer, are not valid JSON or not a JSON object (or not fenced as the profile's layout says); position: the token of the broken spot; needs a tokenizer";
+    ToolCallName = 32, "tool_call_name", Error, "a complete tool call whose function name is empty or malformed (not letters, digits, _ - .; no functions. prefix or :IDX where the layout has them; no name key); needs a tokenizer";
+    ToolCallUndeclared = 33, "tool_call_undeclared", Error, "a tool call to a function the sample's tool declaration (Kimi's tool_declare turn, Qwen3's <tools> in the system turn) does not declare; needs a tokenizer";
 }
 
 /// Number of codes; per-sample arrays are sized by it.

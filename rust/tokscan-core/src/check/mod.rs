@@ -9,6 +9,7 @@ use crate::token::{MaskSlice, TokenId};
 
 pub mod features;
 pub mod parse;
+pub mod payload;
 pub mod rules;
 
 pub use parse::{Parsed, Segment, SegmentKind};
@@ -49,6 +50,7 @@ pub struct Scratch {
     pub turns: Vec<Turn>,
     /// The parsed structure of the last checked sample.
     pub parsed: Parsed,
+    pub payload: payload::PayloadScratch,
 }
 
 impl Scratch {
@@ -254,6 +256,21 @@ pub fn check_sample<T: TokenId + PartialEq>(
     for (code, hit) in hits {
         if let Some(pos) = hit {
             facts.flag(code, pos);
+        }
+    }
+    if profile.token_bytes.is_some() && profile.payload.is_some() {
+        let found = payload::check_calls(profile, tokens, events, &p, turns, &mut scratch.payload);
+        for (code, pos) in [
+            Code::ToolCallArguments,
+            Code::ToolCallName,
+            Code::ToolCallUndeclared,
+        ]
+        .into_iter()
+        .zip(found)
+        {
+            if pos.is_some() {
+                facts.flag(code, pos);
+            }
         }
     }
     if p.has_completion() {

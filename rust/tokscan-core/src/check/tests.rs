@@ -494,3 +494,95 @@ fn plain_documents_have_no_chat_rules() {
     oov[4] = 50255;
     assert_eq!(check(&gpt2, &oov).0, vec!["out_of_vocab", "pad_inside"]);
 }
+
+/// Kimi-K2 tool calls from the reference ids, decoded with a byte table whose ids 0..95 are the printable ASCII
+/// characters and `\n` (the role names and specials are Kimi's own ids).
+#[test]
+fn kimi_tool_call_payloads_are_read_with_a_byte_table() {
+    use std::sync::Arc;
+
+    use crate::profile::TokenBytes;
+    let t = |s: &str| -> Vec<u32> {
+        s.bytes()
+            .map(|b| if b == b'\n' { 95 } else { u32::from(b) - 32 })
+            .collect()
+    };
+    let mut p = kimi();
+    p.token_bytes = Some(Arc::new(TokenBytes::new(
+        p.vocab_size,
+        (32u8..127)
+            .map(|b| (u32::from(b) - 32, vec![b]))
+            .chain([(95, vec![b'\n'])]),
+    )));
+    let decl = r#"[{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]"#;
+    let sample = |header: &str, args: &str, declare: bool, ended: bool| -> (Vec<u32>, usize) {
+        let mut ids = Vec::new();
+        if declare {
+            let mut d = vec![SYS];
+            d.extend(t("tool_declare"));
+            d.push(MID);
+            d.extend(t(decl));
+            d.push(END);
+            ids.extend(d);
+        }
+        ids.extend(turn(SYS, SYSTEM_NAME, &text(5, 1)));
+        ids.extend(turn(USER, USER_NAME, &text(5, 2)));
+        ids.extend([ASST, ASSISTANT_NAME, MID, THINK]);
+        ids.extend(text(4, 3));
+        ids.extend([UNTHINK, SEC, CALL]);
+        let s = ids.len();
+        ids.extend(t(header));
+        ids.push(ARG);
+        ids.extend(t(args));
+        if ended {
+            ids.extend([CALL_END, SEC_END, END]);
+        }
+        (ids, s)
+    };
+    let run = |p: &Profile, ids: &[u32]| {
+        let mut s = Scratch::default();
+        let mut counts = vec![0u64; p.specials.len()];
+        check_sample(p, ids, None, None, &mut s, &mut counts)
+    };
+    let payload_codes = |f: &SampleFacts| -> Vec<(&'static str, u32)> {
+        [
+            Code::ToolCallArguments,
+            Code::ToolCallName,
+            Code::ToolCallUndeclared,
+        ]
+        .into_iter()
+        .filter(|c| f.flags & c.bit() != 0)
+        .map(|c| (c.as_str(), f.position(c).unwrap_or(u32::MAX)))
+        .collect()
+    };
+    let h = "functions.get_weather:0";
+    let (good, _) = sample(h, r#"{"city": "Paris"}"#, true, true);
+    let f = run(&p, &good);
+    assert_eq!(f.flags, 0, "{:?}", codes(&f));
+    assert_eq!(run(&kimi(), &good).flags, 0);
+    // No declaration: any well-formed name passes.
+    let (nodecl, _) = sample("functions.search:0", r#"{"q": 1}"#, false, true);
+    assert_eq!(run(&p, &nodecl).flags, 0);
+    let (bad, s) = sample(h, r#"{"city": "Paris""#, true, true);
+    let arg0 = s + h.len() + 1;
+    assert_eq!(
+        payload_codes(&run(&p, &bad)),
+        vec![("tool_call_arguments", (arg0 + 15) as u32)]
+    );
+    let (empty, s) = sample("functions.:0", "{}", true, true);
+    assert_eq!(
+        payload_codes(&run(&p, &empty)),
+        vec![("tool_call_name", s as u32)]
+    );
+    let (und, s) = sample("functions.get_stock:1", "{}", true, true);
+    assert_eq!(
+        payload_codes(&run(&p, &und)),
+        vec![("tool_call_undeclared", (s + 10) as u32)]
+    );
+    // Cut by the length limit inside the arguments: truncated, and the unfinished call is not read.
+    let (cut, _) = sample(h, r#"{"city": "Pa"#, true, false);
+    let f = run(&p, &cut);
+    assert_eq!(codes(&f), vec!["truncated"]);
+    // Without a byte table nothing of the payload is read.
+    assert_eq!(run(&kimi(), &bad).flags, 0);
+}

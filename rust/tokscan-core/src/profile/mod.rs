@@ -18,7 +18,8 @@ pub(crate) mod tokenizer_files;
 
 pub use builtin::{BUILTIN_PROFILES, PROFILE_ALIASES};
 pub use schema::{
-    ProfileSpec, RepetitionPolicy, Role, RoleNameSpec, RoleSpec, RulesSpec, TokenRef, ToolCallSpec,
+    DeclarationSpec, NameFrom, PayloadSpec, ProfileSpec, RepetitionPolicy, Role, RoleNameSpec,
+    RoleSpec, RulesSpec, TokenRef, ToolCallSpec,
 };
 pub use spelled::SpelledPatterns;
 pub use tokenizer_files::{TokenBytes, Vocabulary};
@@ -104,6 +105,13 @@ pub struct Profile {
     table: SpecialTable,
     /// Special-token strings searched for in the text bytes of ordinary tokens (`spelled_special`).
     pub spelled: Option<SpelledPatterns>,
+    /// The layout of a tool call's name and arguments (`[tool_call.payload]`).
+    pub payload: Option<PayloadSpec>,
+    /// Where the prompt declares its tools (`[tool_call.declaration]`).
+    pub declaration: Option<DeclarationSpec>,
+    /// The tokenizer's bytes of every ordinary token, when a tokenizer with a vocabulary was given: the tool-call
+    /// payload checks decode with it, and are skipped without it.
+    pub token_bytes: Option<std::sync::Arc<TokenBytes>>,
 }
 
 impl Profile {
@@ -152,6 +160,12 @@ impl Profile {
         (self.table.low_end, self.table.high_start)
     }
 
+    /// Whether the tool-call payload checks run: `Some(true)` with a layout and a tokenizer's bytes,
+    /// `Some(false)` with a layout but no bytes (skipped), `None` for a profile without a layout.
+    pub fn payload_checked(&self) -> Option<bool> {
+        self.payload.as_ref().map(|_| self.token_bytes.is_some())
+    }
+
     pub fn slot_of(&self, id: u32) -> Option<usize> {
         self.specials.iter().position(|s| s.id == id)
     }
@@ -174,6 +188,7 @@ impl Profile {
             "repetition": self.repetition,
             "special_tokens": self.specials.iter().map(|s| (s.name.clone(), s.id)).collect::<BTreeMap<_, _>>(),
             "spelled_special": self.spelled.as_ref().map(|s| &s.names),
+            "tool_call_payload": self.payload_checked(),
         })
     }
 }

@@ -360,6 +360,9 @@ impl Profile {
             specials,
             table,
             spelled,
+            payload: spec.tool_call.payload.clone(),
+            declaration: spec.tool_call.declaration.clone(),
+            token_bytes: vocab.and_then(|v| v.bytes.clone()),
         })
     }
 }

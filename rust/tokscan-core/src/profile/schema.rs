@@ -93,6 +93,69 @@ pub struct ToolCallSpec {
     pub call_begin: Option<TokenRef>,
     pub call_argument: Option<TokenRef>,
     pub call_end: Option<TokenRef>,
+    /// How a call's name and arguments are written between the tokens (the `tool_call_*` payload checks).
+    #[serde(default)]
+    pub payload: Option<PayloadSpec>,
+    /// Where the prompt declares its tools (for `tool_call_undeclared`).
+    #[serde(default)]
+    pub declaration: Option<DeclarationSpec>,
+}
+
+/// Where a call's function name is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NameFrom {
+    /// The text between the call-begin and argument tokens (Kimi-K2: `functions.NAME:IDX`).
+    Header,
+    /// The first line of the text after the argument token (DeepSeek V3: `NAME\n```json …```).
+    ArgumentLine,
+    /// A key of the JSON object between the call tokens (Qwen3: `{"name": …, "arguments": {…}}`).
+    Json,
+}
+
+/// The layout of one tool call's payload, decoded to bytes with the tokenizer's vocabulary.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PayloadSpec {
+    pub name_from: NameFrom,
+    /// With `argument_line`: the text the header must hold (DeepSeek writes the call type, `function`).
+    #[serde(default)]
+    pub header_text: Option<String>,
+    /// A prefix the name carries (Kimi-K2: `functions.`); its absence is a malformed name.
+    #[serde(default)]
+    pub name_prefix: String,
+    /// A separator before a call index of digits that ends the name (Kimi-K2: `:` in `NAME:0`).
+    #[serde(default)]
+    pub index_separator: String,
+    /// With `json`: the keys of the name and of the arguments object.
+    #[serde(default = "default_name_key")]
+    pub name_key: String,
+    #[serde(default = "default_arguments_key")]
+    pub arguments_key: String,
+    /// A fence around the arguments after trimming white space (DeepSeek: "```json" … "```").
+    #[serde(default)]
+    pub arguments_prefix: String,
+    #[serde(default)]
+    pub arguments_suffix: String,
+}
+
+fn default_name_key() -> String {
+    "name".into()
+}
+
+fn default_arguments_key() -> String {
+    "arguments".into()
+}
+
+/// The tool declaration: JSON values (a tool, or an array of tools) after `begin` in the decoded text of a
+/// prompt turn of `role`, up to `end` (or the turn's end).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeclarationSpec {
+    pub role: Role,
+    pub begin: String,
+    #[serde(default)]
+    pub end: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
