@@ -79,7 +79,8 @@ pub struct Staged {
 }
 
 fn store_for(url: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath)> {
-    let parsed = Url::parse(url).map_err(|e| remote_error(url, format!("not a valid URL ({e})")))?;
+    let parsed =
+        Url::parse(url).map_err(|e| remote_error(url, format!("not a valid URL ({e})")))?;
     let (scheme, path) = ObjectStoreScheme::parse(&parsed)
         .map_err(|e| remote_error(url, format!("not an object-store URL ({e})")))?;
     let built = match scheme {
@@ -187,11 +188,7 @@ async fn fetch_async(
         .try_collect::<Vec<()>>()
         .await?;
     let local = match is_single {
-        true => dest.join(
-            path.filename()
-                .expect("a single object has a file name")
-                .to_string(),
-        ),
+        true => dest.join(path.filename().expect("a single object has a file name")),
         false => dest.to_path_buf(),
     };
     Ok(Staged {
@@ -244,7 +241,8 @@ fn describe(url: &str, e: &object_store::Error) -> Error {
     let message = match e {
         E::NotFound { .. } => "no such bucket or object".to_string(),
         E::PermissionDenied { .. } => {
-            "access denied (check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)".to_string()
+            "access denied (check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
+                .to_string()
         }
         E::Unauthenticated { .. } => {
             "credentials refused (check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)".to_string()
@@ -340,7 +338,10 @@ mod tests {
                 })
                 .build()
                 .unwrap();
-            (Arc::new(s) as Arc<dyn ObjectStore>, ObjectPath::from("prefix"))
+            (
+                Arc::new(s) as Arc<dyn ObjectStore>,
+                ObjectPath::from("prefix"),
+            )
         };
         let rt = runtime().unwrap();
         let err = rt

@@ -38,9 +38,10 @@ fn raise(py: Python<'_>, class: &str, msg: String) -> PyErr {
 pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
     let class = match &e {
         Error::NotFound { .. } => "InputNotFoundError",
-        Error::Io { .. } | Error::InvalidInput { .. } | Error::Template(_) | Error::Remote { .. } => {
-            "InputError"
-        }
+        Error::Io { .. }
+        | Error::InvalidInput { .. }
+        | Error::Template(_)
+        | Error::Remote { .. } => "InputError",
         Error::Column { .. } => "ColumnError",
         Error::Profile { .. } | Error::Tokenizer { .. } => "ProfileError",
         Error::Usage(_) => "UsageError",
