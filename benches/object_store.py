@@ -10,6 +10,7 @@ benches/README.md. The remote time includes fetching every object (the whole sca
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import socket
 import sys
@@ -34,6 +35,7 @@ def main() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     os.environ.update(

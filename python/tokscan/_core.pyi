@@ -22,6 +22,8 @@ __all__ = [
     "find_repeats",
     "finish_report",
     "max_threads",
+    "fetch_objects",
+    "is_object_url",
     "merge_partials",
     "outlier_fences",
     "paired_record",
