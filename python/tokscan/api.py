@@ -156,7 +156,14 @@ def scan(
             None if tokenizer is None else os.fspath(tokenizer),
         )
     near = (near_dup_n, near_dup_bands, near_dup_rows, float(near_dup_threshold)) if near_dup else None
+    from .remote import any_url
+
     if engine == "ray":
+        if any_url(path_list):
+            raise UsageError(
+                "engine='ray' does not read object-store URLs yet (each task would fetch its own objects); "
+                "scan them with the local engine"
+            )
         if near is not None:
             raise UsageError("near-duplicate detection runs in the local engine only (engine='local')")
         if prompts is not None:
@@ -183,6 +190,49 @@ def scan(
             poll_interval=max(poll_interval, 0.2),
         )
     prof = profile if isinstance(profile, _core.Profile) else load_profile(profile, tokenizer, trust_remote_code)
+    from .remote import relabel, staged
+
+    with staged(path_list) as (local_paths, bases):
+        report = _run_local(
+            local_paths,
+            prof,
+            columns,
+            threads,
+            severities,
+            policy,
+            fail_on,
+            ngram_coverage,
+            prompts,
+            tokenizer,
+            chat_template,
+            bench,
+            near,
+            vocab,
+            progress,
+            poll_interval,
+        )
+    return Report(relabel(report.data, bases)) if bases else report
+
+
+def _run_local(
+    path_list: list[str],
+    prof: _core.Profile,
+    columns: Mapping[str, str] | None,
+    threads: int,
+    severities: Mapping[str, str] | None,
+    policy: Mapping[str, str | int] | None,
+    fail_on: str,
+    ngram_coverage: bool,
+    prompts: str | os.PathLike[str] | None,
+    tokenizer: str | os.PathLike[str] | None,
+    chat_template: str | os.PathLike[str] | None,
+    bench: Any,
+    near: Any,
+    vocab: Any,
+    progress: ProgressCallback | None,
+    poll_interval: float,
+) -> Report:
+    """The local engine's scan of `path_list` (files on disk)."""
     job = _core.Scan(
         path_list,
         prof,

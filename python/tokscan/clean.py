@@ -155,14 +155,17 @@ def clean(
     selection and the manifest are Python's; every byte of the copy is written by the core's writer of each
     input's format."""
     from .forensics import Corpus
+    from .remote import relabel, staged
 
     codes = list(codes)
-    corpus = Corpus(paths, columns)
-    _same_inputs(report, corpus.inputs, corpus.counts)
     out = Path(out)
-    _check_out(out, paths, [p for p, _f, _c in corpus.inputs])
-    drop = selected(report, fail_on, codes, policy)
-    files = write_copy(corpus, paths, (int(f["row"]) for f in drop), out)
+    # Object-store URLs are fetched to a temporary directory, read there and named by their URLs.
+    with staged(list(paths)) as (local, bases):
+        corpus = Corpus(local, columns)
+        _same_inputs(report, [(relabel(p, bases), f, c) for p, f, c in corpus.inputs], corpus.counts)
+        _check_out(out, local, [p for p, _f, _c in corpus.inputs])
+        drop = selected(report, fail_on, codes, policy)
+        files = relabel(write_copy(corpus, local, (int(f["row"]) for f in drop), out), bases)
     manifest = {
         "tool": {"name": "tokscan", "version": _core.__version__},
         "selection": {"codes": sorted(set(codes))} if codes else {"fail_on": report.judged_by(fail_on, policy)[0]},

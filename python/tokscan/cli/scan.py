@@ -137,6 +137,10 @@ def execute(a: ScanArgs) -> int:
     paths = a.paths or cfg.paths
     if not paths:
         raise UsageError("no input paths given (pass PATHS or set `paths` in tokscan.toml)")
+    if a.decode:
+        from ..remote import refuse
+
+        refuse(list(paths), "--decode")
     if a.exclude_code and a.exclude is None:
         raise UsageError("--exclude-code needs --exclude FILE")
     if stdout_taken(a.json_out) and a.fmt is OutputFormat.github:

@@ -1,6 +1,7 @@
 """`tokscan show`: one sample, found without a scan, explained by the core's checker and decoded by segment."""
 
 import json
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -98,10 +99,11 @@ def show(
     from ..config import discover, load_file
     from ..errors import UsageError
     from ..forensics import Corpus, describe, explain, prompt_record
+    from ..remote import relabel, staged
     from ..tokenizer import load_tokenizer
     from .app import corpus_columns
 
-    with user_errors():
+    with user_errors(), ExitStack() as stack:
         if (sample_id is None) == (row is None):
             raise UsageError("give exactly one of --sample-id or --row")
         check_output(json_out, "--json")
@@ -111,6 +113,8 @@ def show(
         )
         tok_dir = tokenizer or cfg.tokenizer
         prof = load_profile(profile if profile is not None else (cfg.profile or "kimi-k2"), tok_dir, trust_remote_code)
+        # An object-store URL: the objects it names are fetched whole to a temporary directory for the command.
+        path, bases = stack.enter_context(staged(list(path)))
         corpus = Corpus(path, columns)
         target = corpus.find_id(sample_id) if sample_id is not None else int(row)  # type: ignore[arg-type]
         sample = corpus.fetch(target)
@@ -145,6 +149,7 @@ def show(
                     how = f"{paired['path']}: no record pairs with this sample (paired by {paired['matched_by']})"
                     check = {"status": "no record"}
                 doc["prompt_record"] = {"match": how, "record": record, "rendering": check}
+        doc, how = relabel(doc, bases), relabel(how, bases)
         if json_out is not None:
             write_output(json_out, json.dumps(doc, indent=2, ensure_ascii=False))
         if not quiet and not stdout_taken(json_out):

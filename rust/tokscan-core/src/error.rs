@@ -31,6 +31,10 @@ pub enum Error {
     /// record that is not a list of message maps).
     #[error("chat template: {0}")]
     Template(String),
+    /// An object-store URL that cannot be read (network failure after the retries, missing bucket or object,
+    /// credentials refused); never carries a credential.
+    #[error("{url}: {message}")]
+    Remote { url: String, message: String },
     /// Wrong arguments: nothing to scan, conflicting options.
     #[error("{0}")]
     Usage(String),

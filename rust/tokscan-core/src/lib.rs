@@ -19,6 +19,7 @@ pub mod policy;
 pub mod profile;
 #[cfg(feature = "prompt")]
 pub mod prompt;
+pub mod remote;
 pub mod repetition;
 pub mod report;
 pub mod scan;

@@ -38,7 +38,10 @@ fn raise(py: Python<'_>, class: &str, msg: String) -> PyErr {
 pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
     let class = match &e {
         Error::NotFound { .. } => "InputNotFoundError",
-        Error::Io { .. } | Error::InvalidInput { .. } | Error::Template(_) => "InputError",
+        Error::Io { .. }
+        | Error::InvalidInput { .. }
+        | Error::Template(_)
+        | Error::Remote { .. } => "InputError",
         Error::Column { .. } => "ColumnError",
         Error::Profile { .. } | Error::Tokenizer { .. } => "ProfileError",
         Error::Usage(_) => "UsageError",
@@ -459,6 +462,32 @@ fn check_one<'py>(
 }
 
 /// The inputs a scan of `paths` would read, in scan order: `(path, format, hive category)`.
+/// Fetches an object-store URL (one object or a prefix) into `dest`: `(local path to scan, local base, URL
+/// base, objects, bytes)`; `local base` + `/` stands for `URL base` in every path of the report.
+#[pyfunction]
+fn fetch_objects(
+    py: Python<'_>,
+    url: String,
+    dest: String,
+) -> PyResult<(String, String, String, usize, u64)> {
+    let s = detached(py, move || {
+        tokscan_core::remote::fetch(&url, std::path::Path::new(&dest))
+    })?;
+    Ok((
+        s.local.to_string_lossy().into_owned(),
+        s.local_base.to_string_lossy().into_owned(),
+        s.url_base,
+        s.objects,
+        s.bytes,
+    ))
+}
+
+/// True for an object-store URL the core reads (`s3://`, `gs://`, `az://`).
+#[pyfunction]
+fn is_object_url(s: &str) -> bool {
+    tokscan_core::remote::is_url(s)
+}
+
 #[pyfunction]
 fn discover_inputs(
     py: Python<'_>,
@@ -584,6 +613,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_json, m)?)?;
     m.add_function(wrap_pyfunction!(check_one, m)?)?;
     m.add_function(wrap_pyfunction!(discover_inputs, m)?)?;
+    m.add_function(wrap_pyfunction!(fetch_objects, m)?)?;
+    m.add_function(wrap_pyfunction!(is_object_url, m)?)?;
     m.add_function(wrap_pyfunction!(paired_record, m)?)?;
     m.add_function(wrap_pyfunction!(code_scopes, m)?)?;
     m.add_function(wrap_pyfunction!(prompt::encode_prompts, m)?)?;

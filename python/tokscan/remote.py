@@ -1,0 +1,73 @@
+"""Object-store URLs among the inputs (`s3://bucket/prefix/`, `s3://bucket/key.parquet`, `gs://`, `az://`).
+
+The core fetches what each URL names (`_core.fetch_objects`, the `object_store` crate: credentials and endpoint
+from the standard environment variables, bounded retries) into a temporary directory that lives as long as the
+command; the ordinary readers scan it there, and every path of the report is written back as its URL."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from . import _core
+from .errors import UsageError
+
+#: `(local base, URL base)`: `local base` + `/` in a path stands for `URL base`.
+Bases = list[tuple[str, str]]
+
+
+def is_url(p: str | os.PathLike[str]) -> bool:
+    return isinstance(p, str) and _core.is_object_url(p)
+
+
+def any_url(paths: list[str]) -> bool:
+    return any(is_url(p) for p in paths)
+
+
+@contextmanager
+def staged(paths: list[str]) -> Iterator[tuple[list[str], Bases]]:
+    """`paths` with every object-store URL replaced by its local copy, and the bases to write them back; the
+    copies are deleted on exit. Without URLs, `paths` as they are and no bases (nothing is fetched)."""
+    if not any_url(paths):
+        yield paths, []
+        return
+    with tempfile.TemporaryDirectory(prefix="tokscan-objects-") as d:
+        root = Path(d).resolve()
+        out: list[str] = []
+        bases: Bases = []
+        for i, p in enumerate(paths):
+            if is_url(p):
+                local, base, url_base, _objects, _bytes = _core.fetch_objects(p, str(root / str(i)))
+                out.append(local)
+                bases.append((base + os.sep, url_base))
+            else:
+                out.append(p)
+        yield out, bases
+
+
+def relabel(data: Any, bases: Bases) -> Any:
+    """`data` (JSON-shaped) with every local copy's path, in keys and in text, written as its URL."""
+    if not bases:
+        return data
+    if isinstance(data, str):
+        for local, url in bases:
+            if data == local[:-1]:
+                return url
+            if local in data:
+                data = data.replace(local, url)
+        return data
+    if isinstance(data, list):
+        return [relabel(x, bases) for x in data]
+    if isinstance(data, dict):
+        return {relabel(k, bases): relabel(v, bases) for k, v in data.items()}
+    return data
+
+
+def refuse(paths: list[str], what: str) -> None:
+    """A usage error naming `what` when `paths` hold an object-store URL (a feature that reads local files)."""
+    if any_url(paths):
+        raise UsageError(f"{what} does not read object-store URLs yet; copy the objects to a local directory first")

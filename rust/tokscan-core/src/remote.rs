@@ -1,0 +1,355 @@
+//! Inputs named by object-store URLs (`s3://bucket/prefix/`, `s3://bucket/key.parquet`; `gs://` and `az://`
+//! through the same client): the objects are fetched with the `object_store` crate into a local staging
+//! directory, keeping their names relative to the URL, and the ordinary readers then open them there — so a
+//! prefix is discovered by the same shard-detection rules as a local directory (skipped objects named) and every
+//! format reads exactly as it does from disk.
+//!
+//! Credentials, region and endpoint come from the store's standard environment variables (`AWS_ACCESS_KEY_ID`,
+//! `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION`, `AWS_ENDPOINT_URL` / `AWS_ENDPOINT`,
+//! `AWS_ALLOW_HTTP`; `GOOGLE_*`, `AZURE_*`), read by `object_store`'s `from_env` builders. No credential ever
+//! reaches an error message: errors are rewritten into one line naming the URL, and any credential value that a
+//! server echoed back is blanked out. Transient failures (5xx, timeouts, refused connections) are retried with
+//! [`retry_config`]'s bound.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{StreamExt, TryStreamExt};
+use object_store::path::Path as ObjectPath;
+use object_store::{BackoffConfig, ObjectStore, ObjectStoreExt, ObjectStoreScheme, RetryConfig};
+use tokio::io::AsyncWriteExt;
+use url::Url;
+
+use crate::error::{Error, Result};
+
+/// Schemes served (see `object_store::ObjectStoreScheme`).
+const SCHEMES: &[&str] = &["s3", "s3a", "gs", "az", "adl", "azure", "abfs", "abfss"];
+
+/// Objects downloaded at once.
+const CONCURRENCY: usize = 8;
+
+/// Environment variables whose values must never appear in a message.
+const SECRET_VARS: &[&str] = &[
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_ACCESS_KEY_ID",
+    "GOOGLE_SERVICE_ACCOUNT_KEY",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_ACCESS_KEY",
+    "AZURE_STORAGE_SAS_KEY",
+    "AZURE_CLIENT_SECRET",
+];
+
+/// True when `s` is an object-store URL this module serves (`s3://…`, `gs://…`, `az://…`).
+pub fn is_url(s: &str) -> bool {
+    s.split_once("://")
+        .is_some_and(|(scheme, _)| SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()))
+}
+
+/// The bound on retries of one request: 4 retries with exponential backoff from 100 ms, within 15 s overall
+/// (`TOKSCAN_OBJECT_RETRIES` overrides the count).
+pub fn retry_config() -> RetryConfig {
+    let max_retries = std::env::var("TOKSCAN_OBJECT_RETRIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(2),
+            base: 2.0,
+        },
+        max_retries,
+        retry_timeout: Duration::from_secs(15),
+    }
+}
+
+/// What [`fetch`] staged for one URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Staged {
+    /// The local path to scan in place of the URL: the staging directory for a prefix, the file for an object.
+    pub local: PathBuf,
+    /// `local` + `/` stands for `url_base` in every path of the report (`s3://bucket/prefix/`).
+    pub local_base: PathBuf,
+    pub url_base: String,
+    /// Objects fetched and their bytes.
+    pub objects: usize,
+    pub bytes: u64,
+}
+
+fn store_for(url: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath)> {
+    let parsed =
+        Url::parse(url).map_err(|e| remote_error(url, format!("not a valid URL ({e})")))?;
+    let (scheme, path) = ObjectStoreScheme::parse(&parsed)
+        .map_err(|e| remote_error(url, format!("not an object-store URL ({e})")))?;
+    let built = match scheme {
+        ObjectStoreScheme::AmazonS3 => object_store::aws::AmazonS3Builder::from_env()
+            .with_url(url)
+            .with_retry(retry_config())
+            .build()
+            .map(|s| Arc::new(s) as Arc<dyn ObjectStore>),
+        ObjectStoreScheme::GoogleCloudStorage => {
+            object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                .with_url(url)
+                .with_retry(retry_config())
+                .build()
+                .map(|s| Arc::new(s) as Arc<dyn ObjectStore>)
+        }
+        ObjectStoreScheme::MicrosoftAzure => object_store::azure::MicrosoftAzureBuilder::from_env()
+            .with_url(url)
+            .with_retry(retry_config())
+            .build()
+            .map(|s| Arc::new(s) as Arc<dyn ObjectStore>),
+        _ => {
+            return Err(remote_error(
+                url,
+                "not an object-store URL (s3://, gs:// or az://)".to_string(),
+            ))
+        }
+    };
+    let store = built.map_err(|e| describe(url, &e))?;
+    Ok((store, path))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Usage(format!("cannot start the object-store client: {e}")))
+}
+
+/// Fetches what `url` names into `dest` (created if needed): one object, or every object under a prefix (a URL
+/// ending in `/`, or one that names no object), at its path relative to the prefix.
+pub fn fetch(url: &str, dest: &Path) -> Result<Staged> {
+    let (store, path) = store_for(url)?;
+    let rt = runtime()?;
+    rt.block_on(fetch_async(url, store, path, dest))
+}
+
+async fn fetch_async(
+    url: &str,
+    store: Arc<dyn ObjectStore>,
+    path: ObjectPath,
+    dest: &Path,
+) -> Result<Staged> {
+    std::fs::create_dir_all(dest).map_err(|e| Error::io(dest, e))?;
+    // One object when the URL names one (a HEAD request), else a prefix.
+    let single = if url.ends_with('/') || path.as_ref().is_empty() {
+        None
+    } else {
+        match store.head(&path).await {
+            Ok(meta) => Some(meta),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(describe(url, &e)),
+        }
+    };
+    let is_single = single.is_some();
+    let (listing, prefix_len, url_base) = match single {
+        Some(meta) => {
+            let name = path.filename().unwrap_or_default().to_string();
+            let base_len = path.as_ref().len() - name.len();
+            let url_base = url[..url.len() - name.len()].to_string();
+            (vec![meta], base_len, url_base)
+        }
+        None => {
+            let listing: Vec<_> = store
+                .list(Some(&path))
+                .try_collect()
+                .await
+                .map_err(|e| describe(url, &e))?;
+            if listing.is_empty() {
+                return Err(remote_error(url, "no such object or prefix".to_string()));
+            }
+            let base = path.as_ref();
+            let prefix_len = if base.is_empty() { 0 } else { base.len() + 1 };
+            let url_base = if url.ends_with('/') {
+                url.to_string()
+            } else {
+                format!("{url}/")
+            };
+            (listing, prefix_len, url_base)
+        }
+    };
+    let mut bytes = 0u64;
+    let jobs = listing.iter().map(|meta| {
+        let rel = meta.location.as_ref()[prefix_len..].to_string();
+        let target = rel
+            .split('/')
+            .fold(dest.to_path_buf(), |p, part| p.join(part));
+        let store = Arc::clone(&store);
+        let object_url = format!("{url_base}{rel}");
+        bytes += meta.size;
+        async move { download(store.as_ref(), &meta.location, &target, &object_url).await }
+    });
+    futures_util::stream::iter(jobs)
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await?;
+    let local = match is_single {
+        true => dest.join(path.filename().expect("a single object has a file name")),
+        false => dest.to_path_buf(),
+    };
+    Ok(Staged {
+        local,
+        local_base: dest.to_path_buf(),
+        url_base,
+        objects: listing.len(),
+        bytes,
+    })
+}
+
+/// Streams one object to `target` (its parent directories created).
+async fn download(
+    store: &dyn ObjectStore,
+    location: &ObjectPath,
+    target: &Path,
+    url: &str,
+) -> Result<()> {
+    if let Some(parent) = target.parent() {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(|e| Error::io(parent, e))?;
+    }
+    let got = store.get(location).await.map_err(|e| describe(url, &e))?;
+    let mut file = tokio::fs::File::create(target)
+        .await
+        .map_err(|e| Error::io(target, e))?;
+    let mut stream = got.into_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| describe(url, &e))?;
+        file.write_all(&chunk)
+            .await
+            .map_err(|e| Error::io(target, e))?;
+    }
+    file.flush().await.map_err(|e| Error::io(target, e))?;
+    Ok(())
+}
+
+fn remote_error(url: &str, message: String) -> Error {
+    Error::Remote {
+        url: url.to_string(),
+        message: scrub(&message),
+    }
+}
+
+/// One line for an object-store error, by kind; the client's own text (first line, credentials blanked) for the
+/// rest (network failures after the retries, server errors).
+fn describe(url: &str, e: &object_store::Error) -> Error {
+    use object_store::Error as E;
+    let message = match e {
+        E::NotFound { .. } => "no such bucket or object".to_string(),
+        E::PermissionDenied { .. } => {
+            "access denied (check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
+                .to_string()
+        }
+        E::Unauthenticated { .. } => {
+            "credentials refused (check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)".to_string()
+        }
+        other => {
+            let mut text = String::new();
+            let mut cur: Option<&dyn std::error::Error> = Some(other);
+            // The innermost causes say what happened (connection refused, the server's error code).
+            while let Some(err) = cur {
+                let s = err.to_string();
+                if !text.contains(&s) {
+                    if !text.is_empty() {
+                        text.push_str(": ");
+                    }
+                    text.push_str(&s);
+                }
+                cur = err.source();
+            }
+            let lower = text.to_ascii_lowercase();
+            if lower.contains("nosuchbucket") {
+                "no such bucket".to_string()
+            } else if lower.contains("invalidaccesskeyid")
+                || lower.contains("signaturedoesnotmatch")
+                || lower.contains("accessdenied")
+                || lower.contains("403 forbidden")
+            {
+                "access denied (check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
+                    .to_string()
+            } else {
+                text
+            }
+        }
+    };
+    remote_error(url, message)
+}
+
+/// `message` on one line, with the value of every credential variable blanked out.
+fn scrub(message: &str) -> String {
+    let mut out = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    for var in SECRET_VARS {
+        if let Ok(v) = std::env::var(var) {
+            if v.len() >= 4 {
+                out = out.replace(&v, "***");
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_recognised_by_scheme() {
+        assert!(is_url("s3://bucket/prefix/"));
+        assert!(is_url("S3://bucket/key.parquet"));
+        assert!(is_url("gs://bucket/x"));
+        assert!(is_url("az://container/x"));
+        assert!(!is_url("/data/shards"));
+        assert!(!is_url("http://example.com/x"));
+        assert!(!is_url("shards/s3:/x"));
+    }
+
+    #[test]
+    fn retries_are_bounded() {
+        let r = retry_config();
+        assert!(r.max_retries <= 10);
+        assert!(r.retry_timeout <= Duration::from_secs(60));
+    }
+
+    #[test]
+    fn messages_are_one_line() {
+        assert_eq!(scrub("a\nb  c"), "a b c");
+    }
+
+    #[test]
+    fn a_refused_connection_is_one_line_naming_the_url() {
+        std::env::set_var("TOKSCAN_OBJECT_RETRIES", "0");
+        let dir = tempfile::tempdir().unwrap();
+        let url = "s3://bucket/prefix/";
+        let (store, path) = {
+            let s = object_store::aws::AmazonS3Builder::new()
+                .with_url(url)
+                .with_region("us-east-1")
+                .with_endpoint("http://127.0.0.1:9")
+                .with_allow_http(true)
+                .with_access_key_id("AKIDEXAMPLE")
+                .with_secret_access_key("not-a-real-secret")
+                .with_retry(RetryConfig {
+                    max_retries: 0,
+                    ..retry_config()
+                })
+                .build()
+                .unwrap();
+            (
+                Arc::new(s) as Arc<dyn ObjectStore>,
+                ObjectPath::from("prefix"),
+            )
+        };
+        let rt = runtime().unwrap();
+        let err = rt
+            .block_on(fetch_async(url, store, path, dir.path()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("s3://bucket/prefix/: "), "{err}");
+        assert!(!err.contains('\n'), "{err}");
+        assert!(!err.contains("not-a-real-secret"), "{err}");
+    }
+}

@@ -1,0 +1,234 @@
+"""Shards read straight from an S3-compatible object store: a moto server on a loopback port (started and stopped
+here) holds the same generated files as a local corpus; every report of the URL scan must equal the local scan's,
+with each local path written as its URL. Errors (refused connection, missing bucket, missing object, refused
+credentials) are one line naming the URL, exit 2, and never show the secret."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import tokscan
+from tokscan.errors import InputError, UsageError
+
+import synth
+
+moto_server = pytest.importorskip("moto.server")
+boto3 = pytest.importorskip("boto3")
+
+BUCKET = "corpora"
+SECRET = "s3cr3t-Never-Print-7f9c2e"
+KEY_ID = "AKIDTOKSCANTEST"
+LAYOUTS = ("parquet_full", "numpy_mask", "jsonl")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = _free_port()
+    srv = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    srv.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def s3_env(server):
+    env = {
+        "AWS_ACCESS_KEY_ID": KEY_ID,
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": server,
+        "AWS_ALLOW_HTTP": "true",
+        "TOKSCAN_OBJECT_RETRIES": "1",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield env
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def corpus(s3_env, tmp_path_factory):
+    """Local corpus directory -> the URL of its copy in the bucket (plus a stray file the scan must skip)."""
+    samples = synth.build_corpus(n_clean=120, seed=11, anomalies_per_code=1)
+    root = tmp_path_factory.mktemp("objects")
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_env["AWS_ENDPOINT_URL"],
+        aws_access_key_id=KEY_ID,
+        aws_secret_access_key=SECRET,
+        region_name="us-east-1",
+    )
+    client.create_bucket(Bucket=BUCKET)
+    out = {}
+    for name in LAYOUTS:
+        writer, _mask = synth.LAYOUTS[name]
+        local = writer(samples, root / name)
+        (local / "NOTES.txt").write_text("not a shard\n")
+        for f in sorted(p for p in local.rglob("*") if p.is_file()):
+            client.upload_file(str(f), BUCKET, f"data/{name}/{f.relative_to(local).as_posix()}")
+        out[name] = (local, f"s3://{BUCKET}/data/{name}/")
+    return out
+
+
+def _as_url(data, local: Path, url: str):
+    """The local report with its paths written as the URL's (what the URL scan must produce)."""
+    base = json.dumps(str(local.resolve()))[1:-1]
+    text = json.dumps(data).replace(base + "/", url)
+    return json.loads(text.replace(base + '"', url + '"'))
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tokscan", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_prefix_scan_equals_local_scan(corpus, layout):
+    local, url = corpus[layout]
+    remote = tokscan.scan(url, "kimi-k2")
+    here = tokscan.scan(str(local), "kimi-k2")
+    assert remote.n_samples == here.n_samples > 0
+    assert remote.data == _as_url(here.data, local, url)
+    # The stray object is skipped by the same rule as the stray file (a NumPy directory ignores other files), and
+    # named by its URL.
+    if layout != "numpy_mask":
+        assert f"{url}NOTES.txt" in json.dumps(remote.data)
+    assert SECRET not in json.dumps(remote.data)
+
+
+def test_single_object_and_prefix_without_slash(corpus):
+    local, url = corpus["jsonl"]
+    one = sorted(local.glob("*.jsonl"))[0]
+    remote = tokscan.scan(url + one.name, "kimi-k2")
+    assert remote.data == _as_url(tokscan.scan(str(one), "kimi-k2").data, local, url)
+    assert tokscan.scan(url.rstrip("/"), "kimi-k2").data == tokscan.scan(url, "kimi-k2").data
+
+
+def test_cli_json_and_terminal_match_local(corpus, tmp_path):
+    local, url = corpus["parquet_full"]
+    r = cli("scan", url, "--json", str(tmp_path / "r.json"), "--no-progress")
+    l_ = cli("scan", str(local), "--json", str(tmp_path / "l.json"), "--no-progress")
+    assert r.returncode == l_.returncode, r.stderr
+    remote = json.loads((tmp_path / "r.json").read_text())
+    here = _as_url(json.loads((tmp_path / "l.json").read_text()), local, url)
+    for d in (remote, here):
+        d.pop("run", None)
+    assert remote == here
+    for text in (r.stdout, r.stderr, (tmp_path / "r.json").read_text()):
+        assert SECRET not in text
+
+
+def test_show_reads_a_sample_by_url(corpus, tmp_path):
+    local, url = corpus["numpy_mask"]
+    r = cli("show", url, "--row", "3", "--json", str(tmp_path / "r.json"), "-q")
+    l_ = cli("show", str(local), "--row", "3", "--json", str(tmp_path / "l.json"), "-q")
+    assert r.returncode == l_.returncode == 0, r.stderr
+    remote = json.loads((tmp_path / "r.json").read_text())
+    assert remote == _as_url(json.loads((tmp_path / "l.json").read_text()), local, url)
+
+
+def test_clean_from_bucket_to_local_directory(corpus, tmp_path):
+    local, url = corpus["parquet_full"]
+    report = tmp_path / "r.json"
+    cli("scan", url, "--json", str(report), "-q")
+    r = cli("clean", url, "--report", str(report), "--out", str(tmp_path / "clean"))
+    assert r.returncode == 0, r.stderr
+    here_report = tmp_path / "l.json"
+    cli("scan", str(local), "--json", str(here_report), "-q")
+    l_ = cli("clean", str(local), "--report", str(here_report), "--out", str(tmp_path / "clean_local"))
+    assert l_.returncode == 0, l_.stderr
+    names = sorted(p.relative_to(tmp_path / "clean").as_posix() for p in (tmp_path / "clean").rglob("*"))
+    assert names == sorted(
+        p.relative_to(tmp_path / "clean_local").as_posix() for p in (tmp_path / "clean_local").rglob("*")
+    )
+    cleaned = tokscan.scan(str(tmp_path / "clean"), "kimi-k2")
+    assert cleaned.data["anomalies"] == tokscan.scan(str(tmp_path / "clean_local"), "kimi-k2").data["anomalies"]
+    manifest = json.loads((tmp_path / "clean" / "tokscan-clean.json").read_text())
+    assert all(f["source"].startswith(url) for f in manifest["inputs"]), manifest["inputs"]
+
+
+def _one_line_exit_2(r: subprocess.CompletedProcess[str], url: str) -> str:
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, r.stderr
+    assert url in lines[0] and "Traceback" not in r.stderr
+    assert SECRET not in r.stderr + r.stdout
+    return lines[0]
+
+
+def test_missing_object_and_bucket(corpus):
+    url = f"s3://{BUCKET}/data/nothing-here/"
+    assert "no such" in _one_line_exit_2(cli("scan", url), url)
+    url = "s3://no-such-bucket/data/"
+    assert "no such" in _one_line_exit_2(cli("scan", url), url)
+    with pytest.raises(InputError, match="no such"):
+        tokscan.scan(f"s3://{BUCKET}/data/missing.parquet", "kimi-k2")
+
+
+def test_network_error_is_bounded(s3_env):
+    url = f"s3://{BUCKET}/data/"
+    t0 = time.perf_counter()
+    r = cli("scan", url, env={"AWS_ENDPOINT_URL": f"http://127.0.0.1:{_free_port()}"})
+    _one_line_exit_2(r, url)
+    assert time.perf_counter() - t0 < 20
+
+
+def test_denied_credentials(tmp_path):
+    """A second server that checks credentials (moto's IAM auth on from the first request): the test's made-up
+    key is refused."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        url = f"s3://{BUCKET}/data/"
+        line = _one_line_exit_2(cli("scan", url, env={"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}), url)
+        assert "denied" in line or "refused" in line
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_ray_and_decode_refuse_urls(corpus):
+    _local, url = corpus["jsonl"]
+    with pytest.raises(UsageError, match="object-store"):
+        tokscan.scan(url, "kimi-k2", engine="ray")
+    r = cli("scan", url, "--decode", "2")
+    assert r.returncode == 2 and "object-store" in r.stderr
