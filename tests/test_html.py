@@ -271,7 +271,7 @@ def test_anomaly_table_links_to_the_samples(cli_run, page):
 def test_every_flagged_sample_is_listed(cli_run, page):
     _path, report = cli_run
     rows = page.rows["flagged-list"]
-    assert len(rows) == len(report.flagged) == 19
+    assert len(rows) == len(report.flagged) == 21
     for r, f in zip(rows, report.flagged, strict=True):
         assert r["attrs"]["id"] == f"s{f['row']}" and r["attrs"]["data-codes"].split() == f["codes"]
         cells = r["cells"]

@@ -132,10 +132,13 @@ def _deepseek_samples(seed: int) -> list[Sample]:
 
     def sample(i: int, code: str | None, earlier: list[Sample]) -> Sample:
         system = rng.choice(SYSTEMS)
-        if code == "unbalanced_tool_call" or (code is None and i % 9 == 0):
+        tool_codes = ("unbalanced_tool_call", "tool_call_arguments", "tool_call_name")
+        if code in tool_codes or (code is None and i % 9 == 0):
             category, user, reasoning = TOOL_QUESTION
             closing = "" if code == "unbalanced_tool_call" else CALL_END
-            answer = f'{CALLS}{CALL}function{SEP}get_weather\n```json\n{{"city": "Paris"}}\n```{closing}{CALLS_END}'
+            name = "" if code == "tool_call_name" else "get_weather"
+            args = '{"city": "Paris"' if code == "tool_call_arguments" else '{"city": "Paris"}'  # a brace missing
+            answer = f"{CALLS}{CALL}function{SEP}{name}\n```json\n{args}\n```{closing}{CALLS_END}"
         else:
             category, user, reasoning, answer = rng.choice(CONVERSATIONS)
         user = f"{user} (ticket {4100 + i})"  # real prompts are distinct
@@ -171,7 +174,7 @@ def _deepseek_samples(seed: int) -> list[Sample]:
         if code == "truncated":
             c = c[: len(c) // 2]
         elif code == "out_of_vocab":
-            c[len(c) // 2] = 129290
+            c.insert(len(c) // 2, 129290)  # inserted: replacing could hit the </think>
         elif code == "pad_inside":
             c.insert(len(c) // 2, 2)
         elif code == "spelled_special":
@@ -191,7 +194,8 @@ def _deepseek_samples(seed: int) -> list[Sample]:
             s.mask_shift = 3
         return s
 
-    codes = [*INJECTED, "spelled_special"]
+    # Tokenizer-only codes: a spelled special token, and tool-call payloads (read through the byte table).
+    codes = [*INJECTED, "spelled_special", "tool_call_arguments", "tool_call_name"]
     rng.shuffle(codes)
     samples: list[Sample] = []
     n = 240  # about 30 samples per category, enough to judge length outliers
@@ -204,7 +208,7 @@ def _deepseek_samples(seed: int) -> list[Sample]:
 
 def write_demo(directory: Path, layout: str, seed: int = 0) -> tuple[Path, str]:
     """Writes the demo corpus under `directory`; returns (corpus path, profile name or file). Scan the DeepSeek corpus
-    with `tokenizer=demo_tokenizer(layout)` to see `spelled_special` too."""
+    with `tokenizer=demo_tokenizer(layout)` to see `spelled_special` and the tool-call payload codes too."""
     corpus = directory / f"{layout}-corpus"
     if corpus.exists():
         shutil.rmtree(corpus)
