@@ -49,6 +49,9 @@ pub struct ScanOptions {
     /// Count the loss-bearing tokens for the draft-vocabulary section of the report (coverage, mapping,
     /// check); `None`: no counting.
     pub vocab: Option<crate::vocab::VocabOptions>,
+    /// Full detail (positions, boundaries, lengths, ids) for the first this many flagged samples of each code;
+    /// the others are kept as (row, codes, category) and listed compactly (`flagged_summarized`). 0: no limit.
+    pub flagged_detail: u64,
 }
 
 /// Live counters a caller can poll from another thread, and the cancel switch.
@@ -590,6 +593,7 @@ fn scan_unit(
         default_category: unit.default_category,
         partial: Partial {
             consistency: profile.consistency(),
+            detail_limit: opts.flagged_detail,
             ..Partial::new(profile.specials.len())
         },
         records: Records::default(),
@@ -777,7 +781,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                 .take(MAX_BOUNDARIES)
                 .map(|e| (e.pos, e.slot))
                 .collect();
-            ctx.partial.flagged.push(FlaggedSample {
+            ctx.partial.push_flagged(FlaggedSample {
                 row,
                 source: ctx.source,
                 category: cat_name.to_string(),
