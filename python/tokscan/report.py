@@ -151,6 +151,8 @@ class Report:
 
     def summarized_rows(self, codes: set[str] | None = None) -> np.ndarray:
         """Rows of the summarized flagged samples (those with one of `codes` when given), ascending."""
+        import numpy as np
+
         rows, masks, names = self.summarized()
         if codes is None:
             return rows
