@@ -854,8 +854,8 @@ mod tests {
             // Every flagged sample is in one list or the other, and the per-code counts cover both.
             let mut counts = vec![0u64; N_CODES];
             for &(_, f) in &rows {
-                for b in 0..4 {
-                    counts[b] += u64::from(f & (1 << b) != 0);
+                for (b, n) in counts.iter_mut().enumerate().take(4) {
+                    *n += u64::from(f & (1 << b) != 0);
                 }
             }
             prop_assert_eq!(&merged.flag_counts, &counts);
