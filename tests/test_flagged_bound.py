@@ -121,3 +121,11 @@ def test_flagged_detail_must_be_a_count(all_flagged):
         tokscan.scan(all_flagged, flagged_detail=-1)
     proc = run_cli("scan", str(all_flagged), "--flagged-detail", "-3")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+@pytest.mark.parametrize("layout", ["parquet_split", "arrow_stream", "jsonl_vllm_zst"])
+def test_the_listed_samples_do_not_depend_on_the_thread_count(layouts, layout):
+    one = tokscan.scan(layouts[layout], threads=1, flagged_detail=1)
+    two = tokscan.scan(layouts[layout], threads=2, flagged_detail=1)
+    assert one.data["flagged_summarized"]["samples"] > 0
+    assert one.data == two.data
