@@ -129,3 +129,10 @@ def test_the_listed_samples_do_not_depend_on_the_thread_count(layouts, layout):
     two = tokscan.scan(layouts[layout], threads=2, flagged_detail=1)
     assert one.data["flagged_summarized"]["samples"] > 0
     assert one.data == two.data
+
+
+def test_junit_says_how_many_samples_it_does_not_list(all_flagged):
+    from tokscan.ciformat import junit
+
+    text = junit(tokscan.scan(all_flagged, flagged_detail=2), fail_on="info")
+    assert text.count("298 more sample(s) without detail") == 3

@@ -625,6 +625,10 @@ fn scan_unit(
     if let (Some(pool), Some(counts)) = (vocab, ctx.vocab) {
         pool.give(counts);
     }
+    // The records and summarized samples stay until the report is built: drop the growth slack of their
+    // vectors (up to half of each), one unit at a time.
+    ctx.records.rows.shrink_to_fit();
+    ctx.partial.summarized.shrink_to_fit();
     Ok((ctx.partial, ctx.records))
 }
 
