@@ -1,11 +1,12 @@
 """Peak memory of a scan whose every sample is flagged (issue 22, item 9): one command, in benches/README.md.
 
-    python benches/flagged_memory.py [--samples 1000000] [--cache DIR] [--tokscan PATH]
+    python benches/flagged_memory.py [--samples 1000000] [--cache DIR] [--tokscan PATH] [--flagged-detail N]
 
 Writes (once, cached) a NumPy corpus of three-token samples that the default profile cannot parse (every one is
 flagged `no_user_turn`), runs ``tokscan scan DIR --json FILE --exclude FILE -q`` in a child process and prints
-its peak RSS, the flagged count from the report and the number of lines in the exclude file (each flagged
-sample must still be listed there).
+its peak RSS, the flagged counts from the report (listed in full / packed in `flagged_summarized`) and the
+number of lines in the exclude file (each flagged sample must still be listed there). `--flagged-detail` is
+passed through (default: the CLI's).
 """
 
 from __future__ import annotations
@@ -40,13 +41,15 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=1_000_000)
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     ap.add_argument("--tokscan", default=str(Path(sys.executable).parent / "tokscan"))
+    ap.add_argument("--flagged-detail", type=int, default=None)
     a = ap.parse_args()
+    extra = [] if a.flagged_detail is None else ["--flagged-detail", str(a.flagged_detail)]
     d = corpus(a.samples, a.cache)
     out = a.cache / "flagged-out"
     out.mkdir(exist_ok=True)
     t0 = time.perf_counter()
     p = subprocess.run(
-        [a.tokscan, "scan", str(d), "--json", str(out / "r.json"), "--exclude", str(out / "x.txt"), "-q"],
+        [a.tokscan, "scan", str(d), "--json", str(out / "r.json"), "--exclude", str(out / "x.txt"), "-q", *extra],
         capture_output=True,
         text=True,
     )
@@ -57,9 +60,11 @@ def main() -> None:
     report = json.loads((out / "r.json").read_text())
     with open(out / "x.txt", "rb") as f:
         excluded = sum(1 for _ in f)
-    n_flagged = len(report["flagged"])
+    n_listed = len(report["flagged"])
+    n_packed = int(report.get("flagged_summarized", {}).get("samples", 0))
     print(
-        f"{a.samples:,} samples: peak RSS {rss:,.0f} MB, {secs:.1f} s, flagged {n_flagged:,}, "
+        f"{a.samples:,} samples: peak RSS {rss:,.0f} MB, {secs:.1f} s, flagged {n_listed + n_packed:,} "
+        f"({n_listed:,} in full, {n_packed:,} summarized), "
         f"exclude lines {excluded:,}, report {(out / 'r.json').stat().st_size / 1e6:,.1f} MB"
     )
 

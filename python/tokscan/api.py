@@ -91,6 +91,7 @@ def scan(
     near_dup_bands: int = 16,
     near_dup_rows: int = 8,
     near_dup_threshold: float = 0.8,
+    flagged_detail: int = 1000,
 ) -> Report:
     """Scans corpora in any supported format (files, directories, globs), or a Hugging Face
     `datasets.Dataset` / `DatasetDict` through the Arrow files it is memory-mapped from (no copy).
@@ -123,7 +124,13 @@ def scan(
     `near_dup` finds near-duplicate completions: MinHash over `near_dup_n`-grams of the completion's ids, LSH with
     `near_dup_bands` bands of `near_dup_rows` rows, confirmed at exact Jaccard >= `near_dup_threshold`; every
     cluster member but its representative (lowest row) is flagged `near_duplicate` (local engine only).
+    `flagged_detail` bounds the memory flagged samples take: the report's `flagged` list holds full detail for
+    the first N flagged samples of each code (in row order), every other flagged sample is kept as its row and
+    codes in `flagged_summarized` (still reached by `--exclude`, `clean` and `Report.flagged_rows`); 0 keeps
+    every sample in full (local engine; the Ray engine keeps every one in full).
     """
+    if isinstance(flagged_detail, bool) or not isinstance(flagged_detail, int) or not 0 <= flagged_detail < 2**63:
+        raise UsageError(f"flagged_detail must be an integer >= 0 (0: no limit), got {flagged_detail!r}")
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise UsageError(f"threads must be an integer >= 0 (0: one per core), got {threads!r}")
     if isinstance(paths, (str, os.PathLike)):
@@ -248,6 +255,7 @@ def _run_local(
         bench,
         near,
         vocab,
+        flagged_detail,
     )
     if progress is None:
         return Report._from_core(job.run())

@@ -44,7 +44,11 @@ def junit(
         if status == "fails":
             n_fail += 1
             f = ET.SubElement(case, "failure", message=_anomaly_line(report, code), type=a["severity"])
-            f.text = "\n".join(_flagged_line(x, code) for x in report.flagged if code in x["codes"])
+            lines = [_flagged_line(x, code) for x in report.flagged if code in x["codes"]]
+            more = int(report.data.get("flagged_summarized", {}).get("by_code", {}).get(code, 0))
+            if more:
+                lines.append(f"... and {more:,} more sample(s) without detail (flagged_summarized; --flagged-detail)")
+            f.text = "\n".join(lines)
         elif status != "clean":
             ET.SubElement(case, "system-out").text = f"{_anomaly_line(report, code)} ({said})"
     s.set("tests", str(len(report.anomalies)))

@@ -31,19 +31,34 @@ def selected(
     codes: Iterable[str] = (),
     policy: Mapping[str, PolicyValue] | None = None,
 ) -> list[dict[str, Any]]:
-    """The flagged samples to drop: those with any of `codes` when given, else those with a code that fails
-    the run under `fail_on` and `policy` (each defaulting to what the scan ran with; the core's decision:
-    ignored, tolerated and below-`fail_on` codes are kept, exactly as the exit code treats them)."""
+    """The flagged samples to drop that the report lists in full: those with any of `codes` when given, else
+    those with a code that fails the run under `fail_on` and `policy` (each defaulting to what the scan ran
+    with; the core's decision: ignored, tolerated and below-`fail_on` codes are kept, exactly as the exit code
+    treats them). `selected_summarized` gives the rows of the others (past the scan's detail limit)."""
+    want = _wanted(report, fail_on, codes, policy)
+    return [f for f in report.flagged if want.intersection(f["codes"])]
+
+
+def selected_summarized(
+    report: Report,
+    fail_on: str | None = None,
+    codes: Iterable[str] = (),
+    policy: Mapping[str, PolicyValue] | None = None,
+) -> np.ndarray:
+    """The rows (ascending) of the samples to drop that the report keeps without detail
+    (`flagged_summarized`), chosen as `selected` chooses."""
+    return report.summarized_rows(_wanted(report, fail_on, codes, policy))
+
+
+def _wanted(
+    report: Report, fail_on: str | None, codes: Iterable[str], policy: Mapping[str, PolicyValue] | None
+) -> set[str]:
     codes = list(codes)
     unknown = [c for c in codes if c not in report.anomalies]
     if unknown:
         hint = did_you_mean(unknown[0], report.anomalies)
         raise UsageError(f"unknown anomaly code(s): {', '.join(unknown)}{hint} (see `tokscan codes`)")
-    if codes:
-        want = set(codes)
-    else:
-        want = set(report.failures(fail_on, policy))
-    return [f for f in report.flagged if want.intersection(f["codes"])]
+    return set(codes) if codes else set(report.failures(fail_on, policy))
 
 
 def _one_line(sample_id: str) -> str:
@@ -51,12 +66,21 @@ def _one_line(sample_id: str) -> str:
     return re.sub("[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", sample_id)
 
 
-def write_exclusions(entries: list[dict[str, Any]], path: Path) -> str:
-    """Writes one line per sample: its sample_id when every selected sample has one, else its global row.
-    Returns which of the two it wrote."""
-    by_id = bool(entries) and all(f["sample_id"] is not None for f in entries)
-    lines = [_one_line(str(f["sample_id"])) if by_id else str(f["row"]) for f in entries]
-    text = "".join(line + "\n" for line in lines)
+def write_exclusions(entries: list[dict[str, Any]], path: Path, more_rows: np.ndarray | None = None) -> str:
+    """Writes one line per sample: its sample_id when every selected sample has one (and the report listed
+    each in full), else its global row, in row order; `more_rows` are the selected samples the report kept
+    without detail (their ids are not in the report, so they make the list one of rows). Returns which of the
+    two it wrote."""
+    extra = more_rows if more_rows is not None else np.zeros(0, np.int64)
+    by_id = bool(entries) and not len(extra) and all(f["sample_id"] is not None for f in entries)
+    if by_id:
+        text = "".join(_one_line(str(f["sample_id"])) + "\n" for f in entries)
+    else:
+        rows = np.union1d(np.array([f["row"] for f in entries], dtype=np.int64), extra.astype(np.int64))
+        # In chunks: a list of ten million Python ints and strings would cost more than the rows themselves.
+        text = "".join(
+            "".join(f"{r}\n" for r in rows[i : i + (1 << 20)].tolist()) for i in range(0, len(rows), 1 << 20)
+        )
     if str(path) == "-":
         import sys
 
@@ -112,7 +136,7 @@ def write_copy(corpus: Any, paths: list[str], drop_rows: Iterable[int], out: Pat
     no sample line) `output` is None, `kept` 0 and `omitted` says why."""
     sources = [p for p, _f, _c in corpus.inputs]
     root = _common_root(paths, sources)
-    rows = np.array(sorted(set(drop_rows)), dtype=np.int64)
+    rows = np.unique(np.fromiter(drop_rows, dtype=np.int64))
     n_all = int(corpus.starts[-1])
     if len(rows) and (rows[0] < 0 or rows[-1] >= n_all):
         bad = int(rows[0] if rows[0] < 0 else rows[-1])
@@ -165,7 +189,9 @@ def clean(
         _same_inputs(report, [(relabel(p, bases), f, c) for p, f, c in corpus.inputs], corpus.counts)
         _check_out(out, local, [p for p, _f, _c in corpus.inputs])
         drop = selected(report, fail_on, codes, policy)
-        files = relabel(write_copy(corpus, local, (int(f["row"]) for f in drop), out), bases)
+        more = selected_summarized(report, fail_on, codes, policy)
+        rows = np.union1d(np.array([int(f["row"]) for f in drop], dtype=np.int64), more)
+        files = relabel(write_copy(corpus, local, rows, out), bases)
     manifest = {
         "tool": {"name": "tokscan", "version": _core.__version__},
         "selection": {"codes": sorted(set(codes))} if codes else {"fail_on": report.judged_by(fail_on, policy)[0]},
@@ -173,5 +199,8 @@ def clean(
         "kept": sum(f["kept"] for f in files),
         "removed": [{k: f[k] for k in ("row", "sample_id", "source", "category", "codes", "severity")} for f in drop],
     }
+    if len(more):
+        # The samples the report kept without detail: counted, not listed one by one.
+        manifest["removed_summarized"] = len(more)
     write_file(out / MANIFEST, json.dumps(manifest, indent=2) + "\n", "the manifest")
     return manifest

@@ -159,7 +159,7 @@ def _header(
     found = report.found()
     by_sev = Counter(report.anomalies[c]["severity"] for c in found)
     sev_line = " · ".join(f"{by_sev[s]} {s}" for s in ("error", "warning", "info") if by_sev[s]) or "none"
-    n_flagged = len(report.flagged)
+    n_flagged = report.n_flagged
     kpis = [
         (_num(report.n_samples), f"samples in {len(d['inputs']):,} input(s)"),
         (_short(report.n_tokens), f"tokens ({_num(report.n_tokens)})"),
@@ -207,7 +207,7 @@ def _header(
 
 
 def _flagged_by_category(report: Report) -> Counter[str]:
-    return Counter(str(f["category"]) for f in report.flagged)
+    return Counter(report.flagged_by_category())
 
 
 def _category_table(report: Report) -> str:
@@ -224,7 +224,7 @@ def _category_table(report: Report) -> str:
     for i, (name, c) in enumerate(rows):
         total = i == len(rows) - 1
         L = c["lengths"]
-        n_flag = len(report.flagged) if total else flagged.get(name, 0)
+        n_flag = report.n_flagged if total else flagged.get(name, 0)
         cat = _e(name)
         if n_flag and not total:
             cat = f"<a href='#flagged' data-cat='{_e(name)}'>{_e(name)}</a>"
@@ -650,7 +650,9 @@ def _anomalies(
             "<section id='anomalies'><h2>Anomalies</h2><table id='anomalies-table'><tbody><tr><td class='l'>"
             "No anomalies found.</td></tr></tbody></table>"
         )
-    capped = sum(shown.values()) < sum(Counter(c for f in report.flagged for c in f["codes"]).values())
+    capped = sum(shown.values()) < sum(Counter(c for f in report.flagged for c in f["codes"]).values()) or bool(
+        report.data.get("flagged_summarized")
+    )
     body = []
     for code, count in found.items():
         a = report.anomalies[code]
@@ -789,7 +791,16 @@ def _flagged(report: Report, rows: list[int], decoded_keys: set[tuple[str, int]]
             f"<td>{_e(rel[src])}</td></tr>"
         )
     cap_note = ""
-    if len(rows) < n:
+    summarized = report.data.get("flagged_summarized")
+    if summarized:
+        cap_note = (
+            f"<p class='cap' id='flagged-cap'>This page lists <b>{len(rows):,} of {report.n_flagged:,}</b> flagged "
+            f"samples: the scan kept full detail for the first {int(summarized['detail_limit']):,} samples of each "
+            f"code, and {int(summarized['samples']):,} more by row and codes only (<code>flagged_summarized</code> "
+            "in the JSON report; <code>--flagged-detail</code>). <code>--exclude FILE</code> and "
+            "<code>tokscan clean</code> reach every one.</p>"
+        )
+    elif len(rows) < n:
         cap_note = (
             f"<p class='cap' id='flagged-cap'>This page lists <b>{len(rows):,} of {n:,}</b> flagged samples: for "
             "each code its first samples (so every code is represented), then the rest in row order. The full "

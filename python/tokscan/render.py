@@ -67,9 +67,7 @@ def category_table(report: Report, width: int = 200) -> Table:
     t.add_column("total\np99", justify="right", no_wrap=True)
     t.add_column("total\nmax", justify="right", no_wrap=True)
     t.add_column("flag" if compact else "flagged", justify="right", no_wrap=True)
-    flagged_by_cat: dict[str, int] = {}
-    for f in report.flagged:
-        flagged_by_cat[f["category"]] = flagged_by_cat.get(f["category"], 0) + 1
+    flagged_by_cat = report.flagged_by_category()
     rows = [*report.categories.items(), ("all", report.data["overall"])]
     for i, (name, c) in enumerate(rows):
         lengths = c["lengths"]
@@ -392,7 +390,9 @@ def verdict_lines(report: Report, fail_on: str | None = None, policy: Mapping[st
     words = report.status_words(fail_on, policy)
     failing = {c for c, (status, _) in words.items() if status == "fails"}
     if failing:
-        carriers = sum(1 for f in report.flagged if failing.intersection(f["codes"]))
+        carriers = sum(1 for f in report.flagged if failing.intersection(f["codes"])) + len(
+            report.summarized_rows(failing)
+        )
         head = (
             f"[bold red]FAIL[/] (--fail-on {fail_on}): {len(failing)} code(s) fail the run, "
             f"in {_num(carriers)} sample(s)"
@@ -402,14 +402,14 @@ def verdict_lines(report: Report, fail_on: str | None = None, policy: Mapping[st
     else:
         head = f"[bold green]PASS[/] (--fail-on {fail_on}): no code fails the run"
     lines = [head]
-    if report.flagged:
+    if report.n_flagged:
         other: dict[str, int] = {}
         for status, _ in words.values():
             if status != "fails":
                 other[status] = other.get(status, 0) + 1
         parts = [f"{other[s]} {w}" for s, w in OTHER_WORDS if s in other]
         lines.append(
-            f"{_num(len(report.flagged))} sample(s) flagged in all"
+            f"{_num(report.n_flagged)} sample(s) flagged in all"
             + (f" · other codes: {', '.join(parts)}" if parts else "")
         )
     return lines

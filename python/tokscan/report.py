@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from .errors import ReportError, UsageError, did_you_mean
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from .config import PolicyValue
 
 SCHEMA_VERSION = 1
@@ -70,14 +74,14 @@ class Report:
         more = f", +{len(found) - 4} more" if len(found) > 4 else ""
         return (
             f"<Report profile={self.data['profile']['name']!r} samples={self.n_samples:,} "
-            f"tokens={_short(self.n_tokens)} flagged={len(self.flagged):,} codes: {shown or 'none'}{more}>"
+            f"tokens={_short(self.n_tokens)} flagged={self.n_flagged:,} codes: {shown or 'none'}{more}>"
         )
 
     def __str__(self) -> str:
         found = self.found()
         head = (
             f"tokscan report · profile {self.data['profile']['name']} · {len(self.data['inputs'])} input(s) · "
-            f"{self.n_samples:,} samples · {_short(self.n_tokens)} tokens · {len(self.flagged):,} flagged"
+            f"{self.n_samples:,} samples · {_short(self.n_tokens)} tokens · {self.n_flagged:,} flagged"
         )
         if not found:
             return head + "\nno anomalies found"
@@ -112,6 +116,49 @@ class Report:
     def flagged(self) -> list[dict[str, Any]]:
         return self.data["flagged"]
 
+    @property
+    def n_flagged(self) -> int:
+        """Flagged samples in all: those `flagged` lists in full and those `flagged_summarized` packs."""
+        return len(self.flagged) + int(self.data.get("flagged_summarized", {}).get("samples", 0))
+
+    def flagged_by_category(self) -> dict[str, int]:
+        """Flagged samples per category, the summarized ones included."""
+        out: dict[str, int] = {}
+        for f in self.flagged:
+            out[f["category"]] = out.get(f["category"], 0) + 1
+        for cat, n in self.data.get("flagged_summarized", {}).get("by_category", {}).items():
+            out[cat] = out.get(cat, 0) + int(n)
+        return out
+
+    def summarized(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """The flagged samples past the scan's detail limit (`flagged_summarized`; none when absent): their rows
+        (ascending, int64), their codes as bit masks (uint64) and the code each bit stands for."""
+        import numpy as np
+
+        s = self.data.get("flagged_summarized")
+        if not s:
+            return np.zeros(0, np.int64), np.zeros(0, np.uint64), []
+        try:
+            deltas = np.frombuffer(zlib.decompress(base64.b64decode(s["rows"], validate=True)), "<u8")
+            masks = np.frombuffer(zlib.decompress(base64.b64decode(s["masks"], validate=True)), "<u8")
+            codes = [str(c) for c in s["codes"]]
+            n = int(s["samples"])
+        except (KeyError, TypeError, ValueError, zlib.error) as e:
+            raise ReportError(f"the report's flagged_summarized does not decode: {e}") from None
+        if len(deltas) != n or len(masks) != n or len(codes) > 64:
+            raise ReportError(f"the report's flagged_summarized lists {len(deltas)} rows for {n} samples")
+        return np.cumsum(deltas, dtype=np.uint64).astype(np.int64), masks.astype(np.uint64), codes
+
+    def summarized_rows(self, codes: set[str] | None = None) -> np.ndarray:
+        """Rows of the summarized flagged samples (those with one of `codes` when given), ascending."""
+        import numpy as np
+
+        rows, masks, names = self.summarized()
+        if codes is None:
+            return rows
+        want = np.uint64(sum(1 << i for i, c in enumerate(names) if c in codes))
+        return rows[(masks & want) != 0]
+
     def not_checked(self) -> dict[str, str]:
         """Codes this scan could not check, with why: no input had a loss mask (or labels), no tokenizer
         vocabulary for `spelled_special` and the `tool_call_*` payload checks, no vocabulary size for
@@ -137,7 +184,11 @@ class Report:
     def flagged_rows(self, code: str) -> list[int]:
         """Rows of the samples flagged with `code`, in scan order (a UsageError for an unknown code)."""
         self._code(code)
-        return [f["row"] for f in self.flagged if code in f["codes"]]
+        listed = [f["row"] for f in self.flagged if code in f["codes"]]
+        rest = self.summarized_rows({code})
+        if not len(rest):
+            return listed
+        return sorted([*listed, *(int(r) for r in rest)])
 
     @property
     def fail_on(self) -> str:

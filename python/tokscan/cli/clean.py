@@ -60,7 +60,7 @@ def clean(
             config_file, ids_column, prompt_column, output_column, mask_column, id_column, category_column
         )
         m = run_clean(paths, report, out_dir, fail_on=level, codes=code or (), policy=policy, columns=columns)
-        removed = len(m["removed"])
+        removed = len(m["removed"]) + m.get("removed_summarized", 0)
         if not quiet:
             out.print(
                 f"kept {m['kept']} of {m['kept'] + removed} samples ({removed} removed) in {len(m['inputs'])} "

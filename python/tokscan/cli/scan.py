@@ -114,6 +114,7 @@ class ScanArgs:
     near_dup_bands: int = 16
     near_dup_rows: int = 8
     near_dup_threshold: float = 0.8
+    flagged_detail: int = 1000
     draft_vocab: str | None = None
     vocab_size: int | None = None
     vocab_out: Path | None = None
@@ -194,6 +195,7 @@ def execute(a: ScanArgs) -> int:
         near_dup_bands=a.near_dup_bands,
         near_dup_rows=a.near_dup_rows,
         near_dup_threshold=a.near_dup_threshold,
+        flagged_detail=a.flagged_detail,
         draft_vocab=sizes or None,
         vocab_mapping=a.vocab_size,
         check_vocab=a.check_vocab,
@@ -247,12 +249,13 @@ def execute(a: ScanArgs) -> int:
         )
         written.append(f"HTML report -> {a.html_out}")
     if a.exclude is not None:
-        from ..clean import selected, write_exclusions
+        from ..clean import selected, selected_summarized, write_exclusions
 
         drop = selected(report, codes=a.exclude_code)
-        kind = write_exclusions(drop, a.exclude)
+        more = selected_summarized(report, codes=a.exclude_code)
+        kind = write_exclusions(drop, a.exclude, more)
         if not stdout_taken(a.exclude):
-            written.append(f"exclusion list: {len(drop)} sample(s) by {kind} -> {a.exclude}")
+            written.append(f"exclusion list: {len(drop) + len(more)} sample(s) by {kind} -> {a.exclude}")
     if text_out:
         from ..render import print_decoded, print_drift, print_summary
 
@@ -334,6 +337,15 @@ def scan(
             min=0,
         ),
     ] = 0,
+    flagged_detail: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            help="Full detail for the first N flagged samples of each code; the rest as row and codes only "
+            "(still in --exclude and clean). 0: every one in full.",
+            min=0,
+        ),
+    ] = 1000,
     ngram_coverage: Annotated[
         bool,
         typer.Option(
@@ -461,6 +473,7 @@ def scan(
                 near_dup_bands=near_dup_bands,
                 near_dup_rows=near_dup_rows,
                 near_dup_threshold=near_dup_threshold,
+                flagged_detail=flagged_detail,
                 draft_vocab=draft_vocab,
                 check_vocab=check_vocab,
                 prompts=prompts,

@@ -12,7 +12,7 @@ use crate::policy::{Policy, RuleValue, Status};
 use crate::profile::Profile;
 use crate::repetition::COVERAGE_N;
 use crate::stats::{CoverageStats, LengthStats};
-use crate::summary::{merge_by_row, CategoryPartial, FlaggedSample, Partial};
+use crate::summary::{CategoryPartial, FlaggedSample, Partial};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -226,6 +226,9 @@ pub struct Report {
     pub anomalies: BTreeMap<String, AnomalySummary>,
     pub verdict: Verdict,
     pub flagged: Vec<Flagged>,
+    /// The flagged samples past the detail limit, which `flagged` does not list; absent when there are none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flagged_summarized: Option<FlaggedSummarized>,
     /// Files and folders a directory scan left aside, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<SkippedInfo>,
@@ -245,6 +248,128 @@ pub struct Report {
     /// `tokscan vocab`, `--check-vocab`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft_vocab: Option<crate::vocab::DraftVocabReport>,
+}
+
+/// The flagged samples a scan kept without detail (past `detail_limit` for each of their codes): every row
+/// and its codes, packed, so that `--exclude` and `clean` reach every flagged sample.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlaggedSummarized {
+    /// Full detail was kept for the first this many flagged samples of each code (in row order).
+    pub detail_limit: u64,
+    /// Samples listed here (not in `flagged`).
+    pub samples: u64,
+    /// Of them, per code and per category.
+    pub by_code: BTreeMap<String, u64>,
+    pub by_category: BTreeMap<String, u64>,
+    /// The code bit `i` of each entry of `masks` stands for.
+    pub codes: Vec<String>,
+    /// The rows, ascending: base64 of zlib-compressed little-endian u64 differences (the first from 0).
+    pub rows: String,
+    /// Per row, its codes as a bit mask over `codes`: base64 of zlib-compressed little-endian u64.
+    pub masks: String,
+}
+
+fn packed(values: impl Iterator<Item = u64>) -> String {
+    use base64::Engine;
+    use std::io::Write;
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+    for v in values {
+        z.write_all(&v.to_le_bytes()).expect("writing to memory");
+    }
+    base64::engine::general_purpose::STANDARD.encode(z.finish().expect("writing to memory"))
+}
+
+fn unpacked(text: &str, what: &str) -> Result<Vec<u64>, String> {
+    use base64::Engine;
+    use std::io::Read;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| format!("flagged_summarized.{what}: {e}"))?;
+    let mut bytes = Vec::new();
+    flate2::read::ZlibDecoder::new(&raw[..])
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("flagged_summarized.{what}: {e}"))?;
+    if bytes.len() % 8 != 0 {
+        return Err(format!(
+            "flagged_summarized.{what}: not a list of 64-bit values"
+        ));
+    }
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect())
+}
+
+impl FlaggedSummarized {
+    /// The summarized samples of a partial whose detail limit was applied; `None` when there are none.
+    pub fn of(partial: &crate::summary::Partial) -> Option<FlaggedSummarized> {
+        if partial.summarized.is_empty() {
+            return None;
+        }
+        let mut any = 0u64;
+        let mut by_code = [0u64; crate::anomaly::N_CODES];
+        let mut by_category = vec![0u64; partial.summarized_categories.len()];
+        for s in &partial.summarized {
+            any |= s.flags;
+            for c in codes_in(s.flags) {
+                by_code[c.index()] += 1;
+            }
+            by_category[s.category as usize] += 1;
+        }
+        let present: Vec<Code> = codes_in(any).collect();
+        let mask = |flags: u64| {
+            present
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| flags & c.bit() != 0)
+                .fold(0u64, |m, (i, _)| m | 1 << i)
+        };
+        let mut prev = 0;
+        Some(FlaggedSummarized {
+            detail_limit: partial.detail_limit,
+            samples: partial.summarized.len() as u64,
+            by_code: present
+                .iter()
+                .map(|c| (c.as_str().to_string(), by_code[c.index()]))
+                .collect(),
+            by_category: partial
+                .summarized_categories
+                .iter()
+                .zip(by_category)
+                .filter(|(_, n)| *n > 0)
+                .map(|(c, n)| (c.clone(), n))
+                .collect(),
+            codes: present.iter().map(|c| c.as_str().to_string()).collect(),
+            rows: packed(partial.summarized.iter().map(|s| {
+                let d = s.row - prev;
+                prev = s.row;
+                d
+            })),
+            masks: packed(partial.summarized.iter().map(|s| mask(s.flags))),
+        })
+    }
+
+    /// The rows and masks, unpacked (an error naming the field when they do not decode or disagree).
+    pub fn unpack(&self) -> Result<(Vec<u64>, Vec<u64>), String> {
+        let mut rows = unpacked(&self.rows, "rows")?;
+        let masks = unpacked(&self.masks, "masks")?;
+        if rows.len() != masks.len() || rows.len() as u64 != self.samples {
+            return Err(format!(
+                "flagged_summarized: {} rows and {} masks for {} samples",
+                rows.len(),
+                masks.len(),
+                self.samples
+            ));
+        }
+        let mut acc = 0u64;
+        for r in &mut rows {
+            acc = acc
+                .checked_add(*r)
+                .ok_or("flagged_summarized.rows: overflow")?;
+            *r = acc;
+        }
+        Ok((rows, masks))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -448,8 +573,12 @@ pub fn build_report(
         passed: failing.is_empty(),
         failing,
     };
-    let flagged = merge_by_row(std::mem::take(&mut partial.flagged), corpus_flagged);
-    let groups = PromptGroups::of(&flagged);
+    // Prompt groups come from the corpus-wide checks alone (only they set `prompt_of`); contamination hits
+    // keep their detail past the limit, so both are computed before the limit is applied.
+    let groups = PromptGroups::of(&corpus_flagged);
+    partial.absorb_corpus(corpus_flagged);
+    let flagged_summarized = FlaggedSummarized::of(&partial);
+    let flagged = std::mem::take(&mut partial.flagged);
     let contamination = partial
         .benchmarks
         .take()
@@ -473,6 +602,7 @@ pub fn build_report(
         anomalies,
         verdict,
         flagged,
+        flagged_summarized,
         skipped: Vec::new(),
         pairing: Vec::new(),
         prompt_groups: (groups.groups > 0).then_some(groups),

@@ -49,6 +49,9 @@ pub struct ScanOptions {
     /// Count the loss-bearing tokens for the draft-vocabulary section of the report (coverage, mapping,
     /// check); `None`: no counting.
     pub vocab: Option<crate::vocab::VocabOptions>,
+    /// Full detail (positions, boundaries, lengths, ids) for the first this many flagged samples of each code;
+    /// the others are kept as (row, codes, category) and listed compactly (`flagged_summarized`). 0: no limit.
+    pub flagged_detail: u64,
 }
 
 /// Live counters a caller can poll from another thread, and the cancel switch.
@@ -590,6 +593,7 @@ fn scan_unit(
         default_category: unit.default_category,
         partial: Partial {
             consistency: profile.consistency(),
+            detail_limit: opts.flagged_detail,
             ..Partial::new(profile.specials.len())
         },
         records: Records::default(),
@@ -621,6 +625,10 @@ fn scan_unit(
     if let (Some(pool), Some(counts)) = (vocab, ctx.vocab) {
         pool.give(counts);
     }
+    // The records and summarized samples stay until the report is built: drop the growth slack of their
+    // vectors (up to half of each), one unit at a time.
+    ctx.records.rows.shrink_to_fit();
+    ctx.partial.summarized.shrink_to_fit();
     Ok((ctx.partial, ctx.records))
 }
 
@@ -777,7 +785,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                 .take(MAX_BOUNDARIES)
                 .map(|e| (e.pos, e.slot))
                 .collect();
-            ctx.partial.flagged.push(FlaggedSample {
+            ctx.partial.push_flagged(FlaggedSample {
                 row,
                 source: ctx.source,
                 category: cat_name.to_string(),

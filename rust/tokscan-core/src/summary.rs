@@ -271,6 +271,29 @@ pub struct Partial {
     /// when the scan counts tokens: the draft vocabulary's tie-break ([`crate::vocab`]).
     #[serde(default)]
     pub first_seen: Vec<u64>,
+    /// Full detail is kept for the first `detail_limit` flagged samples of each code (in row order); a sample
+    /// past it for every one of its codes is kept as a [`Summarized`] entry (0: no limit).
+    #[serde(default)]
+    pub detail_limit: u64,
+    /// The flagged samples past the detail limit, sorted by row.
+    #[serde(default)]
+    pub summarized: Vec<Summarized>,
+    /// The category names [`Summarized::category`] indexes.
+    #[serde(default)]
+    pub summarized_categories: Vec<String>,
+    /// Per code, the flagged samples of this partial, detailed and summarized (when `detail_limit` > 0).
+    #[serde(default)]
+    pub flag_counts: Vec<u64>,
+}
+
+/// A flagged sample past the detail limit: its row, its codes and its category, what `--exclude`, `clean`
+/// and the per-category counts need (24 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summarized {
+    pub row: u64,
+    pub flags: u64,
+    /// Index into [`Partial::summarized_categories`].
+    pub category: u32,
 }
 
 impl Partial {
@@ -308,9 +331,140 @@ impl Partial {
             mine.samples += c.samples;
             mine.tokens += c.tokens;
         }
-        let mine = std::mem::take(&mut self.flagged);
-        self.flagged = merge_by_row(mine, other.flagged);
         crate::vocab::merge_first(&mut self.first_seen, &other.first_seen);
+        self.detail_limit = self.detail_limit.max(other.detail_limit);
+        let mut other_flagged = other.flagged;
+        let mut other_summarized = other.summarized;
+        let remap: Vec<u32> = other
+            .summarized_categories
+            .iter()
+            .map(|c| self.summary_category(c))
+            .collect();
+        for x in &mut other_summarized {
+            x.category = remap[x.category as usize];
+        }
+        let last = self
+            .flagged
+            .last()
+            .map(|f| f.row)
+            .max(self.summarized.last().map(|s| s.row));
+        let first = match (other_flagged.first(), other_summarized.first()) {
+            (Some(f), Some(s)) => Some(f.row.min(s.row)),
+            (f, s) => f.map(|f| f.row).or(s.map(|s| s.row)),
+        };
+        if self.detail_limit > 0 && last.is_some() && first.is_some() && last < first {
+            // Units merged in row order (the local scan): only the later part is walked, from the counts of
+            // the earlier one, so merging the units of a corpus one by one stays linear.
+            let mut later = Partial {
+                detail_limit: self.detail_limit,
+                flagged: other_flagged,
+                summarized: other_summarized,
+                summarized_categories: std::mem::take(&mut self.summarized_categories),
+                ..Partial::default()
+            };
+            later.cap_from(std::mem::take(&mut self.flag_counts));
+            self.summarized_categories = later.summarized_categories;
+            self.flag_counts = later.flag_counts;
+            self.flagged.append(&mut later.flagged);
+            self.summarized.append(&mut later.summarized);
+            return;
+        }
+        let mine = std::mem::take(&mut self.flagged);
+        self.flagged = merge_by_row(mine, std::mem::take(&mut other_flagged));
+        let mine = std::mem::take(&mut self.summarized);
+        self.summarized = merge_summarized(mine, other_summarized);
+        self.cap();
+    }
+
+    fn summary_category(&mut self, name: &str) -> u32 {
+        match self.summarized_categories.iter().position(|c| c == name) {
+            Some(i) => i as u32,
+            None => {
+                self.summarized_categories.push(name.to_string());
+                (self.summarized_categories.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Adds a sample a per-sample rule flagged, in row order within one unit: in full while one of its codes
+    /// has fewer than `detail_limit` samples so far, else summarized.
+    pub fn push_flagged(&mut self, f: FlaggedSample) {
+        if self.detail_limit > 0 && self.flag_counts.len() < N_CODES {
+            self.flag_counts.resize(N_CODES, 0);
+        }
+        let keep = within_limit(&mut self.flag_counts, f.flags, self.detail_limit);
+        if keep || f.contamination.is_some() {
+            self.flagged.push(f);
+        } else {
+            let category = self.summary_category(&f.category);
+            self.summarized.push(Summarized {
+                row: f.row,
+                flags: f.flags,
+                category,
+            });
+        }
+    }
+
+    /// Applies the detail limit to the merged lists: walking every flagged sample in row order, one whose
+    /// codes each already have `detail_limit` samples before it is moved to the summarized list. The result
+    /// depends only on the set of flagged samples, never on how units were grouped or merged (a unit keeps
+    /// at least the samples the whole corpus keeps of it). Samples with a contamination hit keep their
+    /// detail (the report's contamination section tallies every hit).
+    pub fn cap(&mut self) {
+        self.cap_from(Vec::new());
+    }
+
+    /// [`Partial::cap`] for samples that follow, in row order, others whose per-code counts are `seen`.
+    fn cap_from(&mut self, mut seen: Vec<u64>) {
+        if self.detail_limit == 0 {
+            return;
+        }
+        seen.resize(N_CODES, 0);
+        let limit = self.detail_limit;
+        let (mut kept, mut moved) = (Vec::new(), Vec::new());
+        let mut s = self.summarized.iter().peekable();
+        for f in std::mem::take(&mut self.flagged) {
+            while let Some(x) = s.next_if(|x| x.row < f.row) {
+                within_limit(&mut seen, x.flags, limit);
+            }
+            if within_limit(&mut seen, f.flags, limit) || f.contamination.is_some() {
+                kept.push(f);
+            } else {
+                moved.push(f);
+            }
+        }
+        for x in s {
+            within_limit(&mut seen, x.flags, limit);
+        }
+        self.flag_counts = seen;
+        self.flagged = kept;
+        if !moved.is_empty() {
+            let moved: Vec<Summarized> = moved
+                .into_iter()
+                .map(|f| Summarized {
+                    row: f.row,
+                    flags: f.flags,
+                    category: self.summary_category(&f.category),
+                })
+                .collect();
+            let mine = std::mem::take(&mut self.summarized);
+            self.summarized = merge_summarized(mine, moved);
+        }
+    }
+
+    /// Adds what the corpus-wide checks flagged: a row already summarized takes the new codes (and stays
+    /// summarized), any other joins the detailed list; then the limit is applied again.
+    pub fn absorb_corpus(&mut self, corpus: Vec<FlaggedSample>) {
+        let mut rest = Vec::with_capacity(corpus.len());
+        for f in corpus {
+            match self.summarized.binary_search_by_key(&f.row, |s| s.row) {
+                Ok(i) => self.summarized[i].flags |= f.flags,
+                Err(_) => rest.push(f),
+            }
+        }
+        let mine = std::mem::take(&mut self.flagged);
+        self.flagged = merge_by_row(mine, rest);
+        self.cap();
     }
 
     /// Serialized for another process (a cluster task's result).
@@ -321,6 +475,57 @@ impl Partial {
     pub fn from_bytes(b: &[u8]) -> Result<Partial> {
         decode(b, "partial summary")
     }
+}
+
+/// Counts `flags`' codes in `seen`; whether one of them had fewer than `limit` samples before (0: no limit,
+/// nothing counted).
+fn within_limit(seen: &mut [u64], flags: u64, limit: u64) -> bool {
+    if limit == 0 {
+        return true;
+    }
+    let mut keep = false;
+    for c in crate::anomaly::codes_in(flags) {
+        let n = &mut seen[c.index()];
+        keep |= *n < limit;
+        *n += 1;
+    }
+    keep
+}
+
+/// Two row-sorted summarized lists as one (a row in both keeps one entry with both entries' codes).
+fn merge_summarized(a: Vec<Summarized>, b: Vec<Summarized>) -> Vec<Summarized> {
+    if b.is_empty() {
+        return a;
+    }
+    if a.last().map(|x| x.row) < b.first().map(|x| x.row) {
+        let mut a = a;
+        a.extend(b);
+        return a;
+    }
+    let mut out: Vec<Summarized> = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let next = match (a.get(i), b.get(j)) {
+            (Some(x), Some(y)) if x.row <= y.row => {
+                i += 1;
+                *x
+            }
+            (Some(_), Some(y)) | (None, Some(y)) => {
+                j += 1;
+                *y
+            }
+            (Some(x), None) => {
+                i += 1;
+                *x
+            }
+            (None, None) => unreachable!("loop condition"),
+        };
+        match out.last_mut() {
+            Some(last) if last.row == next.row => last.flags |= next.flags,
+            _ => out.push(next),
+        }
+    }
+    out
 }
 
 /// Two row-sorted lists as one; a row in both (never the case for disjoint units) keeps one entry.
@@ -534,6 +739,187 @@ mod tests {
             b.add(part.min(whole) * k, whole * k);
             prop_assert_eq!(a, b);
         }
+    }
+
+    fn flagged(row: u64, flags: u64, category: &str) -> FlaggedSample {
+        FlaggedSample {
+            row,
+            source: 0,
+            category: category.to_string(),
+            lengths: Lengths::default(),
+            flags,
+            sample_id: None,
+            detail: None,
+            duplicate_of: None,
+            departs: (0, 0, 0),
+            prompt_of: None,
+            contamination: None,
+            near_of: None,
+        }
+    }
+
+    /// A unit of the flagged samples `rows` (row, flags) pushed in row order under `limit`.
+    fn unit(rows: &[(u64, u64)], limit: u64) -> Partial {
+        let mut p = Partial {
+            detail_limit: limit,
+            ..Partial::new(1)
+        };
+        for &(row, flags) in rows {
+            p.push_flagged(flagged(row, flags, &format!("c{}", row % 3)));
+        }
+        p
+    }
+
+    /// What the limit keeps, by the rule itself: a sample is detailed when, for one of its codes, fewer than
+    /// `limit` earlier samples have that code.
+    fn oracle(rows: &[(u64, u64)], limit: u64) -> (Vec<u64>, Vec<(u64, u64, String)>) {
+        let (mut kept, mut rest) = (Vec::new(), Vec::new());
+        for (i, &(row, flags)) in rows.iter().enumerate() {
+            let keep = (0..64).any(|b| {
+                flags & (1 << b) != 0
+                    && (rows[..i].iter().filter(|(_, f)| f & (1 << b) != 0).count() as u64) < limit
+            });
+            if keep {
+                kept.push(row);
+            } else {
+                rest.push((row, flags, format!("c{}", row % 3)));
+            }
+        }
+        (kept, rest)
+    }
+
+    fn summarized_of(p: &Partial) -> Vec<(u64, u64, String)> {
+        p.summarized
+            .iter()
+            .map(|s| {
+                (
+                    s.row,
+                    s.flags,
+                    p.summarized_categories[s.category as usize].clone(),
+                )
+            })
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn the_detail_limit_keeps_the_first_samples_of_each_code_in_any_grouping(
+            flags in proptest::collection::vec(1u64..16, 1..80),
+            gaps in proptest::collection::vec(1u64..4, 80),
+            cuts in proptest::collection::vec(0usize..80, 0..6),
+            order in proptest::collection::vec(any::<u8>(), 8),
+            tree in any::<bool>(),
+            limit in 1u64..5,
+        ) {
+            let mut row = 0;
+            let rows: Vec<(u64, u64)> = flags.iter().zip(&gaps).map(|(&f, &g)| { row += g; (row, f) }).collect();
+            let (kept, rest) = oracle(&rows, limit);
+            let whole = unit(&rows, limit);
+            prop_assert_eq!(whole.flagged.iter().map(|f| f.row).collect::<Vec<_>>(), kept.clone());
+            prop_assert_eq!(summarized_of(&whole), rest.clone());
+            let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c % (rows.len() + 1)).collect();
+            bounds.extend([0, rows.len()]);
+            bounds.sort_unstable();
+            let mut keyed: Vec<(u8, Partial)> = bounds
+                .windows(2)
+                .enumerate()
+                .map(|(i, w)| (order[i % order.len()], unit(&rows[w[0]..w[1]], limit)))
+                .collect();
+            keyed.sort_by_key(|(k, _)| *k);
+            let mut parts: Vec<Partial> = keyed.into_iter().map(|(_, p)| p).collect();
+            let merged = if tree {
+                while parts.len() > 1 {
+                    let mut next = Vec::new();
+                    let mut it = parts.into_iter();
+                    while let Some(mut a) = it.next() {
+                        if let Some(b) = it.next() {
+                            a.merge(b);
+                        }
+                        next.push(a);
+                    }
+                    parts = next;
+                }
+                parts.pop().unwrap()
+            } else {
+                let mut m = Partial::new(1);
+                for p in parts {
+                    m.merge(p);
+                }
+                m
+            };
+            prop_assert_eq!(merged.flagged.iter().map(|f| f.row).collect::<Vec<_>>(), kept);
+            prop_assert_eq!(summarized_of(&merged), rest);
+            let back = Partial::from_bytes(&merged.to_bytes()).unwrap();
+            prop_assert_eq!(summarized_of(&back), summarized_of(&merged));
+            // Every flagged sample is in one list or the other, and the per-code counts cover both.
+            let mut counts = vec![0u64; N_CODES];
+            for &(_, f) in &rows {
+                for (b, n) in counts.iter_mut().enumerate().take(4) {
+                    *n += u64::from(f & (1 << b) != 0);
+                }
+            }
+            prop_assert_eq!(&merged.flag_counts, &counts);
+        }
+    }
+
+    #[test]
+    fn without_a_limit_every_sample_keeps_its_detail() {
+        let rows: Vec<(u64, u64)> = (0..50).map(|r| (r, 1)).collect();
+        let p = unit(&rows, 0);
+        assert_eq!(p.flagged.len(), 50);
+        assert!(p.summarized.is_empty() && p.flag_counts.is_empty());
+    }
+
+    #[test]
+    fn corpus_wide_findings_join_a_summarized_row_or_the_detailed_list() {
+        let rows: Vec<(u64, u64)> = (0..10).map(|r| (r * 2, 1)).collect();
+        let mut p = unit(&rows, 2);
+        assert_eq!(p.flagged.len(), 2);
+        assert_eq!(p.summarized.len(), 8);
+        // Row 8 is summarized: it takes the new code. Row 9 was not flagged: a new code, within the limit.
+        p.absorb_corpus(vec![flagged(8, 2, "c2"), flagged(9, 2, "c0")]);
+        assert_eq!(p.summarized.iter().find(|s| s.row == 8).unwrap().flags, 3);
+        assert_eq!(
+            p.flagged.iter().map(|f| f.row).collect::<Vec<_>>(),
+            [0, 2, 9]
+        );
+        assert_eq!(p.flag_counts[0..2], [10, 2]);
+        // A contamination hit keeps its detail past the limit.
+        let mut c = flagged(100, 1, "c1");
+        c.contamination = Some(crate::contamination::Hit {
+            file: "b.jsonl".into(),
+            item: "0".into(),
+            part: "prompt".into(),
+            ngrams: 1,
+            windows: 1,
+        });
+        p.push_flagged(c);
+        assert!(p.flagged.iter().any(|f| f.row == 100));
+    }
+
+    #[test]
+    fn the_summarized_rows_and_codes_pack_and_unpack() {
+        let rows: Vec<(u64, u64)> = (0..5000u64)
+            .map(|r| (r * 8 + r % 7, 1 << (r % 3)))
+            .collect();
+        let p = unit(&rows, 10);
+        let s = crate::report::FlaggedSummarized::of(&p).unwrap();
+        assert_eq!(s.samples, 5000 - 30);
+        assert_eq!(s.by_code.values().sum::<u64>(), 5000 - 30);
+        assert_eq!(s.by_category.values().sum::<u64>(), 5000 - 30);
+        let (r, m) = s.unpack().unwrap();
+        assert_eq!(r, p.summarized.iter().map(|x| x.row).collect::<Vec<_>>());
+        for (mask, x) in m.iter().zip(&p.summarized) {
+            let names: Vec<&str> = crate::anomaly::codes_in(x.flags)
+                .map(|c| c.as_str())
+                .collect();
+            let unpacked: Vec<&str> = (0..s.codes.len())
+                .filter(|i| mask & (1 << i) != 0)
+                .map(|i| s.codes[i].as_str())
+                .collect();
+            assert_eq!(names, unpacked);
+        }
+        assert!(crate::report::FlaggedSummarized::of(&unit(&rows[..20], 10)).is_none());
     }
 
     #[test]

@@ -319,7 +319,7 @@ fn policy_sample_mask(
 #[pymethods]
 impl PyScan {
     #[new]
-    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error", ngram_coverage=false, prompts=None, prompt_tokenizer=None, chat_template=None, contamination=None, near_dup=None, draft_vocab=None))]
+    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error", ngram_coverage=false, prompts=None, prompt_tokenizer=None, chat_template=None, contamination=None, near_dup=None, draft_vocab=None, flagged_detail=1000))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -337,6 +337,7 @@ impl PyScan {
         contamination: Option<ContaminationArgs>,
         near_dup: Option<(u32, u32, u32, f64)>,
         draft_vocab: Option<&str>,
+        flagged_detail: u64,
     ) -> PyResult<Self> {
         let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
         let vocab = parse_vocab(draft_vocab).map_err(|e| to_py(py, e))?;
@@ -366,6 +367,7 @@ impl PyScan {
                 contamination: contamination.map(contamination_spec),
                 near_dup,
                 vocab,
+                flagged_detail,
             },
             progress: Arc::new(Progress::default()),
         })
