@@ -215,6 +215,7 @@ def scan(
             bench,
             near,
             vocab,
+            flagged_detail,
             progress,
             poll_interval,
         )
@@ -236,6 +237,7 @@ def _run_local(
     bench: Any,
     near: Any,
     vocab: Any,
+    flagged_detail: int,
     progress: ProgressCallback | None,
     poll_interval: float,
 ) -> Report:
