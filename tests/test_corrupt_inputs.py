@@ -601,7 +601,6 @@ def test_a_gzip_bomb_of_newlines_is_refused_in_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, timeout=120, env=env)
     message, rss_mb = proc.stdout.strip().splitlines()
     assert "inflates to more than 1073741824 bytes" in message, proc.stdout
-    assert int(rss_mb) > 0, rss_mb  # see above: peak RSS is measured in benches, not asserted here
     assert_input_error(p, tokscan.InputError, "inflates to more than")
     # A file far more compressible than 16x but within the cap is read whole (decompressed a second time).
     dense = tmp_path / "dense.jsonl.gz"
