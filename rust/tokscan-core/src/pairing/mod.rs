@@ -100,19 +100,23 @@ impl IdText {
         for (k, id) in names {
             added.entry(id).or_insert_with(|| k.as_bytes().into());
         }
-        let added_strings = IdText::finder(&added);
-        Some(IdText {
+        Some(IdText::new(bytes, added))
+    }
+
+    /// From the ordinary tokens' bytes and the added tokens' strings.
+    fn new(
+        bytes: Arc<crate::profile::tokenizer_files::TokenBytes>,
+        added: HashMap<u32, Box<[u8]>>,
+    ) -> IdText {
+        let added_strings = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+            .build(added.values().filter(|b| !b.is_empty()))
+            .ok();
+        IdText {
             bytes,
             added,
             added_strings,
-        })
-    }
-
-    fn finder(added: &HashMap<u32, Box<[u8]>>) -> Option<aho_corasick::AhoCorasick> {
-        aho_corasick::AhoCorasick::builder()
-            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
-            .build(added.values().filter(|b| !b.is_empty()))
-            .ok()
+        }
     }
 
     #[inline]

@@ -169,9 +169,8 @@ fn a_correctly_paired_corpus_with_varied_ratios_flags_nothing() {
     assert_eq!(reports[0].paired, 200);
 }
 
-fn id_text() -> IdText {
-    // ids 0..4: "ab", "c", "\n", "abc"; 9: an added token "<s>"; 5..9: not text.
-    let pieces: [&[u8]; 4] = [b"ab", b"c", b"\n", b"abc"];
+/// A byte table of `pieces` (ids 0..) over 10 ids, with 9 the added token "<s>"; other ids are not text.
+fn id_text(pieces: &[&[u8]]) -> IdText {
     let bytes = crate::profile::tokenizer_files::TokenBytes::new(
         10,
         pieces
@@ -179,19 +178,16 @@ fn id_text() -> IdText {
             .enumerate()
             .map(|(i, b)| (i as u32, b.to_vec())),
     );
-    let added: HashMap<u32, Box<[u8]>> = [(9u32, b"<s>".to_vec().into_boxed_slice())]
+    let added = [(9u32, b"<s>".to_vec().into_boxed_slice())]
         .into_iter()
         .collect();
-    IdText {
-        bytes: Arc::new(bytes),
-        added_strings: IdText::finder(&added),
-        added,
-    }
+    IdText::new(Arc::new(bytes), added)
 }
 
 #[test]
 fn prompt_ids_decoding_to_the_rendered_text_match_without_tokenizing() {
-    let t = id_text();
+    // ids 0..4: "ab", "c", "\n", "abc".
+    let t = id_text(&[b"ab", b"c", b"\n", b"abc"]);
     let text = b"<s>abc\n";
     // A stored prompt: all of it, exactly.
     assert!(decodes_to(&t, &[9u32, 0, 1, 2], Some(4), text));
@@ -200,7 +196,8 @@ fn prompt_ids_decoding_to_the_rendered_text_match_without_tokenizing() {
     assert!(!decodes_to(&t, &[9u32, 0, 1, 2, 2], Some(5), text)); // long
     assert!(!decodes_to(&t, &[9u32, 0, 1, 2], Some(9), text)); // prompt length past the sequence
     assert!(!decodes_to(&t, &[0u32, 1, 2], Some(3), text)); // the added token missing
-                                                            // One sequence: a prefix that ends on a token boundary.
+
+    // One sequence: a prefix that ends on a token boundary.
     assert!(decodes_to(&t, &[9u32, 0, 1, 2, 0, 0], None, text));
     assert!(!decodes_to(&t, &[9u32, 0, 3], None, text)); // "abc" straddles the end of the text
     assert!(!decodes_to(&t, &[9u32, 0, 5, 2], None, text)); // an id that is not text
@@ -211,22 +208,7 @@ fn prompt_ids_decoding_to_the_rendered_text_match_without_tokenizing() {
 #[test]
 fn an_added_token_spelled_in_pieces_or_unnormalized_text_is_tokenized_to_decide() {
     // "<s>" is the added token 9; ids 3..6 spell it out as ordinary pieces.
-    let pieces: [&[u8]; 7] = [b"ab", b"c", b"\n", b"<", b"s", b">", "e\u{301}".as_bytes()];
-    let bytes = crate::profile::tokenizer_files::TokenBytes::new(
-        10,
-        pieces
-            .iter()
-            .enumerate()
-            .map(|(i, b)| (i as u32, b.to_vec())),
-    );
-    let added: HashMap<u32, Box<[u8]>> = [(9u32, b"<s>".to_vec().into_boxed_slice())]
-        .into_iter()
-        .collect();
-    let t = IdText {
-        bytes: Arc::new(bytes),
-        added_strings: IdText::finder(&added),
-        added,
-    };
+    let t = id_text(&[b"ab", b"c", b"\n", b"<", b"s", b">", "e\u{301}".as_bytes()]);
     assert!(decodes_to(&t, &[9u32, 0, 1], Some(3), b"<s>abc"));
     assert!(!decodes_to(&t, &[3u32, 4, 5, 0, 1], Some(5), b"<s>abc"));
     // Text that NFC would change is never taken as matched by bytes.
