@@ -455,3 +455,86 @@ def test_clean_report_passes_and_says_nothing_was_flagged(cli_run):
     assert "No anomalies found." in page.text("anomalies") and "No sample was flagged." in page.text("flagged")
     assert "decoded" not in page.ids and "filters" not in page.ids
     assert page.classes["pass"] == 1 and page.classes["fail"] == 0
+
+
+# What a reader at 1,400 and 800 px must not see: column headers that run into each other, a chart or table
+# that runs past the page instead of scrolling in its box, a token character drawn as an empty box.
+LAYOUT_PROBE = """
+<script>
+(function () {
+  var out = {width: window.innerWidth, page: document.documentElement.scrollWidth, clipped: [], overlaps: [],
+             boxes: []};
+  function scroller(el) {
+    for (var p = el.parentElement; p; p = p.parentElement) {
+      var s = getComputedStyle(p).overflowX;
+      if (s === "auto" || s === "scroll") return p;
+    }
+    return null;
+  }
+  document.querySelectorAll("main table, main .lengths").forEach(function (t) {
+    if (t.getBoundingClientRect().right > out.width + 1 && !scroller(t)) out.clipped.push(t.id || t.className);
+  });
+  document.querySelectorAll("thead tr").forEach(function (tr) {
+    var rects = Array.prototype.map.call(tr.cells, function (th) {
+      var r = document.createRange(); r.selectNodeContents(th); return [th.textContent, r.getClientRects()];
+    });
+    for (var i = 0; i + 1 < rects.length; i++)
+      Array.prototype.forEach.call(rects[i][1], function (a) {
+        Array.prototype.forEach.call(rects[i + 1][1], function (b) {
+          if (a.right > b.left - 3 && a.left < b.right && a.bottom > b.top && a.top < b.bottom)
+            out.overlaps.push(rects[i][0] + " | " + rects[i + 1][0]);
+        });
+      });
+  });
+  var canvas = document.createElement("canvas"), ctx = canvas.getContext("2d");
+  canvas.width = canvas.height = 40;
+  function pixels(ch, font) {
+    ctx.clearRect(0, 0, 40, 40); ctx.font = font; ctx.textBaseline = "top"; ctx.fillText(ch, 4, 4);
+    return Array.prototype.join.call(ctx.getImageData(0, 0, 40, 40).data, "");
+  }
+  var walker = document.createTreeWalker(document.querySelector("main"), NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    var node = walker.currentNode, font = getComputedStyle(node.parentNode).font;
+    Array.prototype.forEach.call(node.nodeValue, function (ch) {
+      var cp = ch.charCodeAt(0);
+      if (cp >= 0x2000 && (cp < 0xD800 || cp > 0xDFFF) && out.boxes.indexOf(ch) < 0 &&
+          pixels(ch, font) === pixels("\\uDBFF\\uDFFD", font))
+        out.boxes.push(ch);
+    });
+  }
+  document.body.setAttribute("data-probe", JSON.stringify(out));
+})();
+</script>
+"""
+
+
+@pytest.fixture(scope="module")
+def demo_page(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo") / "demo"
+    proc = run_cli("demo", str(root))
+    assert proc.returncode == 0, proc.stderr
+    return root / "report.html"
+
+
+def test_the_demo_page_shows_decoded_excerpts(demo_page):
+    """`make demo`'s page shows what `--decode` gives: flagged samples decoded by the real tokenizer."""
+    page = Page(demo_page.read_text(encoding="utf-8"))
+    text = page.text("decoded")
+    assert "decoded" in page.ids and "Paris" in text  # a tool call's arguments, decoded as text
+    hits = [m for m in page.marks if m["label"].startswith("id ")]
+    assert len(hits) >= 10  # the flagged token of each excerpt, marked with its id
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1400, 800])
+def test_the_demo_page_lays_out_in_chromium(demo_page, tmp_path, width):
+    probe = tmp_path / "probe.html"
+    probe.write_text(demo_page.read_text(encoding="utf-8").replace("</body>", LAYOUT_PROBE + "</body>"), "utf-8")
+    dom = chromium(f"--window-size={width},3000", "--dump-dom", probe.resolve().as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    m = re.search(r'data-probe="([^"]*)"', dom.stdout)
+    assert m, "the probe did not run"
+    found = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert found["page"] <= found["width"], found  # nothing widens the page: wide parts scroll in their box
+    assert found["clipped"] == [] and found["overlaps"] == [], found
+    assert found["boxes"] == [], found  # every character is drawn (the page's stand-ins where fonts lack one)

@@ -13,8 +13,9 @@ import math
 import os
 import re
 import shlex
+import unicodedata
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,12 @@ def _breakable(name: str) -> str:
     return re.sub(r"([_\-/.])", r"\1<wbr>", _e(name))
 
 
+def _category_th(name: str) -> str:
+    """A category's column header, set vertically: names like `B2_opencodeinstruct` over narrow count columns
+    would otherwise run into their neighbours (and wrapping them breaks words mid-way)."""
+    return f"<th class='cat' title='{_e(name)}'><span>{_e(name)}</span></th>"
+
+
 def _who(sample_id: Any, row: int) -> str:
     return str(sample_id) if sample_id is not None else f"#{row}"
 
@@ -94,6 +101,17 @@ def _command(command: str | Sequence[str] | None) -> str:
         return "<span class='note'>not recorded</span>"
     text = command if isinstance(command, str) else shlex.join(str(c) for c in command)
     return f"<pre class='cmd'>{_e(text)}</pre>"
+
+
+def _unusual_glyphs(names: Iterable[str]) -> str:
+    """A note naming the characters of the token names that many machines have no font for (DeepSeek's `｜` and
+    `▁`), so that a name drawn with empty boxes stays legible; the page's script also draws look-alikes."""
+    chars = sorted({ch for n in names for ch in n if 0xFF01 <= ord(ch) <= 0xFFEF or 0x2580 <= ord(ch) <= 0x259F})
+    if not chars:
+        return ""
+    return " · token names use " + ", ".join(
+        f"{_e(ch)} (U+{ord(ch):04X} {_e(unicodedata.name(ch, 'unnamed').lower())})" for ch in chars
+    )
 
 
 def _inputs(report: Report) -> str:
@@ -187,7 +205,7 @@ def _header(
         "<dl class='run'>"
         f"<dt>Inputs</dt><dd>{_inputs(report)}</dd>"
         f"<dt>Profile</dt><dd><b>{_e(prof['name'])}</b> <span class='note'>{_e(prof.get('description', ''))} · "
-        f"vocab {_num(prof['vocab_size'])}</span></dd>"
+        f"vocab {_num(prof['vocab_size'])}{_unusual_glyphs(prof.get('special_tokens', {}))}</span></dd>"
         f"<dt>Tokenizer</dt><dd>{tok}</dd>"
         f"<dt>Command</dt><dd>{_command(command)}</dd>"
         f"<dt>Date</dt><dd>{_e(_when(started))}</dd>"
@@ -484,7 +502,7 @@ def _special_tokens(report: Report) -> str:
     never = [n for n in names if not overall.get(n, 0)]
     head = (
         "<table id='special-tokens-table'><thead><tr><th class='l'>token</th><th>id</th>"
-        + "".join(f"<th class='cat'>{_breakable(name)}</th>" for name, _c in cols)
+        + "".join(_category_th(name) for name, _c in cols)
         + "</tr></thead><tbody>"
     )
     body = []
@@ -626,9 +644,8 @@ def _lengths(report: Report) -> str:
         f"<p class='note'>Every chart uses the same axes: x is the length in tokens on log2 bins from {_tick(lo)} "
         f"to {_pow2(2**hi)}, y is the share of the category's samples in each bin, 0 to {100 * ymax:.0f}%. "
         "The dashed line marks the median. Hover a bar for its count.</p>"
-        f"<div class='lengths' style='grid-template-columns:170px {YAXIS_W}px repeat(4,{CHART_W}px)'>"
-        + "".join(cells)
-        + "</div>"
+        f"<div class='scroll'><div class='lengths' style='grid-template-columns:170px {YAXIS_W}px "
+        f"repeat(4,{CHART_W}px)'>" + "".join(cells) + "</div></div>"
     )
 
 
@@ -682,7 +699,7 @@ def _by_category(report: Report, codes: list[str]) -> str:
     cats = list(report.categories)
     if len(cats) < 2:
         return ""
-    head = "<tr><th class='l'>code</th>" + "".join(f"<th class='cat'>{_breakable(c)}</th>" for c in cats) + "</tr>"
+    head = "<tr><th class='l'>code</th>" + "".join(_category_th(c) for c in cats) + "</tr>"
     body = []
     for code in codes:
         counts = [report.categories[c]["anomalies"].get(code, 0) for c in cats]

@@ -36,7 +36,9 @@ th.l,td.l{text-align:left}td.wrap{white-space:normal;min-width:260px}
 tr.total td{font-weight:600;border-top:2px solid var(--line)}
 thead th.grp{text-align:center;border-bottom:1px solid var(--line);font-weight:600;color:var(--muted)}
 td.zero{color:#b0b8c1}.sub{display:block;color:var(--muted);font-size:10.5px;line-height:1.15}
-th.cat{white-space:normal;max-width:120px;text-align:right;padding-left:16px}
+th.cat{padding:6px 8px;text-align:right;vertical-align:bottom}
+th.cat span{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;display:inline-block;
+max-height:190px;overflow:hidden;text-overflow:ellipsis;line-height:1.2}
 #special-tokens-table td{padding:3px 8px;line-height:1.25}
 .sev{font-weight:600}.sev.error{color:var(--err)}.sev.warning{color:var(--warn)}.sev.info{color:var(--info)}
 .status{font-size:12px;padding:1px 7px;border-radius:10px;border:1px solid var(--line);white-space:nowrap}
@@ -85,9 +87,62 @@ mark.hit sup{font:600 10px system-ui,sans-serif;color:#fff;background:var(--err)
 padding:0 4px;margin-left:3px;vertical-align:4px}
 footer{margin-top:40px;color:var(--muted);font-size:12px;border-top:1px solid var(--line);padding-top:8px}
 @media print{nav.toc,#filters{display:none}}
+.nofont{color:#b45309;text-decoration:underline dotted}
 """
 
 JS = """
+(function () {
+  // Token names use characters many machines have no font for (DeepSeek's U+FF5C), and decoded text may too:
+  // where the browser would draw an empty box, draw a look-alike (fullwidth forms as their ASCII, U+2581 as _)
+  // or the code point, set apart and explained in its title. The header note names the token names' unusual
+  // characters for readers without script.
+  var RISKY = /[\\u2000-\\uD7FF\\uE000-\\uFFFD]/;  // BMP only: a surrogate half is not a character
+  var canvas = document.createElement("canvas"), ctx = canvas.getContext && canvas.getContext("2d");
+  if (!ctx) return;
+  canvas.width = 40; canvas.height = 40;
+  var known = {};
+  function pixels(ch, font) {
+    ctx.clearRect(0, 0, 40, 40); ctx.font = font; ctx.textBaseline = "top"; ctx.fillText(ch, 4, 4);
+    return Array.prototype.join.call(ctx.getImageData(0, 0, 40, 40).data, "");
+  }
+  function drawable(ch, font) {
+    var key = ch + "|" + font;
+    if (!(font in known)) known[font] = pixels("\\uDBFF\\uDFFD", font);  // a character no font has
+    if (!(key in known)) known[key] = pixels(ch, font) !== known[font];
+    return known[key];
+  }
+  function stand_in(ch) {
+    var cp = ch.charCodeAt(0);
+    if (cp >= 0xFF01 && cp <= 0xFF5E) return String.fromCharCode(cp - 0xFEE0);
+    if (cp === 0x2581) return "_";
+    return "U+" + cp.toString(16).toUpperCase();
+  }
+  var walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT), nodes = [];
+  while (walker.nextNode()) if (RISKY.test(walker.currentNode.nodeValue)) nodes.push(walker.currentNode);
+  nodes.forEach(function (node) {
+    var parent = node.parentNode;
+    if (!parent || parent.nodeName === "SCRIPT" || parent.nodeName === "STYLE" || parent.nodeName === "TITLE") return;
+    var font = getComputedStyle(parent).font, text = node.nodeValue, frag = document.createDocumentFragment();
+    var plain = "", changed = false;
+    for (var i = 0; i < text.length; i++) {
+      var ch = text[i];
+      if (RISKY.test(ch) && !drawable(ch, font)) {
+        if (plain) { frag.appendChild(document.createTextNode(plain)); plain = ""; }
+        var span = document.createElement("span");
+        span.className = "nofont";
+        span.title = "U+" + ch.charCodeAt(0).toString(16).toUpperCase() + " (no font on this machine draws it)";
+        span.textContent = stand_in(ch);
+        frag.appendChild(span);
+        changed = true;
+      } else {
+        plain += ch;
+      }
+    }
+    if (!changed) return;
+    if (plain) frag.appendChild(document.createTextNode(plain));
+    parent.replaceChild(frag, node);
+  });
+})();
 (function () {
   var table = document.getElementById("flagged-list");
   if (!table) return;

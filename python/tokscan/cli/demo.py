@@ -10,6 +10,8 @@ import typer
 
 from .app import app, out, user_errors
 
+DECODED_PER_CODE = 2  # flagged samples per code decoded into the demo's HTML page (`scan --decode N`)
+
 
 class DemoLayout(str, Enum):
     deepseek = "deepseek"
@@ -29,8 +31,11 @@ def demo(
 ) -> None:
     """Write a small corpus with a sample of every anomaly, scan it and print the summary."""
     from .. import demo as demo_mod
+    from ..api import load_profile
     from ..api import scan as run_scan
+    from ..forensics import decode_flagged
     from ..render import print_summary
+    from ..tokenizer import load_tokenizer
 
     with user_errors():
         path, profile = demo_mod.write_demo(directory, layout.value, seed)
@@ -40,6 +45,15 @@ def demo(
         report = run_scan([str(path)], profile=profile, tokenizer=tok)
         seconds = time.perf_counter() - t0
         print_summary(report, out, "error", seconds)
+        # The page shows what `scan --decode` gives: flagged samples decoded around the flagged token.
+        report.data["decoded"] = decode_flagged(
+            report,
+            [str(path)],
+            load_tokenizer(tok) if tok else None,
+            DECODED_PER_CODE,
+            None,
+            load_profile(profile, tok),
+        )
         json_path = directory / "report.json"
         report.write_json(json_path)
         html_path = directory / "report.html"
