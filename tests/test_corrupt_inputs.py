@@ -691,6 +691,50 @@ def test_a_mapped_input_cut_after_opening_is_an_input_error_not_sigbus(tmp_path,
     assert str(mapped) in proc.stdout and "shrank from" in proc.stdout and "to 8192 bytes" in proc.stdout, proc.stdout
 
 
+CUT_DURING_SCAN = """
+import shutil, sys, threading, time, random
+import tokscan
+pristine, corpus = sys.argv[1], sys.argv[2]
+shutil.copytree(pristine, corpus)
+t0 = time.perf_counter()
+tokscan.scan(corpus, "plain", threads=2)
+took = time.perf_counter() - t0
+rng, seen = random.Random(7), []
+for i in range(16):
+    shutil.copy(pristine + "/tokens.npy", corpus + "/tokens.npy")
+    cut = threading.Timer(rng.uniform(0, took), lambda: open(corpus + "/tokens.npy", "r+b").truncate(4096))
+    cut.start()
+    try:
+        tokscan.scan(corpus, "plain", threads=2)
+        seen.append("scanned")
+    except tokscan.InputError as e:
+        seen.append("shrank" if "shrank from" in str(e) and "tokens.npy" in str(e) else str(e))
+    cut.join()
+print(" ".join(seen))
+"""
+
+
+def test_a_mapped_input_cut_while_its_pages_are_read_is_an_input_error(tmp_path):
+    """Cut while a unit of work reads its pages (not between units, where the size checks catch it), the map's
+    lost pages raised SIGBUS and killed the process. Truncated at random moments of 16 scans: each one either
+    finished before the cut or ended with the input error; the process never dies of the signal."""
+    pristine = tmp_path / "pristine"
+    pristine.mkdir()
+    n_docs, doc = 40_000, 500  # 20M int32 tokens: 80 MB, tens of milliseconds of scan
+    np.save(pristine / "tokens.npy", np.random.default_rng(5).integers(1, 30_000, n_docs * doc, dtype=np.int32))
+    np.save(pristine / "offsets.npy", np.arange(0, n_docs * doc + 1, doc, dtype=np.int64))
+    proc = subprocess.run(
+        [sys.executable, "-c", CUT_DURING_SCAN, str(pristine), str(tmp_path / "corpus")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])  # -7: killed by SIGBUS
+    seen = proc.stdout.split()
+    assert len(seen) == 16 and set(seen) <= {"scanned", "shrank"}, proc.stdout
+    assert "shrank" in seen, proc.stdout
+
+
 @pytest.mark.parametrize("option", ["--json", "--html", "--junit", "--exclude"])
 def test_writing_to_a_full_device_names_the_file(tmp_path, option):
     p = write_good_parquet(synth.build_corpus(n_clean=30, seed=5, anomalies_per_code=1), tmp_path / "a.parquet")

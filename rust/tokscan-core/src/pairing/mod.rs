@@ -104,6 +104,7 @@ impl IdText {
     }
 
     /// From the ordinary tokens' bytes and the added tokens' strings.
+    #[cfg(any(feature = "prompt", test))]
     fn new(
         bytes: Arc<crate::profile::tokenizer_files::TokenBytes>,
         added: HashMap<u32, Box<[u8]>>,

@@ -148,8 +148,8 @@ fn sample_offsets<T: Copy + PartialEq + Sync>(tokens: &[T], delimiter: T) -> Vec
 pub struct LlmcShard {
     pub path: PathBuf,
     pub header: Header,
+    guard: super::MapGuard, // before `map`: see MapGuard
     map: Mmap,
-    guard: super::MapGuard,
     /// `offsets[i]..offsets[i + 1]` are sample i's tokens (rows + 1 entries).
     offsets: Vec<i64>,
     units: Vec<UnitSpan>,
@@ -170,7 +170,7 @@ impl LlmcShard {
         // SAFETY: opened read-only and only read; inputs must not be modified while tokscan reads them.
         let map = unsafe { Mmap::map(&f) }.map_err(|e| Error::io(path, e))?;
         let header = parse_header(&map).map_err(|m| Error::invalid(path, m))?;
-        let guard = super::MapGuard::new(&f, path, map.len())?;
+        let guard = super::MapGuard::new(&f, path, &map)?;
         let mut shard = LlmcShard {
             path: path.to_path_buf(),
             header,

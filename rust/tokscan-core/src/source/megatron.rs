@@ -230,8 +230,8 @@ pub struct MegatronShard {
     /// The `.bin`.
     pub path: PathBuf,
     pub index: Index,
+    guard: Option<super::MapGuard>, // before `map`: see MapGuard
     map: Option<Mmap>,
-    guard: Option<super::MapGuard>,
     units: Vec<UnitSpan>,
 }
 
@@ -249,7 +249,7 @@ impl MegatronShard {
             let f = File::open(&bin).map_err(|e| Error::io(&bin, e))?;
             // SAFETY: opened read-only and only read; inputs must not be modified while tokscan reads them.
             let map = unsafe { Mmap::map(&f) }.map_err(|e| Error::io(&bin, e))?;
-            let guard = super::MapGuard::new(&f, &bin, map.len())?;
+            let guard = super::MapGuard::new(&f, &bin, &map)?;
             (Some(map), Some(guard))
         };
         let units = plan_units(&index.offsets);

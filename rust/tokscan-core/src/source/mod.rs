@@ -11,6 +11,7 @@
 //! layout and clean suites in `tests/`). Nothing else in the core or in Python matches on the format.
 
 pub mod arrow;
+mod fault;
 pub mod ipc;
 pub mod jsonl;
 pub mod llmc;
@@ -168,21 +169,25 @@ pub struct WriteStats {
 /// Creates `path` for writing, refusing one that exists: an output file is never written twice, and an
 /// input is never overwritten.
 /// The length a memory-mapped input had when it was mapped, with the file kept open to compare (`fstat`, as
-/// pre-access size checks do in other mmap readers): a page of a map beyond the file's current end raises
-/// SIGBUS when touched, so [`Source::unchanged`] turns a file that shrank into an input error before the
-/// next unit reads it. A file cut while one unit is being read is not caught this way (see the README).
+/// pre-access size checks do in other mmap readers), and the map's registration with the SIGBUS handler
+/// ([`fault`]): a page of a map beyond the file's current end raises SIGBUS when touched. A file that shrank
+/// between two units of work is caught before the next unit reads it; one cut while a unit reads its pages
+/// reads zeros there (the handler's doing) and is caught by the check after the unit. Declare the guard before
+/// the map in the struct that owns both, so that the registration ends before the pages are unmapped.
 pub(crate) struct MapGuard {
     file: std::fs::File,
     len: u64,
     path: PathBuf,
+    registration: fault::Registration,
 }
 
 impl MapGuard {
-    pub(crate) fn new(file: &std::fs::File, path: &Path, len: usize) -> Result<Self> {
+    pub(crate) fn new(file: &std::fs::File, path: &Path, map: &memmap2::Mmap) -> Result<Self> {
         Ok(MapGuard {
             file: file.try_clone().map_err(|e| Error::io(path, e))?,
-            len: len as u64,
+            len: map.len() as u64,
             path: path.to_path_buf(),
+            registration: fault::Registration::new(map.as_ptr(), map.len()),
         })
     }
 
@@ -192,7 +197,7 @@ impl MapGuard {
             .metadata()
             .map_err(|e| Error::io(&self.path, e))?
             .len();
-        if now < self.len {
+        if now < self.len || self.registration.faulted() {
             return Err(Error::invalid(
                 &self.path,
                 format!(

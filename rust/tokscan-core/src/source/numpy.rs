@@ -158,8 +158,8 @@ pub struct NpyArray {
     pub path: PathBuf,
     pub dtype: Dtype,
     pub len: usize,
+    guard: Option<MapGuard>, // before `map`: see MapGuard
     map: Option<Mmap>,
-    guard: Option<MapGuard>,
     offset: usize,
 }
 
@@ -200,7 +200,7 @@ impl NpyArray {
             Some(unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?)
         };
         let guard = match &map {
-            Some(m) => Some(MapGuard::new(&file, path, m.len())?),
+            Some(m) => Some(MapGuard::new(&file, path, m)?),
             None => None,
         };
         Ok(NpyArray {
