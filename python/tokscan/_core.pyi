@@ -1,6 +1,7 @@
 """Type stubs of the compiled core (`tokscan._core`)."""
 
 import os
+from collections.abc import Callable
 from typing import Any, final
 
 import numpy as np
@@ -88,6 +89,9 @@ class Corpus:
     def samples(self, start: int, end: int) -> list[dict[str, Any]]: ...
     def find(self, sample_id: str | int) -> int | None: ...
     def sample_ids(self) -> list[str | None]: ...
+    def convert(
+        self, to: str, out: str | os.PathLike[str], progress: Callable[[int, int], object] | None = None
+    ) -> tuple[int, int, list[str]]: ...
     def write_filtered(
         self, index: int, keep: npt.NDArray[np.bool_], out: str | os.PathLike[str]
     ) -> tuple[int, list[str], str | None]: ...

@@ -163,6 +163,8 @@ impl Corpus {
                 }
                 Ok(())
             })?;
+            // A page lost to a file cut during the read read as zeros: never hand those out.
+            self.sources[k].unchanged()?;
             if next_local != local_end {
                 return Err(Error::invalid(
                     self.sources[k].path(),

@@ -8,6 +8,7 @@
 pub mod anomaly;
 pub mod check;
 pub mod contamination;
+pub mod convert;
 pub mod corpus;
 pub mod crosscheck;
 pub mod error;

@@ -120,6 +120,46 @@ impl PyCorpus {
         Ok((st.rows, files, st.omitted))
     }
 
+    /// Writes every sample as `to` ("parquet" or "numpy") into `out`, a new or empty directory, through the
+    /// core's writers (`tokscan_core::convert`): the rows this corpus numbers, nothing else. `progress(done,
+    /// total)` is called about every 50 ms while it runs. Returns `(samples, tokens, files written)`. Ctrl-C
+    /// cancels it; on any error the partial output is removed.
+    #[pyo3(signature = (to, out, progress=None))]
+    fn convert(
+        &self,
+        py: Python<'_>,
+        to: &str,
+        out: std::path::PathBuf,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<(u64, u64, Vec<String>)> {
+        use std::sync::atomic::Ordering;
+        let target: tokscan_core::convert::Target = to.parse().map_err(|e| to_py(py, e))?;
+        let p = tokscan_core::Progress::default();
+        let tick = |py: Python<'_>| match &progress {
+            Some(cb) => cb
+                .call1(
+                    py,
+                    (
+                        p.units_done.load(Ordering::Relaxed),
+                        p.units_total.load(Ordering::Relaxed),
+                    ),
+                )
+                .map(drop),
+            None => Ok(()),
+        };
+        let done = crate::interruptible_ticking(
+            py,
+            &p,
+            || tokscan_core::convert::convert(&self.inner, target, &out, &p),
+            tick,
+        )?;
+        if let Some(cb) = &progress {
+            cb.call1(py, (done.samples, done.samples))?;
+        }
+        let files = done.files.iter().map(|f| f.display().to_string()).collect();
+        Ok((done.samples, done.tokens, files))
+    }
+
     /// Every sample's id (None where it has none), in row order.
     fn sample_ids(&self, py: Python<'_>) -> PyResult<Vec<Option<String>>> {
         detached(py, || self.inner.sample_ids())

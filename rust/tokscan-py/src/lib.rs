@@ -70,13 +70,24 @@ pub(crate) fn interruptible<T: Send>(
     progress: &Progress,
     f: impl FnOnce() -> Result<T, Error> + Send,
 ) -> PyResult<T> {
+    interruptible_ticking(py, progress, f, |_| Ok(()))
+}
+
+/// [`interruptible`], calling `tick` (with the GIL) at each wake-up: a Python progress callback. An error
+/// from `tick` cancels `progress` like a signal and is raised once `f` has stopped.
+pub(crate) fn interruptible_ticking<T: Send>(
+    py: Python<'_>,
+    progress: &Progress,
+    f: impl FnOnce() -> Result<T, Error> + Send,
+    mut tick: impl FnMut(Python<'_>) -> PyResult<()>,
+) -> PyResult<T> {
     let (result, signal) = std::thread::scope(|s| {
         let worker = s.spawn(|| catch_unwind(AssertUnwindSafe(f)));
         let mut signal = None;
         while !worker.is_finished() {
             py.detach(|| std::thread::park_timeout(SIGNAL_POLL));
             if signal.is_none() {
-                if let Err(e) = py.check_signals() {
+                if let Err(e) = py.check_signals().and_then(|()| tick(py)) {
                     progress.cancel();
                     signal = Some(e);
                 }
