@@ -65,7 +65,7 @@ def test_show_flagged_sample_by_id_marks_the_anomaly(ds):
     assert doc["codes"] == ["trailing_tokens"]
     ex = doc["excerpts"]["trailing_tokens"]
     assert ex["at"] == "<｜User｜>" and "Fahrenheit" in ex["after"]
-    assert doc["prompt_record"]["match"] == "matched by id"
+    assert doc["prompt_record"]["match"].endswith(f"{prompts} line {row + 1} (paired by id)")
     assert doc["prompt_record"]["record"]["messages"][0]["content"] == f"question of {samples[row].sample_id}"
     terminal = run_cli("show", str(path), "-p", "deepseek", "--tokenizer", str(TOK), "--row", str(row))
     assert terminal.returncode == 0 and "trailing_tokens at token" in terminal.stdout

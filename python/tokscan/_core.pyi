@@ -137,7 +137,9 @@ def paired_record(
     profile: Profile,
     row: int,
     columns: dict[str, str] | None = None,
-    prompts: str | None = None,
+    prompts: str | os.PathLike[str] | None = None,
+    tokenizer: str | os.PathLike[str] | None = None,
+    chat_template: str | None = None,
 ) -> str | None: ...
 def code_scopes() -> dict[str, str]: ...
 def encode_prompts(

@@ -4,11 +4,9 @@ ever sees the samples asked for."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -211,21 +209,6 @@ def describe(sample: Sample, tok: Decoder | None, raw: bool = False, elide: bool
         "segments": segs,
         "excerpts": {code: excerpt(sample.ids, pos, dec, vocab_size=vocab) for code, pos in info["positions"].items()},
     }
-
-
-def prompt_record(path: Path, sample: Sample) -> tuple[dict[str, Any] | None, str]:
-    """The prompt record of `sample` in a JSONL file: by an id field when records have one, else by line."""
-    lines = path.read_text().splitlines()
-    records = [json.loads(line) for line in lines if line.strip()]
-    id_field = next((f for f in ("sample_id", "id") if records and f in records[0]), None)
-    if id_field is not None and sample.sample_id is not None:
-        for r in records:
-            if str(r.get(id_field)) == sample.sample_id:
-                return r, f"matched by {id_field}"
-        return None, f"no record with {id_field} = {sample.sample_id}"
-    if sample.row < len(records):
-        return records[sample.row], f"matched by line number {sample.row + 1} (the records have no id field)"
-    return None, f"{path} has only {len(records)} records"
 
 
 def _window_segments(sample: Sample, dec: Decoder, pos: int, vocab: int | None, with_ids: bool) -> list[dict[str, Any]]:

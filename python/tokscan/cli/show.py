@@ -47,19 +47,24 @@ SEGMENT_STYLE = {
 }
 
 
-def prompt_check(sample: Any, record: dict[str, Any] | None, tok: Any) -> dict[str, Any]:
-    """Whether the prompt record re-renders (through the tokenizer's chat template) to exactly the sample's
-    prompt tokens. Without a record or a template it says why it could not tell."""
-    from ..align import check_record
+def rendering(paired: dict[str, Any], sample: Any, tok: Any, radius: int = 8) -> dict[str, Any]:
+    """The core's verdict on a paired record (`_core.paired_record`: rendered and tokenized in the core, compared
+    as `scan` compares it), with the first difference decoded on both sides."""
+    from ..forensics import decode_text
 
-    if record is None:
-        return {"status": "no record"}
-    if tok is None or getattr(tok, "chat_template", None) is None:
-        return {"status": "unchecked", "why": "give --tokenizer DIR with a chat template (or --chat-template FILE)"}
-    if not isinstance(record.get("messages"), list):
-        return {"status": "unchecked", "why": "the record has no 'messages' list"}
-    result = check_record(sample.ids, sample.prompt_len, record, tok)
-    return {"status": "match" if result["matches"] else "mismatch", **result}
+    if paired["tokens"] == "match":
+        return {"status": "match", "rendered_tokens": len(paired["rendered"])}
+    if paired["tokens"] == "differ":
+        diff, rendered = paired["first_difference"], paired["rendered"]
+        a, b = max(0, diff - radius), diff + radius
+        return {
+            "status": "mismatch",
+            "rendered_tokens": len(rendered),
+            "first_difference": diff,
+            "sample_text": decode_text(tok, sample.ids[a:b].tolist()),
+            "rendered_text": decode_text(tok, rendered[a:b]),
+        }
+    return {"status": "shape", "agrees": paired["shape_agrees"], "why": paired.get("note") or ""}
 
 
 @app.command()
@@ -98,7 +103,7 @@ def show(
     from ..api import load_profile
     from ..config import discover, load_file
     from ..errors import UsageError
-    from ..forensics import Corpus, describe, explain, prompt_record
+    from ..forensics import Corpus, describe, explain
     from ..remote import relabel, staged
     from ..tokenizer import load_tokenizer
     from .app import corpus_columns
@@ -123,32 +128,32 @@ def show(
         if tok is not None and chat_template is not None:
             tok.chat_template = chat_template.read_text()
         doc = describe(sample, tok, raw)
-        record, how, check = None, "", None
-        if prompts is not None:
-            record, how = prompt_record(prompts, sample)
-            check = prompt_check(sample, record, tok)
-            doc["prompt_record"] = {"match": how, "record": record, "rendering": check}
-        else:
-            # The prompts file beside the sample's shards, paired as `scan` pairs it (by id, else by line).
-            from .. import _core
+        # The prompt record, paired as `scan` pairs it (by id, else by line) from `--prompts` or the prompts file
+        # beside the sample's shards, and with a tokenizer rendered and compared in the core.
+        from .. import _core
 
-            found = _core.paired_record([str(p) for p in path], prof, int(sample.row), dict(corpus.columns))
-            if found is not None:
-                paired = json.loads(found)
-                if paired["record"]:
-                    record = json.loads(paired["record"])
-                    how = f"{paired['path']} line {paired['line']} (paired by {paired['matched_by']})"
-                    check = prompt_check(sample, record, tok)
-                    if check.get("status") == "unchecked":
-                        check = {
-                            "status": "shape",
-                            "agrees": paired["shape_agrees"],
-                            "why": check.get("why", ""),
-                        }
-                else:
-                    how = f"{paired['path']}: no record pairs with this sample (paired by {paired['matched_by']})"
-                    check = {"status": "no record"}
-                doc["prompt_record"] = {"match": how, "record": record, "rendering": check}
+        record, how, check = None, "", None
+        found = _core.paired_record(
+            [str(p) for p in path],
+            prof,
+            int(sample.row),
+            dict(corpus.columns),
+            str(prompts) if prompts is not None else None,
+            str(tok_dir) if tok_dir is not None else None,
+            chat_template.read_text() if chat_template is not None else None,
+        )
+        if found is not None:
+            paired = json.loads(found)
+            if tok_dir is None:
+                paired["note"] = "give --tokenizer DIR with a chat template (or --chat-template FILE)"
+            if paired["record"]:
+                record = json.loads(paired["record"])
+                how = f"{paired['path']} line {paired['line']} (paired by {paired['matched_by']})"
+                check = rendering(paired, sample, tok)
+            else:
+                how = f"{paired['path']}: no record pairs with this sample (paired by {paired['matched_by']})"
+                check = {"status": "no record"}
+            doc["prompt_record"] = {"match": how, "record": record, "rendering": check}
         doc, how = relabel(doc, bases), relabel(how, bases)
         if json_out is not None:
             write_output(json_out, json.dumps(doc, indent=2, ensure_ascii=False))
@@ -236,5 +241,3 @@ def render_prompt_check(check: dict[str, Any]) -> None:
         out.print(f"[dim]tokens not compared: {check['why']}[/]", highlight=False)
     elif status == "no record":
         out.print("[bold red]no prompt record pairs with this sample[/]")
-    elif status == "unchecked":
-        out.print(f"[yellow]not checked against the sample's prompt[/]: {check['why']}", highlight=False)

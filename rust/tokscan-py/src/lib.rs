@@ -521,9 +521,12 @@ fn discover_inputs(
 }
 
 /// The prompt record that pairs with global row `row` (from the prompts file beside its shards, or `prompts`)
-/// as JSON `{path, line, matched_by, record, shape_agrees}`, or `None` when no prompts file pairs with it.
+/// as JSON `{path, line, matched_by, record, shape_agrees, tokens, first_difference?, rendered?, note?}`, or
+/// `None` when no prompts file pairs with it. With `tokenizer` (a directory; `chat_template` the text of a
+/// template for one without) the record is rendered and tokenized in the core and compared as `scan` does.
 #[pyfunction]
-#[pyo3(signature = (paths, profile, row, columns=None, prompts=None))]
+#[pyo3(signature = (paths, profile, row, columns=None, prompts=None, tokenizer=None, chat_template=None))]
+#[allow(clippy::too_many_arguments)]
 fn paired_record(
     py: Python<'_>,
     paths: Vec<String>,
@@ -531,13 +534,21 @@ fn paired_record(
     row: u64,
     columns: Option<HashMap<String, String>>,
     prompts: Option<std::path::PathBuf>,
+    tokenizer: Option<std::path::PathBuf>,
+    chat_template: Option<String>,
 ) -> PyResult<Option<String>> {
     let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
     let p = profile.inner.clone();
     let found = detached(py, move || {
         let corpus = tokscan_core::Corpus::open(&paths, &columns)?;
         let explicit: Vec<std::path::PathBuf> = prompts.into_iter().collect();
-        tokscan_core::pairing::paired_record(&corpus, &p, &explicit, row)
+        let encoder = match &tokenizer {
+            Some(dir) => {
+                tokscan_core::pairing::load_encoder(dir, chat_template.as_deref()).map(Some)
+            }
+            None => Ok(None),
+        };
+        tokscan_core::pairing::paired_record(&corpus, &p, &explicit, row, encoder)
     })?;
     Ok(found.map(|r| serde_json::to_string(&r).expect("plain data")))
 }

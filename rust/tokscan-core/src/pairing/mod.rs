@@ -955,18 +955,36 @@ pub struct PairedRecord {
     pub record: String,
     /// The record's conversation shape (system prompt, user and assistant turns) agrees with the sample's.
     pub shape_agrees: bool,
+    /// With an encoder: `match` (the record renders to exactly the sample's prompt), `differ`, or
+    /// `not compared` (see `note`); without one, `not compared`.
+    pub tokens: String,
+    /// With `differ`: the first token where the rendering and the sample differ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_difference: Option<u32>,
+    /// The record's rendered and tokenized prompt, when it was compared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rendered: Option<Vec<u32>>,
+    /// Why the tokens were not compared, when they were not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The record of the prompts file that pairs with global row `row` of `corpus` (found beside its shards, or
-/// `explicit`), with whether its shape agrees. `None` when no prompts file pairs with the sample's input;
-/// `Some` with an empty `record` when the file has no record for it.
+/// `explicit`), with whether its shape agrees and, given `encoder` (or the reason it could not be loaded),
+/// whether it renders to exactly the sample's prompt, as `scan` decides it. `None` when no prompts file pairs
+/// with the sample's input; `Some` with an empty `record` when the file has no record for it.
 pub fn paired_record(
     corpus: &Corpus,
     profile: &Profile,
     explicit: &[PathBuf],
     row: u64,
+    encoder: std::result::Result<Option<Arc<dyn RecordEncoder>>, String>,
 ) -> Result<Option<PairedRecord>> {
-    let Some(mut pairing) = Pairing::of(corpus, explicit, None)? else {
+    let (encoder, mut note) = match encoder {
+        Ok(e) => (e, None),
+        Err(why) => (None, Some(why)),
+    };
+    let Some(mut pairing) = Pairing::of(corpus, explicit, encoder.clone())? else {
         return Ok(None);
     };
     let (k, _) = corpus.locate(row)?;
@@ -1007,12 +1025,40 @@ pub fn paired_record(
     let set = &pairing.sets[set_index as usize];
     Ok(fact.map(|f| {
         let rec = f.record.map(|r| &set.records[r as usize]);
+        let raw = rec.and_then(|r| r.raw.as_deref());
+        let diff = f.fits[SHIFT_WINDOW].first_diff;
+        let rendered = match (&encoder, raw) {
+            (Some(enc), Some(raw)) if diff != NOT_RENDERED => match enc.encode(raw) {
+                Ok(ids) => Some(ids),
+                Err(e) => {
+                    note = Some(e.to_string());
+                    None
+                }
+            },
+            _ => None,
+        };
+        if encoder.is_some() && rec.is_some() && diff == NOT_RENDERED && note.is_none() {
+            note =
+                Some("the record could not be rendered with the tokenizer's chat template".into());
+        }
+        if encoder.is_none() && note.is_none() {
+            note = Some("no tokenizer with a chat template was given".into());
+        }
+        let tokens = match (&rendered, diff) {
+            (Some(_), TOKENS_MATCH) => "match",
+            (Some(_), _) => "differ",
+            _ => "not compared",
+        };
         PairedRecord {
             path: set.path.display().to_string(),
             line: rec.map_or(0, |r| r.line),
             matched_by: if f.by_id { "id" } else { "line" }.into(),
-            record: rec.and_then(|r| r.raw.as_deref()).unwrap_or("").to_string(),
+            record: raw.unwrap_or("").to_string(),
             shape_agrees: f.fits[SHIFT_WINDOW].shape,
+            tokens: tokens.into(),
+            first_difference: (tokens == "differ").then_some(diff),
+            note: rendered.is_none().then_some(note).flatten(),
+            rendered,
         }
     }))
 }
