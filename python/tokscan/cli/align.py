@@ -1,8 +1,10 @@
-"""`tokscan align`: is every sample's prompt exactly the chat-template rendering of its prompt record?"""
+"""`tokscan align`: is every sample's prompt exactly the chat-template rendering of its prompt record? The core
+pairs, renders, tokenizes and compares (the scan's pairing, `scan --prompts FILE --tokenizer DIR`); this command
+prints that verdict alone, with the first differences decoded."""
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -14,6 +16,7 @@ from .app import (
     JsonOpt,
     MaskColumnOpt,
     OutputColumnOpt,
+    ProfileOpt,
     PromptColumnOpt,
     QuietOpt,
     TrustRemoteCodeOpt,
@@ -26,6 +29,26 @@ from .app import (
     write_output,
 )
 
+#: The pairing codes: a sample without its record, a record that is not the sample's prompt, a shifted file.
+PAIRING_CODES = ("prompt_missing", "prompt_mismatch", "prompts_shifted")
+#: Mismatches decoded into the result (every mismatched row is listed in `mismatched_rows`).
+DECODED = 10
+
+
+def _matched_by(entry: dict[str, Any]) -> str:
+    if entry["matched_by"] == "id":
+        return f"the records' {entry.get('id_field')!r} field against each sample_id"
+    return "line number (record N is sample N; the records have no id field)"
+
+
+def _shift_message(s: dict[str, Any], report: Any) -> str:
+    first = next((f for f in report.flagged if f["row"] == s["from_row"]), None)
+    who = first["sample_id"] if first and first.get("sample_id") is not None else f"row {s['from_row']}"
+    return (
+        f"prompt rows are shifted by {s['offset']:+d} from sample {who} on ({s['samples']:,} samples, rows "
+        f"{s['from_row']}-{s['to_row']}): the prompts file is shifted or reordered"
+    )
+
 
 @app.command()
 def align(
@@ -37,15 +60,14 @@ def align(
         Path,
         typer.Option(
             metavar="DIR",
-            help="Tokenizer directory (its chat template: tokenizer_config.json or chat_template.jinja), "
-            "or a tokenizer.json file.",
+            help="Tokenizer directory (its chat template: tokenizer_config.json or chat_template.jinja).",
         ),
     ],
     chat_template: Annotated[
         Path | None, typer.Option(metavar="FILE", help="A Jinja chat template file, for tokenizers without one.")
     ] = None,
+    profile: ProfileOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
-    workers: Annotated[int, typer.Option(metavar="N", help="Rendering processes (0 = one per core).", min=0)] = 0,
     json_out: Annotated[Path | None, JsonOpt("the result")] = None,
     quiet: QuietOpt = False,
     config_file: ConfigOpt = None,
@@ -57,37 +79,101 @@ def align(
     category_column: CategoryColumnOpt = None,
 ) -> None:
     """Check that every sample's prompt is exactly the chat-template rendering of its prompt record."""
-    from ..align import align as run_align
+    from .. import _core
+    from ..api import load_profile
+    from ..api import scan as run_scan
+    from ..config import discover, load_file
+    from ..errors import UsageError
+    from ..forensics import decode_text
+    from ..tokenizer import load_tokenizer
 
     with user_errors():
         check_output(json_out, "--json")
+        cfg = load_file(config_file) if config_file is not None else discover()
         columns = corpus_columns(
             config_file, ids_column, prompt_column, output_column, mask_column, id_column, category_column
         )
-        r = run_align(
+        if not prompts.is_file():
+            raise UsageError(f"{prompts}: no such prompts file")
+        tok = load_tokenizer(tokenizer, trust_remote_code)  # decodes the differences; refuses remote code unasked
+        template = chat_template.read_text(encoding="utf-8") if chat_template is not None else None
+        prof = load_profile(profile if profile is not None else (cfg.profile or "kimi-k2"), None, trust_remote_code)
+        report = run_scan(
             path,
-            prompts,
-            str(tokenizer),
-            chat_template,
-            workers or None,
-            trust_remote_code=trust_remote_code,
+            prof,
+            tokenizer=tokenizer,
             columns=columns,
+            prompts=prompts,
+            chat_template=chat_template,
+            trust_remote_code=trust_remote_code,
         )
-        if json_out is not None:
-            write_output(json_out, json.dumps(r.to_json(), indent=2, ensure_ascii=False))
-        if not quiet and not stdout_taken(json_out):
-            out.print(f"{r.n_samples:,} samples, {r.n_records:,} prompt records, matched by {r.matched_by}")
-            out.print(
-                f"aligned: {r.aligned:,} · mismatched: {len(r.mismatches):,} · without a record: {len(r.missing):,}"
+        entries = report.data.get("pairing") or []
+        if not entries:
+            raise UsageError(f"{prompts}: no sample of the corpus pairs with it")
+        if any(e["compared"] != "tokens" for e in entries):
+            why = next((e.get("note") for e in entries if e.get("note")), None) or "the records were not rendered"
+            raise UsageError(f"{tokenizer}: {why} (give --chat-template FILE for a tokenizer without one)")
+        entry = entries[0]
+        rows = sorted({r for code in ("prompt_mismatch", "prompts_shifted") for r in report.flagged_rows(code)})
+        missing = report.flagged_rows("prompt_missing")
+        by_row = {f["row"]: f for f in report.flagged}
+        mismatches = []
+        corpus = _core.Corpus([str(p) for p in path], dict(columns))
+        for row in rows[:DECODED]:
+            found = _core.paired_record(
+                [str(p) for p in path], prof, row, dict(columns), str(prompts), str(tokenizer), template
             )
-            for s in r.shifts:
+            paired = json.loads(found) if found is not None else {}
+            sample = corpus.sample(row)
+            diff = paired.get("first_difference")
+            rendered = paired.get("rendered") or []
+            a, b = max(0, (diff or 0) - 8), (diff or 0) + 8
+            mismatches.append(
+                {
+                    "row": row,
+                    "sample_id": by_row.get(row, {}).get("sample_id"),
+                    "record": paired.get("line"),
+                    "first_difference": diff,
+                    "sample_text": decode_text(tok, list(sample["ids"][a:b])),
+                    "rendered_text": decode_text(tok, rendered[a:b]),
+                }
+            )
+        shifts = [{**s, "message": _shift_message(s, report)} for e in entries for s in e["shifts"]]
+        counts = {c: report.count(c) for c in PAIRING_CODES}
+        ok = not any(counts.values())
+        result = {
+            "n_samples": report.n_samples,
+            "n_records": sum(e["records"] for e in entries),
+            "matched_by": _matched_by(entry),
+            "aligned": sum(e["paired"] for e in entries),
+            "mismatched": counts["prompt_mismatch"],
+            "shifted": counts["prompts_shifted"],
+            "missing": missing,
+            "mismatched_rows": rows,
+            "mismatches": mismatches,
+            "shifts": shifts,
+            "ok": ok,
+        }
+        if json_out is not None:
+            write_output(json_out, json.dumps(result, indent=2, ensure_ascii=False))
+        if not quiet and not stdout_taken(json_out):
+            out.print(f"{result['n_samples']:,} samples, {result['n_records']:,} prompt records, matched by "
+                      f"{result['matched_by']}", highlight=False)  # fmt: skip
+            out.print(
+                f"aligned: {result['aligned']:,} · mismatched: {len(rows):,} · without a record: {len(missing):,}",
+                highlight=False,
+            )
+            for s in shifts:
                 out.print(f"[bold red]{s['message']}[/]", highlight=False)
-            for m in r.mismatches[:10]:
+            for m in mismatches:
                 who = m["sample_id"] if m["sample_id"] is not None else f"#{m['row']}"
-                out.print(f"[bold]{who}[/] differs from record {m['record']} at token {m['first_difference']}:")
+                out.print(
+                    f"[bold]{who}[/] differs from record line {m['record']} at token {m['first_difference']}:",
+                    highlight=False,
+                )
                 out.print(f"  sample:   {m['sample_text']!r}", highlight=False)
                 out.print(f"  rendered: {m['rendered_text']!r}", highlight=False)
-            if len(r.mismatches) > 10:
-                out.print(f"… and {len(r.mismatches) - 10:,} more (use --json FILE)")
-            out.print("[bold green]ALIGNED[/]" if r.ok else "[bold red]MISALIGNED[/]")
-    raise typer.Exit(0 if r.ok else 1)
+            if len(rows) > len(mismatches):
+                out.print(f"… and {len(rows) - len(mismatches):,} more (every row: --json FILE, `mismatched_rows`)")
+            out.print("[bold green]ALIGNED[/]" if ok else "[bold red]MISALIGNED[/]")
+    raise typer.Exit(0 if ok else 1)
