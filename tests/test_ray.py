@@ -77,6 +77,18 @@ def test_every_layout_gives_the_local_report(cluster, corpus, layout):
         assert r.data == local.data, (layout, n_tasks, n_buckets, fan_in)
 
 
+def test_the_flagged_detail_limit_gives_the_local_report(cluster, corpus):
+    """Each task keeps detail for its own first flagged samples of each code; the merge keeps the corpus's
+    first, so the driver never holds every flagged sample in full and the report is the local one."""
+    path = str(corpus["parquet_full"])
+    local = tokscan.scan(path, flagged_detail=2)
+    assert local.data["flagged_summarized"]["samples"] > 0  # the limit bites
+    for n_tasks, fan_in in ((None, 8), (7, 2)):
+        r = scan_ray([path], "kimi-k2", flagged_detail=2, n_tasks=n_tasks, fan_in=fan_in)
+        assert r.data == local.data, (n_tasks, fan_in)
+    assert tokscan.scan(path, engine="ray", flagged_detail=2).data == local.data
+
+
 @pytest.mark.parametrize("layout", ["parquet_full", "jsonl"])
 def test_draft_vocab_counts_merge_across_tasks_as_locally(cluster, corpus, layout, tmp_path):
     """Loss-bearing token counts, coverage, the mapping and its check merge across Ray tasks exactly as across

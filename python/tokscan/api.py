@@ -192,6 +192,7 @@ def scan(
             ngram_coverage=ngram_coverage,
             contamination=bench,
             draft_vocab=vocab,
+            flagged_detail=flagged_detail,
             address=address,
             progress=progress,
             poll_interval=max(poll_interval, 0.2),

@@ -136,10 +136,19 @@ def _remote_functions(ray: Any) -> dict[str, Any]:
         counter: Any,
         contamination: tuple[list[str], int, float, str | None] | None,
         count_vocab: bool = False,
+        flagged_detail: int = 1000,
     ) -> tuple[bytes, ...]:
         _hold_for_test(hold, index)
         job = _core.TaskScan(
-            task, _profile(*profile), columns, threads, ngram_coverage, n_buckets, contamination, count_vocab
+            task,
+            _profile(*profile),
+            columns,
+            threads,
+            ngram_coverage,
+            n_buckets,
+            contamination,
+            count_vocab,
+            flagged_detail,
         )
         if counter is None:
             partial, buckets, records = job.run()
@@ -227,6 +236,7 @@ def scan_ray(
     ngram_coverage: bool = False,
     contamination: tuple[list[str], int, float, str | None] | None = None,
     draft_vocab: str | None = None,
+    flagged_detail: int = 1000,
     address: str | None = None,
     n_tasks: int | None = None,
     n_buckets: int | None = None,
@@ -240,6 +250,7 @@ def scan_ray(
     CPU. `threads` is the core's thread count inside each task; 0 means 1, since Ray already runs one task
     per CPU. `draft_vocab` is the core's draft-vocabulary options (JSON, `tokscan.vocab.options`): every
     task counts the loss-bearing tokens, the merged counts make the report's `draft_vocab` section.
+    `flagged_detail` bounds the flagged samples kept in full, in every task and in the merge, as locally.
     """
     ray = import_ray()
     profile_args = (str(profile), None if tokenizer is None else str(tokenizer), trust_remote_code)
@@ -259,6 +270,7 @@ def scan_ray(
             ngram_coverage,
             contamination,
             draft_vocab,
+            flagged_detail,
             n_tasks,
             n_buckets,
             fan_in,
@@ -283,6 +295,7 @@ def _run(
     ngram_coverage: bool,
     contamination: tuple[list[str], int, float, str | None] | None,
     draft_vocab: str | None,
+    flagged_detail: int,
     n_tasks: int | None,
     n_buckets: int | None,
     fan_in: int,
@@ -313,6 +326,7 @@ def _run(
             counter,
             contamination,
             draft_vocab is not None,
+            flagged_detail,
         )
         for i, t in enumerate(tasks)
     ]

@@ -60,7 +60,7 @@ pub struct PyTaskScan {
 #[pymethods]
 impl PyTaskScan {
     #[new]
-    #[pyo3(signature = (task, profile, columns=None, threads=0, ngram_coverage=false, n_buckets=1, contamination=None, count_vocab=false))]
+    #[pyo3(signature = (task, profile, columns=None, threads=0, ngram_coverage=false, n_buckets=1, contamination=None, count_vocab=false, flagged_detail=1000))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -72,6 +72,7 @@ impl PyTaskScan {
         n_buckets: usize,
         contamination: Option<crate::ContaminationArgs>,
         count_vocab: bool,
+        flagged_detail: u64,
     ) -> PyResult<Self> {
         let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
         Ok(PyTaskScan {
@@ -83,6 +84,9 @@ impl PyTaskScan {
                 ngram_coverage,
                 contamination: contamination.map(crate::contamination_spec),
                 vocab: count_vocab.then(VocabOptions::default),
+                // Each task keeps detail for its own first samples of each code; the merge keeps the corpus's
+                // first (a task holds every sample the whole corpus keeps of it), as a local scan does.
+                flagged_detail,
                 ..Default::default()
             },
             n_buckets: n_buckets.max(1),
