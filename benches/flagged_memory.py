@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -36,6 +35,22 @@ def corpus(n: int, cache: Path) -> Path:
     return d
 
 
+def own_peak_mb(p: subprocess.Popen) -> float:
+    """The child's own peak RSS (VmHWM of its process image), read until it exits. `ru_maxrss` of a child is
+    not it: Linux starts a child's maximum at its parent's size at fork, so a driver that built a large corpus
+    in memory would be counted too."""
+    peak = 0
+    status = f"/proc/{p.pid}/status"
+    while p.poll() is None:
+        try:
+            with open(status) as f:
+                peak = max(peak, next((int(x.split()[1]) for x in f if x.startswith("VmHWM:")), 0))
+        except (OSError, StopIteration):
+            break
+        time.sleep(0.02)
+    return peak / 1024
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=1_000_000)
@@ -48,15 +63,17 @@ def main() -> None:
     out = a.cache / "flagged-out"
     out.mkdir(exist_ok=True)
     t0 = time.perf_counter()
-    p = subprocess.run(
+    p = subprocess.Popen(
         [a.tokscan, "scan", str(d), "--json", str(out / "r.json"), "--exclude", str(out / "x.txt"), "-q", *extra],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
+    rss = own_peak_mb(p)
+    _stdout, stderr = p.communicate()
     secs = time.perf_counter() - t0
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     if p.returncode not in (0, 1):
-        sys.exit(f"scan failed: {p.stderr.strip()}")
+        sys.exit(f"scan failed: {stderr.strip()}")
     report = json.loads((out / "r.json").read_text())
     with open(out / "x.txt", "rb") as f:
         excluded = sum(1 for _ in f)
