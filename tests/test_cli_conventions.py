@@ -86,10 +86,17 @@ def test_wrong_profile_gets_a_hint(ds):
     assert proc.returncode == 1
     hint = [line for line in proc.stderr.splitlines() if line.startswith("hint:")]
     assert len(hint) == 1, proc.stderr
-    assert "100 % of samples have no user turn for profile kimi-k2" in hint[0]
+    # Given before the scan (from the corpus's first samples), so a long scan with the wrong profile is not
+    # waited out to learn it; the hint after the scan is then not repeated.
+    assert "100 % of the first 64 samples have no user turn for profile kimi-k2" in hint[0]
     assert "try --profile deepseek" in hint[0]
     right = run_cli("scan", str(path), "-p", "deepseek")
     assert "hint:" not in right.stderr
+    from tokscan.hints import preflight_hint
+
+    early = preflight_hint(tokscan.load_profile("kimi-k2"), [str(path)])
+    assert early is not None and early.better == "deepseek" and early.first == 64
+    assert preflight_hint(tokscan.load_profile("deepseek"), [str(path)]) is None
 
 
 def test_profile_names_aliases_and_files(ds, tmp_path):

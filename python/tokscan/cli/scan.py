@@ -175,6 +175,17 @@ def execute(a: ScanArgs) -> int:
         if not a.quiet:
             err.print(f"note: {threads:,} threads asked for; using {cap} (at most 4 × the cores)", highlight=False)
         threads = cap
+    early = None
+    from ..remote import any_url
+
+    if a.hint and not a.quiet and a.ray is None and not any_url(list(paths)):
+        # Before the scan: with the wrong profile every sample is flagged, and a long scan would only say so
+        # at its end.
+        from ..hints import preflight_hint
+
+        early = preflight_hint(load_profile(profile, tok_dir, a.trust_remote_code), list(paths), columns)
+        if early is not None:
+            err.print(f"[bold yellow]hint:[/] {early.message}", highlight=False, soft_wrap=True)
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     report = scan_with_progress(
@@ -270,7 +281,7 @@ def execute(a: ScanArgs) -> int:
         for i in report.data.get("inputs", []):
             if i.get("warning"):
                 err.print(f"[bold yellow]warning:[/] {i['path']}: {i['warning']}", highlight=False, soft_wrap=True)
-    if a.hint and not a.quiet:
+    if a.hint and not a.quiet and early is None:
         from ..hints import profile_hint
 
         hint = profile_hint(report, paths, columns)
