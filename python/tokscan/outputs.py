@@ -30,12 +30,17 @@ def utf8_paths(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     return out
 
 
-def write_file(path: str | os.PathLike[str], text: str, what: str) -> None:
-    """Writes `text` to the file `path`. A failure (a full disk, no permission) is one UsageError naming the
-    file and `what` it was, and a regular file left half-written is removed: no partial output stays behind
-    looking complete."""
+def write_file(path: str | os.PathLike[str], text: str | Iterable[str], what: str) -> None:
+    """Writes `text` (a string, or its pieces in order) to the file `path`. A failure (a full disk, no
+    permission) is one UsageError naming the file and `what` it was, and a regular file left half-written is
+    removed: no partial output stays behind looking complete."""
     try:
-        Path(path).write_text(text, encoding="utf-8")
+        with open(path, "w", encoding="utf-8") as f:
+            if isinstance(text, str):
+                f.write(text)
+            else:
+                for piece in text:
+                    f.write(piece)
     except OSError as e:
         if os.path.isfile(path):
             os.unlink(path)

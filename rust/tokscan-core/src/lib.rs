@@ -25,6 +25,7 @@ pub mod repetition;
 pub mod report;
 pub mod scan;
 pub mod source;
+pub mod spill;
 pub mod stats;
 pub mod summary;
 pub mod token;

@@ -20,6 +20,7 @@ use crate::report::{build_report, InputInfo, Report};
 use crate::source::{
     self, with_tokens, Batch, ColumnNames, Finding, Finish, FromTokens, Source, DEFAULT_CATEGORY,
 };
+use crate::spill::{Held, Spill};
 use crate::summary::{FlagDetail, FlaggedSample, Partial, Records, SampleRecord, MAX_BOUNDARIES};
 use crate::token::{hash_ids, TokenId};
 
@@ -101,13 +102,37 @@ pub fn scan(
         if let Some(p) = pairing.as_mut() {
             p.note = note;
         }
-        let (partial, records) = scan_corpus(&corpus, pairing.as_ref(), profile, opts, progress)?;
+        // Near duplicates and pairing look at every record together; otherwise records past the budget are
+        // spilled to disk (`spill`).
+        let spill = (opts.near_dup.is_none() && pairing.is_none())
+            .then(crate::spill::budget)
+            .flatten()
+            .map(Spill::new);
+        let (partial, held) = scan_corpus(
+            &corpus,
+            pairing.as_ref(),
+            profile,
+            opts,
+            progress,
+            spill.as_ref(),
+        )?;
+        if partial.n_samples() == 0 {
+            return Err(no_samples(&input_infos(&corpus)));
+        }
+        let (corpus_flagged, records) = match &spill {
+            Some(s) if s.spilled() => (s.crosscheck(&partial, &held)?, Vec::new()),
+            _ => {
+                let records = Spill::into_memory(held);
+                (crosscheck::local(&partial, &records), records)
+            }
+        };
         let near = match &opts.near_dup {
             Some(p) => Some(near_duplicates(&corpus, &records, p)?),
             None => None,
         };
         let mut report = finish(
             partial,
+            corpus_flagged,
             &records,
             profile,
             input_infos(&corpus),
@@ -120,9 +145,12 @@ pub fn scan(
     })
 }
 
-/// The report of a scanned corpus: runs the corpus-wide checks on its records in this process.
+/// The report of a scanned corpus, from its merged partial, what the corpus-wide checks flagged
+/// ([`crosscheck::local`] or [`Spill::crosscheck`]) and, for pairing, its records.
+#[allow(clippy::too_many_arguments)]
 pub fn finish(
     partial: Partial,
+    mut corpus_flagged: Vec<FlaggedSample>,
     records: &[Records],
     profile: &Profile,
     inputs: Vec<InputInfo>,
@@ -133,7 +161,6 @@ pub fn finish(
     if partial.n_samples() == 0 {
         return Err(no_samples(&inputs));
     }
-    let mut corpus_flagged = crosscheck::local(&partial, records);
     let near_report = near.map(|(flagged, r)| {
         corpus_flagged = crate::summary::merge_by_row(std::mem::take(&mut corpus_flagged), flagged);
         r
@@ -402,7 +429,8 @@ pub fn scan_corpus(
     profile: &Profile,
     opts: &ScanOptions,
     progress: &Progress,
-) -> Result<(Partial, Vec<Records>)> {
+    spill: Option<&Spill>,
+) -> Result<(Partial, Vec<Held>)> {
     let units: Vec<UnitRef<'_>> = corpus
         .units()
         .into_iter()
@@ -415,7 +443,15 @@ pub fn scan_corpus(
         })
         .collect();
     let total_tokens: u64 = corpus.sources.iter().filter_map(|s| s.tokens_hint()).sum();
-    scan_units(&units, profile, opts, progress, total_tokens, pairing)
+    scan_units(
+        &units,
+        profile,
+        opts,
+        progress,
+        total_tokens,
+        pairing,
+        spill,
+    )
 }
 
 /// Scans one task of a cluster scan ([`crate::plan`]): opens only the task's inputs and scans its units.
@@ -454,9 +490,9 @@ pub fn scan_task(
                 base_row: u.base_row,
             });
         }
-        let (partial, mut records) = scan_units(&units, profile, opts, progress, 0, None)?;
+        let (partial, held) = scan_units(&units, profile, opts, progress, 0, None, None)?;
         let mut all = Records::default();
-        for r in records.drain(..) {
+        for r in Spill::into_memory(held) {
             all.append(r);
         }
         Ok((partial, all))
@@ -487,7 +523,8 @@ struct UnitRef<'a> {
     base_row: u64,
 }
 
-/// Scans units on the current rayon pool: their merged partial summary and their records, in unit order.
+/// Scans units on the current rayon pool: their merged partial summary and their records, in unit order
+/// (past `spill`'s budget, in its file).
 fn scan_units(
     units: &[UnitRef<'_>],
     profile: &Profile,
@@ -495,7 +532,8 @@ fn scan_units(
     progress: &Progress,
     tokens_total: u64,
     pairing: Option<&Pairing>,
-) -> Result<(Partial, Vec<Records>)> {
+    spill: Option<&Spill>,
+) -> Result<(Partial, Vec<Held>)> {
     progress
         .units_total
         .store(units.len() as u64, Ordering::Relaxed);
@@ -512,7 +550,7 @@ fn scan_units(
         .vocab
         .as_ref()
         .map(|_| crate::vocab::CountsPool::default());
-    let parts: Vec<Result<(Partial, Records)>> = units
+    let parts: Vec<Result<(Partial, Held)>> = units
         .par_iter()
         .map(|u| {
             let r = scan_unit(
@@ -523,7 +561,11 @@ fn scan_units(
                 pairing,
                 index.as_ref(),
                 pool.as_ref(),
-            );
+            )
+            .and_then(|(p, r)| match spill {
+                Some(s) => Ok((p, s.hold(r)?)),
+                None => Ok((p, Held::Memory(r))),
+            });
             if matches!(r, Err(ref e) if !matches!(e, Error::Interrupted)) {
                 progress.cancel();
             }
@@ -540,9 +582,17 @@ fn scan_units(
             .expect("index in range")
             .expect_err("an error"));
     }
-    let parts: Vec<(Partial, Records)> = parts.into_iter().collect::<Result<_>>()?;
+    let parts: Vec<(Partial, Held)> = parts.into_iter().collect::<Result<_>>()?;
     let mut partial = Partial::new(profile.specials.len());
     partial.benchmarks = index.as_ref().map(|c| c.describe());
+    // Reserved once: grown by doubling, the merged list of summarized samples (24 bytes each, 10M at worst
+    // for a corpus flagged throughout) would peak at three times its size while reallocating.
+    partial.summarized.reserve_exact(
+        parts
+            .iter()
+            .map(|(p, _)| p.summarized.len() + p.flagged.len())
+            .sum(),
+    );
     let mut records = Vec::with_capacity(parts.len());
     for (p, r) in parts {
         partial.merge(p);

@@ -81,16 +81,20 @@ pub struct UnitSpan {
 
 /// Target tokens per unit of work of the formats whose rows are ranges of one flat token array.
 const UNIT_TOKENS: i64 = 1 << 22;
+/// Rows per unit at most: a unit's per-sample records (~100 bytes each) are held until it ends, so a unit of
+/// millions of very short samples would hold hundreds of megabytes per worker.
+const UNIT_MAX_ROWS: usize = 1 << 17;
 
-/// Consecutive rows of about [`UNIT_TOKENS`] tokens (at least one row each), covering every row, from the
-/// rows' token offsets (`offs.len()` = rows + 1): the units of NumPy, JSONL, Megatron and llm.c sources.
+/// Consecutive rows of about [`UNIT_TOKENS`] tokens and at most [`UNIT_MAX_ROWS`] rows (at least one row
+/// each), covering every row, from the rows' token offsets (`offs.len()` = rows + 1): the units of NumPy, JSONL,
+/// Megatron and llm.c sources.
 pub(crate) fn plan_units(offs: &[i64]) -> Vec<UnitSpan> {
     let rows = offs.len() - 1;
     let mut units = Vec::new();
     let mut start = 0;
     while start < rows {
         let mut end = start + 1;
-        while end < rows && offs[end] - offs[start] < UNIT_TOKENS {
+        while end < rows && end - start < UNIT_MAX_ROWS && offs[end] - offs[start] < UNIT_TOKENS {
             end += 1;
         }
         units.push(UnitSpan {

@@ -1,0 +1,210 @@
+//! Bounded memory for the corpus-wide checks of a local scan. Every sample leaves a [`SampleRecord`] (its row,
+//! hashes, lengths, id: ~100 bytes) for the checks that need the whole corpus (duplicates, sample ids, prompt
+//! groups, length outliers, category majorities); at 10M samples that is a gigabyte. Past a budget
+//! (`TOKSCAN_RECORDS_MEMORY`, bytes, default [`DEFAULT_BUDGET`]) a unit's records go to an anonymous temporary
+//! file as the unit finishes, and the checks run as on a cluster ([`crate::crosscheck`]): the keys are routed
+//! into hash buckets written to temporary files, each bucket is searched for repeats on its own, and each unit's
+//! records are read back once to resolve what they flag. The findings are the in-memory ones (the same steps a
+//! Ray scan takes, tested equal); memory is the budget, one unit's records and one bucket's keys.
+//!
+//! Near-duplicate detection and prompt pairing look at every record together, so a scan with either keeps its
+//! records in memory.
+//!
+//! [`SampleRecord`]: crate::summary::SampleRecord
+
+use std::borrow::Cow;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::crosscheck::{self, Bucket, Fences};
+use crate::error::{Error, Result};
+use crate::summary::{merge_by_row, FlaggedSample, Partial, Records, SampleRecord};
+
+/// Records kept in memory before a scan spills the next units' records (128 MiB: about 1.2M samples).
+pub const DEFAULT_BUDGET: u64 = 128 << 20;
+/// The environment variable that sets the budget in bytes (0: never spill).
+pub const BUDGET_VAR: &str = "TOKSCAN_RECORDS_MEMORY";
+/// Bytes of routed keys a sample costs at most in memory (a completion key, an id key, a prompt key).
+const KEY_BYTES: u64 = 160;
+/// Key buckets at most (open temporary files): 10M samples' keys are then ~6 MB a bucket.
+const MAX_BUCKETS: u64 = 256;
+
+/// The budget from the environment (`None`: never spill).
+pub fn budget() -> Option<u64> {
+    match std::env::var(BUDGET_VAR)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        Some(0) => None,
+        Some(b) => Some(b),
+        None => Some(DEFAULT_BUDGET),
+    }
+}
+
+fn spill_error(e: std::io::Error) -> Error {
+    Error::Usage(format!(
+        "cannot write the scan's temporary records (set TMPDIR to a directory with room, or {BUDGET_VAR}=0 to \
+         keep them in memory): {e}"
+    ))
+}
+
+/// One unit's records, in memory or in the spill file.
+#[derive(Debug)]
+pub enum Held {
+    Memory(Records),
+    Spilled { offset: u64, len: u64 },
+}
+
+/// Where units' records go as the scan runs: memory up to the budget, then one anonymous temporary file.
+#[derive(Debug)]
+pub struct Spill {
+    budget: u64,
+    held: AtomicU64,
+    file: Mutex<Option<(File, u64)>>,
+}
+
+/// What a unit's records take in memory, roughly.
+fn footprint(r: &Records) -> u64 {
+    let ids: usize = r
+        .rows
+        .iter()
+        .map(|s| s.sample_id.as_ref().map_or(0, |x| x.len() + 16))
+        .sum();
+    (r.rows.capacity() * std::mem::size_of::<SampleRecord>() + ids) as u64
+}
+
+impl Spill {
+    pub fn new(budget: u64) -> Spill {
+        Spill {
+            budget,
+            held: AtomicU64::new(0),
+            file: Mutex::new(None),
+        }
+    }
+
+    /// Keeps `records` in memory while the budget allows, else writes them to the spill file.
+    pub fn hold(&self, records: Records) -> Result<Held> {
+        let size = footprint(&records);
+        let before = self.held.fetch_add(size, Ordering::Relaxed);
+        if before + size <= self.budget {
+            return Ok(Held::Memory(records));
+        }
+        self.held.fetch_sub(size, Ordering::Relaxed);
+        let bytes = records.to_bytes();
+        drop(records);
+        let mut guard = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            *guard = Some((tempfile::tempfile().map_err(spill_error)?, 0));
+        }
+        let (file, end) = guard.as_mut().expect("created above");
+        file.seek(SeekFrom::Start(*end)).map_err(spill_error)?;
+        file.write_all(&bytes).map_err(spill_error)?;
+        let held = Held::Spilled {
+            offset: *end,
+            len: bytes.len() as u64,
+        };
+        *end += bytes.len() as u64;
+        Ok(held)
+    }
+
+    /// Whether any unit was spilled.
+    pub fn spilled(&self) -> bool {
+        self.file
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    /// The records of `h`, read back when spilled.
+    pub fn load<'a>(&self, h: &'a Held) -> Result<Cow<'a, Records>> {
+        match h {
+            Held::Memory(r) => Ok(Cow::Borrowed(r)),
+            &Held::Spilled { offset, len } => {
+                let mut guard = self.file.lock().unwrap_or_else(|p| p.into_inner());
+                let (file, _) = guard.as_mut().expect("a spilled unit has a file");
+                let mut bytes = vec![0u8; len as usize];
+                file.seek(SeekFrom::Start(offset))
+                    .and_then(|_| file.read_exact(&mut bytes))
+                    .map_err(spill_error)?;
+                Ok(Cow::Owned(Records::from_bytes(&bytes)?))
+            }
+        }
+    }
+
+    /// The records of every unit in memory, in order (none was spilled: the caller asked for no budget or
+    /// the budget held).
+    pub fn into_memory(held: Vec<Held>) -> Vec<Records> {
+        held.into_iter()
+            .map(|h| match h {
+                Held::Memory(r) => r,
+                Held::Spilled { .. } => unreachable!("records were spilled without a spill in use"),
+            })
+            .collect()
+    }
+
+    /// The corpus-wide findings ([`crosscheck::local`]'s) for the records of a whole corpus held here: keys
+    /// routed into buckets on disk (each small enough for the budget), repeats found bucket by bucket, each
+    /// unit's records read back once to resolve.
+    pub fn crosscheck(&self, partial: &Partial, held: &[Held]) -> Result<Vec<FlaggedSample>> {
+        let n_buckets = (partial.n_samples() * KEY_BYTES)
+            .div_ceil(self.budget.max(1))
+            .clamp(1, MAX_BUCKETS) as usize;
+        let mut files: Vec<BufWriter<File>> = (0..n_buckets)
+            .map(|_| tempfile::tempfile().map(|f| BufWriter::with_capacity(1 << 16, f)))
+            .collect::<std::io::Result<_>>()
+            .map_err(spill_error)?;
+        for h in held {
+            let records = self.load(h)?;
+            for (b, bucket) in crosscheck::route(&records, n_buckets)
+                .into_iter()
+                .enumerate()
+            {
+                if bucket == Bucket::default() {
+                    continue;
+                }
+                let bytes = bucket.to_bytes();
+                files[b]
+                    .write_all(&(bytes.len() as u64).to_le_bytes())
+                    .and_then(|()| files[b].write_all(&bytes))
+                    .map_err(spill_error)?;
+            }
+        }
+        let mut repeats = Vec::new();
+        for w in files {
+            let mut f = w.into_inner().map_err(|e| spill_error(e.into_error()))?;
+            f.seek(SeekFrom::Start(0)).map_err(spill_error)?;
+            let mut r = BufReader::with_capacity(1 << 16, f);
+            let mut buckets = Vec::new();
+            let mut len = [0u8; 8];
+            loop {
+                match r.read_exact(&mut len) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                    Err(e) => return Err(spill_error(e)),
+                }
+                let mut bytes = vec![0u8; u64::from_le_bytes(len) as usize];
+                r.read_exact(&mut bytes).map_err(spill_error)?;
+                buckets.push(Bucket::from_bytes(&bytes)?);
+            }
+            repeats.extend(crosscheck::find_repeats(buckets));
+        }
+        repeats.sort_by_key(|r| r.row);
+        let fences = Fences::of(partial);
+        let mut out = Vec::new();
+        for h in held {
+            let records = self.load(h)?;
+            let (Some(first), Some(last)) = (records.rows.first(), records.rows.last()) else {
+                continue;
+            };
+            let from = repeats.partition_point(|r| r.row < first.row);
+            let to = repeats.partition_point(|r| r.row <= last.row);
+            out = merge_by_row(
+                out,
+                crosscheck::resolve(&records, &repeats[from..to], &fences),
+            );
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,73 @@
+"""Records spilled to disk past the memory budget (`TOKSCAN_RECORDS_MEMORY`): the corpus-wide checks then run
+as on a cluster (keys routed into buckets on disk, repeats found bucket by bucket, records read back to resolve),
+and the report is byte-for-byte the in-memory one, on every layout, whatever the budget."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+import tokscan
+
+import synth
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> dict[str, Path]:
+    """Every layout, with exact duplicates, repeated sample ids and prompts answered twice or filed under two
+    categories, spread over the corpus so that they meet only across units and buckets."""
+    samples = synth.build_corpus(n_clean=300, seed=31, anomalies_per_code=2)
+    copies = [dataclasses.replace(s, sample_id=f"copy-{s.sample_id}", expected=set()) for s in samples[:40]]
+    same_id = [dataclasses.replace(s, expected=set()) for s in samples[60:70]]
+    g = synth.Generator(32)
+    cats = synth.CATEGORIES
+    regen = [
+        dataclasses.replace(
+            g.clean(f"regen-{s.sample_id}", s.category),
+            prompt=list(s.prompt),
+            category=s.category if i % 3 else cats[(cats.index(s.category) + 1) % len(cats)],
+        )
+        for i, s in enumerate(samples[40:52])
+        if s.prompt
+    ]
+    samples = samples + copies + same_id + regen
+    root = tmp_path_factory.mktemp("spill")
+    return {name: writer(samples, root / name) for name, (writer, _mask) in synth.LAYOUTS.items()}
+
+
+@pytest.mark.parametrize("layout", list(synth.LAYOUTS))
+def test_spilled_records_give_the_in_memory_report(corpus, layout, monkeypatch):
+    path = str(corpus[layout])
+    monkeypatch.setenv("TOKSCAN_RECORDS_MEMORY", "0")  # never spill
+    memory = tokscan.scan(path, threads=2)
+    assert memory.count("duplicate") >= 40 and memory.count("sample_id_duplicate") >= 10
+    assert memory.count("prompt_duplicate") >= 8 and memory.count("prompt_cross_category") >= 4
+    # 1 byte: every unit spilled, one key bucket per sample; 20 kB: some units kept, a few buckets.
+    for budget in ("1", "20000"):
+        monkeypatch.setenv("TOKSCAN_RECORDS_MEMORY", budget)
+        spilled = tokscan.scan(path, threads=2)
+        assert spilled.data == memory.data, (layout, budget)
+
+
+def test_a_spill_that_cannot_be_written_is_one_line_naming_the_way_out(corpus, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TMPDIR": str(tmp_path / "missing"), "TOKSCAN_RECORDS_MEMORY": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokscan", "scan", str(corpus["parquet_full"]), "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "cannot write the scan's temporary records" in lines[0] and "TOKSCAN_RECORDS_MEMORY=0" in lines[0]
+    env["TOKSCAN_RECORDS_MEMORY"] = "0"  # kept in memory: no temporary file needed
+    proc = subprocess.run(
+        [sys.executable, "-m", "tokscan", "scan", str(corpus["parquet_full"]), "-q"], capture_output=True, env=env
+    )
+    assert proc.returncode == 1, proc.stderr
