@@ -508,15 +508,25 @@ def test_an_arrow_stream_without_its_end_marker_reads_with_a_warning(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("content", "needle"), [(b"", "no prompt records"), (b"\n \n", "no prompt records"), (b"\xff\x81\x00", "UTF-8")]
+    ("content", "needle", "core"),
+    [
+        (b"", "no prompt records", "empty prompts file"),
+        (b"\n \n", "no prompt records", "empty prompts file"),
+        (b"\xff\x81\x00", "UTF-8", "not UTF-8"),
+    ],
 )
-def test_align_with_an_empty_or_binary_prompts_file_is_an_input_error(tmp_path, content, needle):
+def test_align_with_an_empty_or_binary_prompts_file_is_an_input_error(tmp_path, content, needle, core):
     from tokscan.align import read_records
 
     p = tmp_path / "prompts.jsonl"
     p.write_bytes(content)
     with pytest.raises(tokscan.InputError, match=needle):
-        read_records(p)
+        read_records(p)  # the Python oracle
+    # The core's pairing, which `align` and `scan --prompts` use: one line, exit 2.
+    corpus = write_good_parquet(synth.build_corpus(n_clean=5, seed=3, anomalies_per_code=0), tmp_path / "a.parquet")
+    proc = run_cli("scan", str(corpus), "--prompts", str(p), "-q")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and str(p) in lines[0] and core in lines[0], proc.stderr
 
 
 def _varint(n: int) -> bytes:
