@@ -77,7 +77,7 @@ def test_report_round_trip_and_version_check(layouts, tmp_path):
     path = tmp_path / "r.json"
     r.write_json(path)
     assert tokscan.Report.load(path).data == r.data
-    path.write_text(r.to_json().replace('"schema_version": 1', '"schema_version": 99'))
+    path.write_text(r.to_json().replace(f'"schema_version": {tokscan._core.SCHEMA_VERSION}', '"schema_version": 99'))
     with pytest.raises(tokscan.ReportError, match="schema_version 99"):
         tokscan.Report.load(path)
 

@@ -142,7 +142,8 @@ def test_diff_cli_and_baseline(drift_reports):
 def test_diff_rejects_unknown_schema_version(drift_reports, tmp_path):
     root, _rb, _rn = drift_reports
     future = tmp_path / "future.json"
-    future.write_text((root / "base.json").read_text().replace('"schema_version": 1', '"schema_version": 7'))
+    now = f'"schema_version": {tokscan._core.SCHEMA_VERSION}'
+    future.write_text((root / "base.json").read_text().replace(now, '"schema_version": 7'))
     proc = run_cli("diff", str(root / "base.json"), str(future))
     assert proc.returncode == 2 and "schema_version 7" in proc.stderr
 

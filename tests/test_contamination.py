@@ -195,5 +195,5 @@ def test_ray_gives_the_local_report(benchmark, corpus):
         )
     finally:
         ray.shutdown()
-    assert remote.data == local.data
+    assert remote.findings == local.findings
     assert local.count("contaminated") == 16

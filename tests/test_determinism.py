@@ -12,7 +12,7 @@ import tokscan
 @pytest.fixture(scope="module")
 def shards(layouts):
     files = sorted(str(p) for p in layouts["parquet_full"].glob("*.parquet"))
-    reference = tokscan.scan(files, threads=1).data
+    reference = tokscan.scan(files, threads=1).findings
     return files, reference
 
 
@@ -23,4 +23,4 @@ def test_any_thread_count_and_path_order_give_the_same_report(shards, data):
     order = data.draw(st.permutations(files))
     repeat = data.draw(st.lists(st.sampled_from(files), max_size=2))  # a path given twice counts once
     threads = data.draw(st.sampled_from([1, 2, 8]))
-    assert tokscan.scan([*order, *repeat], threads=threads).data == reference
+    assert tokscan.scan([*order, *repeat], threads=threads).findings == reference

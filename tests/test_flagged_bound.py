@@ -68,7 +68,7 @@ def test_only_the_first_samples_of_each_code_are_listed_and_the_rest_are_counted
 
 def test_a_report_under_the_limit_is_unchanged(layouts):
     src = layouts["parquet_split"]
-    assert tokscan.scan(src, flagged_detail=1000).data == tokscan.scan(src, flagged_detail=0).data
+    assert tokscan.scan(src, flagged_detail=1000).findings == tokscan.scan(src, flagged_detail=0).findings
 
 
 @pytest.mark.parametrize("layout", ["parquet_split", "numpy_mask"])
@@ -128,7 +128,7 @@ def test_the_listed_samples_do_not_depend_on_the_thread_count(layouts, layout):
     one = tokscan.scan(layouts[layout], threads=1, flagged_detail=1)
     two = tokscan.scan(layouts[layout], threads=2, flagged_detail=1)
     assert one.data["flagged_summarized"]["samples"] > 0
-    assert one.data == two.data
+    assert one.findings == two.findings
 
 
 def test_junit_says_how_many_samples_it_does_not_list(all_flagged):

@@ -196,7 +196,7 @@ def test_header_names_the_run(cli_run, page):
     assert fields["Tokenizer"] == str(default_tokenizer_dir())
     assert "scan" in fields["Command"] and "--html" in fields["Command"]
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", fields["Date"]), fields["Date"]
-    assert re.match(r"\d+\.\d\d s \([\d.]+k? tok/s\)", fields["Duration"]), fields["Duration"]
+    assert re.match(r"[\d,]+\.\d\d? m?s \([\d.]+[kMB]? tok/s\)", fields["Duration"]), fields["Duration"]
     assert fields["Fail on"] == "error"
     failures = report.failures("error")
     verdict = re.search(r"class='verdict (\w+)'>(\w+)<", path.read_text(encoding="utf-8"))

@@ -115,7 +115,7 @@ def test_prefix_scan_equals_local_scan(corpus, layout):
     remote = tokscan.scan(url, "kimi-k2")
     here = tokscan.scan(str(local), "kimi-k2")
     assert remote.n_samples == here.n_samples > 0
-    assert remote.data == _as_url(here.data, local, url)
+    assert remote.findings == _as_url(here.findings, local, url)
     # The stray object is skipped by the same rule as the stray file (a NumPy directory ignores other files), and
     # named by its URL.
     if layout != "numpy_mask":
@@ -127,8 +127,8 @@ def test_single_object_and_prefix_without_slash(corpus):
     local, url = corpus["jsonl"]
     one = sorted(local.glob("*.jsonl"))[0]
     remote = tokscan.scan(url + one.name, "kimi-k2")
-    assert remote.data == _as_url(tokscan.scan(str(one), "kimi-k2").data, local, url)
-    assert tokscan.scan(url.rstrip("/"), "kimi-k2").data == tokscan.scan(url, "kimi-k2").data
+    assert remote.findings == _as_url(tokscan.scan(str(one), "kimi-k2").findings, local, url)
+    assert tokscan.scan(url.rstrip("/"), "kimi-k2").findings == tokscan.scan(url, "kimi-k2").findings
 
 
 def test_cli_json_and_terminal_match_local(corpus, tmp_path):

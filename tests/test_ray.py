@@ -74,7 +74,7 @@ def test_every_layout_gives_the_local_report(cluster, corpus, layout):
     assert local.count("prompt_duplicate") >= 12 and local.count("prompt_cross_category") >= 4
     for n_tasks, n_buckets, fan_in in ((None, None, 8), (5, 3, 2), (1, 1, 2)):
         r = scan_ray([path], "kimi-k2", ngram_coverage=True, n_tasks=n_tasks, n_buckets=n_buckets, fan_in=fan_in)
-        assert r.data == local.data, (layout, n_tasks, n_buckets, fan_in)
+        assert r.findings == local.findings, (layout, n_tasks, n_buckets, fan_in)
 
 
 def test_the_flagged_detail_limit_gives_the_local_report(cluster, corpus):
@@ -85,8 +85,11 @@ def test_the_flagged_detail_limit_gives_the_local_report(cluster, corpus):
     assert local.data["flagged_summarized"]["samples"] > 0  # the limit bites
     for n_tasks, fan_in in ((None, 8), (7, 2)):
         r = scan_ray([path], "kimi-k2", flagged_detail=2, n_tasks=n_tasks, fan_in=fan_in)
-        assert r.data == local.data, (n_tasks, fan_in)
-    assert tokscan.scan(path, engine="ray", flagged_detail=2).data == local.data
+        assert r.findings == local.findings, (n_tasks, fan_in)
+    remote = tokscan.scan(path, engine="ray", flagged_detail=2)
+    assert remote.findings == local.findings
+    assert remote.run is not None and remote.run["engine"] == "ray" and remote.run["threads"] == 4  # the CPUs
+    assert local.run is not None and local.run["engine"] == "local"
 
 
 @pytest.mark.parametrize("layout", ["parquet_full", "jsonl"])
@@ -101,7 +104,7 @@ def test_draft_vocab_counts_merge_across_tasks_as_locally(cluster, corpus, layou
     from tokscan.vocab import write_mapping
 
     write_mapping(local.data["draft_vocab"]["mapping"], 163840, fresh)
-    assert tokscan.scan(path, draft_vocab=[8, 64, 4096], vocab_mapping=5000, threads=1).data == local.data
+    assert tokscan.scan(path, draft_vocab=[8, 64, 4096], vocab_mapping=5000, threads=1).findings == local.findings
     vocab = options([8, 64, 4096], 5000, fresh)
     for n_tasks, fan_in in ((5, 2), (1, 2)):
         r = scan_ray([path], "kimi-k2", draft_vocab=vocab, n_tasks=n_tasks, fan_in=fan_in)
@@ -119,7 +122,7 @@ def test_real_tokenizer_profile_file_and_policy_on_the_workers(cluster, tmp_path
     policy = {"truncated": "2%", "length_outlier": "ignore"}
     local = tokscan.scan(path, profile=profile, tokenizer=tok, policy=policy)
     remote = tokscan.scan(path, profile=profile, tokenizer=tok, policy=policy, engine="ray")
-    assert remote.data == local.data
+    assert remote.findings == local.findings
     assert remote.count("spelled_special") >= 1  # needs the tokenizer's vocabulary on the worker
 
 
@@ -151,7 +154,7 @@ def test_a_worker_killed_mid_scan_is_retried_and_the_report_is_unchanged(cluster
     assert not t.is_alive()
     if "error" in out:
         raise out["error"]  # type: ignore[misc]
-    assert out["report"].data == local.data  # type: ignore[union-attr]
+    assert out["report"].findings == local.findings  # type: ignore[union-attr]
 
 
 def test_progress_aggregates_the_workers(cluster, corpus):
@@ -173,7 +176,7 @@ def test_cli_joins_a_running_cluster(cluster, corpus, tmp_path):
     proc = run_cli("scan", path, "--ray", "--ray-address", address, "--json", str(out), "-q")
     assert proc.returncode == 1, proc.stderr  # the corpus has errors
     assert proc.stderr == ""
-    assert tokscan.Report.load(out).data == tokscan.scan(path).data
+    assert tokscan.Report.load(out).findings == tokscan.scan(path).findings
 
 
 def test_ray_address_without_ray_is_a_usage_error():

@@ -57,4 +57,4 @@ def test_three_nodes_give_the_local_report(nodes, tmp_path):
         path = str(writer(samples, tmp_path / layout))
         local = tokscan.scan(path)
         assert local.count("duplicate") >= 30
-        assert scan_ray([path], "kimi-k2", n_tasks=6, n_buckets=3, fan_in=2).data == local.data, layout
+        assert scan_ray([path], "kimi-k2", n_tasks=6, n_buckets=3, fan_in=2).findings == local.findings, layout

@@ -94,3 +94,42 @@ def test_write_html(report, tmp_path):
         report.write_html(out, colour="blue")
     with pytest.raises(ValueError):
         report.write_html(out, "fatal")
+
+
+def test_the_run_is_recorded_by_the_core_and_shown_by_a_page_written_later(tmp_path):
+    """The JSON carries how the scan ran (schema 2), so an HTML page written later from it (the Python API, days
+    after) dates and describes the run instead of saying "not recorded" and dating itself at writing time."""
+    import json
+    import re
+
+    from conftest import run_cli
+
+    path, profile = demo.write_demo(tmp_path / "d", "kimi", seed=1)
+    out = tmp_path / "r.json"
+    proc = run_cli("scan", str(path), "-p", profile, "--threads", "2", "--json", str(out), "-q")
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["schema_version"] == tokscan._core.SCHEMA_VERSION == 2
+    run = data["run"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", run["started"]), run
+    assert run["engine"] == "local" and run["threads"] == 2 and 0 < run["seconds"] < 60
+    assert run["command"][0] == "tokscan" and run["command"][1:3] == ["scan", str(path)]
+    assert run["profile_source"] == str(profile) and "tokenizer" not in run
+    page = tmp_path / "later.html"
+    report = tokscan.Report.load(out)
+    report.write_html(page)
+    text = page.read_text()
+    day, clock = run["started"][:10], run["started"][11:19]
+    assert f"{day} {clock} UTC" in text and "not recorded" not in text
+    assert "tokscan scan" in text and "local · 2 thread(s)" in text
+    assert report.findings == {k: v for k, v in data.items() if k != "run"}
+    # A report written before the field (schema 1) still loads; its page says what it does not know.
+    old = {k: v for k, v in data.items() if k != "run"} | {"schema_version": 1}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    legacy = tokscan.Report.load(tmp_path / "old.json")
+    assert legacy.run is None and legacy.findings == report.findings | {"schema_version": 1}
+    legacy.write_html(tmp_path / "old.html")
+    assert "not recorded" in (tmp_path / "old.html").read_text()
+    (tmp_path / "future.json").write_text(json.dumps(old | {"schema_version": 99}))
+    with pytest.raises(tokscan.ReportError, match="reads 1 and 2"):
+        tokscan.Report.load(tmp_path / "future.json")

@@ -8,6 +8,8 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "READABLE_SCHEMAS",
+    "SCHEMA_VERSION",
     "Corpus",
     "Profile",
     "Scan",
@@ -38,6 +40,8 @@ __all__ = [
     "write_json",
 ]
 __version__: str
+SCHEMA_VERSION: int  # the report schema this build writes
+READABLE_SCHEMAS: list[int]  # the report schemas it reads
 
 @final
 class Profile:
@@ -74,6 +78,8 @@ class Scan:
         near_dup: tuple[int, int, int, float] | None = None,
         draft_vocab: str | None = None,
         flagged_detail: int = 1000,
+        command: list[str] | None = None,
+        profile_source: str | None = None,
     ) -> Scan: ...
     def run(self) -> str: ...
     def progress(self) -> dict[str, int]: ...
@@ -187,4 +193,5 @@ def finish_report(
     fail_on: str = "error",
     ngram_coverage: bool = False,
     draft_vocab: str | None = None,
+    run: str | None = None,
 ) -> str: ...

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,13 @@ def spelled_pieces(tokenizer: Path, strings: list[str]) -> list[tuple[str, list[
     return [(s, plain.encode(s, add_special_tokens=False).ids) for s in strings]
 
 
+def _command(command: Sequence[str] | None) -> list[str] | None:
+    """The command line for the report: an argument that is not valid UTF-8 (a file name) with `\\xNN`."""
+    if command is None:
+        return None
+    return [os.fsencode(str(c)).decode("utf-8", "backslashreplace") for c in command]
+
+
 def scan(
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | Any,
     profile: str | os.PathLike[str] | _core.Profile = "kimi-k2",
@@ -92,6 +99,7 @@ def scan(
     near_dup_rows: int = 8,
     near_dup_threshold: float = 0.8,
     flagged_detail: int = 1000,
+    command: Sequence[str] | None = None,
 ) -> Report:
     """Scans corpora in any supported format (files, directories, globs), or a Hugging Face
     `datasets.Dataset` / `DatasetDict` through the Arrow files it is memory-mapped from (no copy).
@@ -127,7 +135,9 @@ def scan(
     `flagged_detail` bounds the memory flagged samples take: the report's `flagged` list holds full detail for
     the first N flagged samples of each code (in row order), every other flagged sample is kept as its row and
     codes in `flagged_summarized` (still reached by `--exclude`, `clean` and `Report.flagged_rows`); 0 keeps
-    every sample in full (local engine; the Ray engine keeps every one in full).
+    every sample in full (in both engines).
+    `command` (the command line, when a tool runs the scan for one) goes into the report's `run`, with the
+    start, duration, engine, threads, profile source and tokenizer the core records.
     """
     if isinstance(flagged_detail, bool) or not isinstance(flagged_detail, int) or not 0 <= flagged_detail < 2**63:
         raise UsageError(f"flagged_detail must be an integer >= 0 (0: no limit), got {flagged_detail!r}")
@@ -196,6 +206,7 @@ def scan(
             address=address,
             progress=progress,
             poll_interval=max(poll_interval, 0.2),
+            command=_command(command),
         )
     prof = profile if isinstance(profile, _core.Profile) else load_profile(profile, tokenizer, trust_remote_code)
     from .remote import relabel, staged
@@ -219,6 +230,8 @@ def scan(
             flagged_detail,
             progress,
             poll_interval,
+            _command(command),
+            None if isinstance(profile, _core.Profile) else os.fspath(profile),
         )
     return Report(relabel(report.data, bases)) if bases else report
 
@@ -241,6 +254,8 @@ def _run_local(
     flagged_detail: int,
     progress: ProgressCallback | None,
     poll_interval: float,
+    command: list[str] | None = None,
+    profile_source: str | None = None,
 ) -> Report:
     """The local engine's scan of `path_list` (files on disk)."""
     job = _core.Scan(
@@ -259,6 +274,8 @@ def _run_local(
         near,
         vocab,
         flagged_detail,
+        command,
+        profile_source,
     )
     if progress is None:
         return Report._from_core(job.run())

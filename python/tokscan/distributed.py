@@ -24,6 +24,7 @@ Inputs must be on a path every node sees (a shared filesystem). Object stores (s
 from __future__ import annotations
 
 import functools
+import json
 import os
 import threading
 import time
@@ -243,6 +244,7 @@ def scan_ray(
     fan_in: int = 8,
     progress: Callable[[dict[str, int]], None] | None = None,
     poll_interval: float = 0.2,
+    command: list[str] | None = None,
 ) -> Report:
     """Scans `paths` on a Ray cluster (see the module docs); the report equals a local scan's.
 
@@ -255,9 +257,11 @@ def scan_ray(
     ray = import_ray()
     profile_args = (str(profile), None if tokenizer is None else str(tokenizer), trust_remote_code)
     prof = _profile(*profile_args)  # errors in the profile surface before anything is submitted
+    run = {"started": time.time(), "command": command, "profile_source": str(profile), "tokenizer": tokenizer}
     started = connect(ray, address)
     try:
         return _run(
+            run,
             ray,
             paths,
             prof,
@@ -283,6 +287,7 @@ def scan_ray(
 
 
 def _run(
+    run: dict[str, Any],
     ray: Any,
     paths: list[str],
     prof: _core.Profile,
@@ -354,9 +359,11 @@ def _run(
         reps = [fn["repeats"].remote(*(m[2 + b] for m in maps)) for b in range(buckets)]
         fence = fn["fences"].remote(merged)
         flagged = [fn["resolve"].remote(m[1], fence, *reps) for m in maps]
+        partial, resolved = ray.get(merged), ray.get(flagged)
+        run = {**run, "seconds": time.time() - run["started"], "threads": cpus}
         text = _core.finish_report(
-            ray.get(merged),
-            ray.get(flagged),
+            partial,
+            resolved,
             prof,
             inputs,
             severities,
@@ -364,6 +371,7 @@ def _run(
             fail_on,
             ngram_coverage,
             draft_vocab,
+            json.dumps(run),
         )
     except KeyboardInterrupt:
         for m in maps:

@@ -92,7 +92,10 @@ def _when(started: datetime | str | None) -> str:
     if started is None:
         started = datetime.now(timezone.utc)
     if isinstance(started, str):
-        return started
+        try:  # the core's RFC 3339 (`run.started`)
+            started = datetime.fromisoformat(started.replace("Z", "+00:00"))
+        except ValueError:
+            return started
     return started.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -171,7 +174,7 @@ def _header(
         tok = "<span class='note'>none: token ids are shown, special tokens by the profile's names</span>"
     if seconds is not None:
         rate = f" ({_short(report.n_tokens / seconds)} tok/s)" if seconds > 0 else ""
-        took = f"{seconds:,.2f} s{rate}"
+        took = (f"{seconds:,.2f} s" if seconds >= 1 else f"{1000 * seconds:,.1f} ms") + rate
     else:
         took = "<span class='note'>not recorded</span>"
     found = report.found()
@@ -210,7 +213,14 @@ def _header(
         f"<dt>Command</dt><dd>{_command(command)}</dd>"
         f"<dt>Date</dt><dd>{_e(_when(started))}</dd>"
         f"<dt>Duration</dt><dd>{took}</dd>"
-        f"<dt>Fail on</dt><dd>{_e(fail_on)}</dd>"
+        + (
+            f"<dt>Engine</dt><dd>{_e(run['engine'])} · {int(run['threads'])} thread(s)"
+            + (f" · profile from <code>{_e(run['profile_source'])}</code>" if run.get("profile_source") else "")
+            + "</dd>"
+            if (run := report.run) and "engine" in run and "threads" in run
+            else ""
+        )
+        + f"<dt>Fail on</dt><dd>{_e(fail_on)}</dd>"
         f"<dt>tokscan</dt><dd>{_e(d['tool']['version'])} <span class='note'>report schema "
         f"{_e(d['schema_version'])}</span></dd></dl>"
         "<div class='kpis'>"
@@ -1007,13 +1017,19 @@ def render(
 ) -> str:
     """The report as one self-contained HTML page.
 
-    `command` (a string or argv list), `tokenizer` (the directory used), `started` (when the run started; default
-    now) and `seconds` (the duration) describe the run in the header. `max_rows` caps the inline list of flagged
-    samples (None: all of them); the page says when it is capped."""
+    `command` (a string or argv list), `tokenizer` (the directory used), `started` (when the run started) and
+    `seconds` (the duration) describe the run in the header; each defaults to what the core recorded in the
+    report's `run` (a report of schema 1 has none: "not recorded", the date of writing). `max_rows` caps the
+    inline list of flagged samples (None: all of them); the page says when it is capped."""
     if fail_on is not None and fail_on not in FAIL_ON:
         raise ValueError(f"fail_on must be one of {', '.join(FAIL_ON)}")
     fail_on, policy = report.judged_by(fail_on, policy)
     failures = report.failures(fail_on, policy)
+    run = report.run or {}
+    command = command if command is not None else run.get("command")
+    tokenizer = tokenizer if tokenizer is not None else run.get("tokenizer")
+    started = started if started is not None else run.get("started")
+    seconds = seconds if seconds is not None else run.get("seconds")
     decoded: dict[str, list[dict[str, Any]]] = report.data.get("decoded") or {}
     rows = select_rows(report.flagged, max_rows)
     listed = {report.flagged[i]["row"] for i in rows}

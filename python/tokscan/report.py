@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import _core
 from .errors import ReportError, UsageError, did_you_mean
 
 if TYPE_CHECKING:
@@ -16,7 +17,9 @@ if TYPE_CHECKING:
 
     from .config import PolicyValue
 
-SCHEMA_VERSION = 1
+#: The report schema this tokscan writes, and the ones it reads: the core's (version 2 added `run`).
+SCHEMA_VERSION: int = _core.SCHEMA_VERSION
+READABLE_SCHEMAS: tuple[int, ...] = tuple(_core.READABLE_SCHEMAS)
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 FAIL_ON = ("error", "warning", "info", "never")
 
@@ -95,6 +98,19 @@ class Report:
         valid = sorted(self.anomalies)
         hint = did_you_mean(code, valid)
         raise UsageError(f"unknown anomaly code {code!r}{hint} (valid codes: {', '.join(valid)})")
+
+    @property
+    def run(self) -> dict[str, Any] | None:
+        """How the scan ran (`started`, `seconds`, `engine`, `threads`, and when known `command`,
+        `profile_source`, `tokenizer`), as the core recorded it; None for a report of schema 1."""
+        run = self.data.get("run")
+        return dict(run) if isinstance(run, dict) else None
+
+    @property
+    def findings(self) -> dict[str, Any]:
+        """The report without `run`: what was found, equal for the same corpus and options whatever the date,
+        engine or thread count (compare two scans with it)."""
+        return {k: v for k, v in self.data.items() if k != "run"}
 
     @property
     def n_samples(self) -> int:
@@ -321,9 +337,10 @@ class Report:
         except json.JSONDecodeError as e:
             raise ReportError(f"{origin}: not a JSON report ({e})") from None
         version = data.get("schema_version") if isinstance(data, dict) else None
-        if version != SCHEMA_VERSION:
+        if version not in READABLE_SCHEMAS:
+            readable = " and ".join(map(str, READABLE_SCHEMAS))
             raise ReportError(
-                f"{origin}: report schema_version {version!r} is not supported (this tokscan reads {SCHEMA_VERSION})"
+                f"{origin}: report schema_version {version!r} is not supported (this tokscan reads {readable})"
             )
         _check_shape(data, origin)
         return cls(data)

@@ -42,7 +42,7 @@ def demo(
         out.print(f"Demo corpus ({layout.value} layout) written to [bold]{path}[/]; scanning it:\n")
         t0 = time.perf_counter()
         tok = demo_mod.demo_tokenizer(layout.value)
-        report = run_scan([str(path)], profile=profile, tokenizer=tok)
+        report = run_scan([str(path)], profile=profile, tokenizer=tok, command=["tokscan", *sys.argv[1:]])
         seconds = time.perf_counter() - t0
         print_summary(report, out, "error", seconds)
         # The page shows what `scan --decode` gives: flagged samples decoded around the flagged token.
@@ -57,14 +57,7 @@ def demo(
         json_path = directory / "report.json"
         report.write_json(json_path)
         html_path = directory / "report.html"
-        report.write_html(
-            html_path,
-            "error",
-            None,
-            command=["tokscan", *sys.argv[1:]],
-            tokenizer=str(tok) if tok else None,
-            seconds=seconds,
-        )
+        report.write_html(html_path, "error")  # the run as the core recorded it (`run`)
         again = f"tokscan scan {path} --profile {profile}" + (f" --tokenizer {tok}" if tok else "")
         out.print(f"\nJSON report: {json_path}  ·  HTML report: {html_path}", highlight=False)
         out.print(f"re-run with: {again}", highlight=False, soft_wrap=True)

@@ -1,11 +1,9 @@
 """`tokscan scan`: the whole pass before a training run. `execute` is the orchestration (config, scan,
 outputs, verdict) and is what the tests call in-process; the Typer command only parses options."""
 
-import shlex
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated
 
@@ -186,7 +184,6 @@ def execute(a: ScanArgs) -> int:
         early = preflight_hint(load_profile(profile, tok_dir, a.trust_remote_code), list(paths), columns)
         if early is not None:
             err.print(f"[bold yellow]hint:[/] {early.message}", highlight=False, soft_wrap=True)
-    started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     report = scan_with_progress(
         paths,
@@ -207,6 +204,7 @@ def execute(a: ScanArgs) -> int:
         near_dup_rows=a.near_dup_rows,
         near_dup_threshold=a.near_dup_threshold,
         flagged_detail=a.flagged_detail,
+        command=a.argv,
         draft_vocab=sizes or None,
         vocab_mapping=a.vocab_size,
         check_vocab=a.check_vocab,
@@ -251,13 +249,7 @@ def execute(a: ScanArgs) -> int:
         if a.fmt is OutputFormat.github:
             sys.stdout.write(ciformat.github(report, drifts=drifts))
     if a.html_out is not None:
-        report.write_html(
-            a.html_out,
-            command=shlex.join(a.argv) if a.argv else None,
-            tokenizer=str(tok_dir) if tok_dir is not None else None,
-            started=started,
-            seconds=seconds,
-        )
+        report.write_html(a.html_out)  # the run as the core recorded it (`run`)
         written.append(f"HTML report -> {a.html_out}")
     if a.exclude is not None:
         from ..clean import selected, selected_summarized, write_exclusions

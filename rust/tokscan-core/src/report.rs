@@ -14,7 +14,54 @@ use crate::repetition::COVERAGE_N;
 use crate::stats::{CoverageStats, LengthStats};
 use crate::summary::{CategoryPartial, FlaggedSample, Partial};
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// The schema this tokscan writes; version 2 added `run`.
+pub const SCHEMA_VERSION: u32 = 2;
+/// The schemas this tokscan reads (a version-1 report has no `run`).
+pub const READABLE_SCHEMAS: [u32; 2] = [1, 2];
+
+/// How a scan ran: recorded by the core at scan time, so that a page written later from the JSON (or another
+/// tool reading it) dates and describes the run, not the moment of writing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunInfo {
+    /// When the scan started, RFC 3339 UTC to the second.
+    pub started: String,
+    /// Wall-clock seconds from opening the inputs to the report.
+    pub seconds: f64,
+    /// `local` or `ray`.
+    pub engine: String,
+    /// Worker threads of the local engine; the cluster's CPUs on Ray.
+    pub threads: usize,
+    /// The command line, when the CLI ran the scan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// Where the profile came from: a built-in name or a TOML file's path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_source: Option<String>,
+    /// The tokenizer directory given, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<String>,
+}
+
+impl RunInfo {
+    /// `template` (command, profile source, tokenizer as the caller knows them) completed with the start time,
+    /// duration, engine and threads.
+    pub fn of(
+        template: &RunInfo,
+        started: std::time::SystemTime,
+        seconds: f64,
+        engine: &str,
+        threads: usize,
+    ) -> RunInfo {
+        RunInfo {
+            started: humantime::format_rfc3339_seconds(started).to_string(),
+            seconds,
+            engine: engine.into(),
+            threads,
+            ..template.clone()
+        }
+    }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Tool {
@@ -248,6 +295,9 @@ pub struct Report {
     /// `tokscan vocab`, `--check-vocab`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft_vocab: Option<crate::vocab::DraftVocabReport>,
+    /// How the scan ran (absent from version-1 reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunInfo>,
 }
 
 /// The flagged samples a scan kept without detail (past `detail_limit` for each of their codes): every row
@@ -609,5 +659,6 @@ pub fn build_report(
         contamination,
         near_duplicates: None,
         draft_vocab,
+        run: None,
     }
 }

@@ -53,6 +53,9 @@ pub struct ScanOptions {
     /// Full detail (positions, boundaries, lengths, ids) for the first this many flagged samples of each code;
     /// the others are kept as (row, codes, category) and listed compactly (`flagged_summarized`). 0: no limit.
     pub flagged_detail: u64,
+    /// What the caller knows of the run (command line, profile source, tokenizer); the scan adds its start,
+    /// duration, engine and threads into the report's `run`.
+    pub run: crate::report::RunInfo,
 }
 
 /// Live counters a caller can poll from another thread, and the cancel switch.
@@ -85,6 +88,7 @@ pub fn scan(
     opts: &ScanOptions,
     progress: &Progress,
 ) -> Result<Report> {
+    let (started, t0) = (std::time::SystemTime::now(), std::time::Instant::now());
     with_pool(opts.threads, || {
         let corpus = Corpus::open(paths, &opts.columns)?;
         // The encoder loads only when there are prompts to pair, before they are read (rendering keeps each
@@ -141,6 +145,13 @@ pub fn scan(
             near,
         )?;
         report.skipped = crate::plan::skipped_infos(&corpus, false);
+        report.run = Some(crate::report::RunInfo::of(
+            &opts.run,
+            started,
+            t0.elapsed().as_secs_f64(),
+            "local",
+            rayon::current_num_threads(),
+        ));
         Ok(report)
     })
 }

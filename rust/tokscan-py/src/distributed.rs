@@ -206,7 +206,7 @@ pub fn resolve_flagged<'py>(
 /// The report (JSON) of a corpus scanned in tasks: the merged partial, every task's resolved samples, and the
 /// plan's inputs.
 #[pyfunction]
-#[pyo3(signature = (partial, flagged, profile, inputs, severities=None, policy=None, fail_on="error", ngram_coverage=false, draft_vocab=None))]
+#[pyo3(signature = (partial, flagged, profile, inputs, severities=None, policy=None, fail_on="error", ngram_coverage=false, draft_vocab=None, run=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn finish_report(
     py: Python<'_>,
@@ -219,8 +219,29 @@ pub fn finish_report(
     fail_on: &str,
     ngram_coverage: bool,
     draft_vocab: Option<&str>,
+    run: Option<&str>,
 ) -> PyResult<String> {
     let policy = parse_policy(policy, severities, fail_on).map_err(|e| to_py(py, e))?;
+    /// How the driver ran the cluster scan: `started` in seconds since the Unix epoch.
+    #[derive(serde::Deserialize)]
+    struct Driver {
+        started: f64,
+        seconds: f64,
+        threads: usize,
+        #[serde(flatten)]
+        known: tokscan_core::report::RunInfo,
+    }
+    let run = match run {
+        Some(text) => {
+            let d: Driver = serde_json::from_str(text).map_err(|e| to_py(py, json_err(e)))?;
+            let started =
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(d.started.max(0.0));
+            Some(tokscan_core::report::RunInfo::of(
+                &d.known, started, d.seconds, "ray", d.threads,
+            ))
+        }
+        None => None,
+    };
     let vocab = crate::parse_vocab(draft_vocab).map_err(|e| to_py(py, e))?;
     #[derive(serde::Deserialize)]
     struct Described {
@@ -249,6 +270,7 @@ pub fn finish_report(
             vocab.as_ref(),
         );
         report.skipped = skipped;
+        report.run = run;
         serde_json::to_string(&report).map_err(|e| Error::Usage(e.to_string()))
     })
 }

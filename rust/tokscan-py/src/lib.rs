@@ -330,7 +330,7 @@ fn policy_sample_mask(
 #[pymethods]
 impl PyScan {
     #[new]
-    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error", ngram_coverage=false, prompts=None, prompt_tokenizer=None, chat_template=None, contamination=None, near_dup=None, draft_vocab=None, flagged_detail=1000))]
+    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error", ngram_coverage=false, prompts=None, prompt_tokenizer=None, chat_template=None, contamination=None, near_dup=None, draft_vocab=None, flagged_detail=1000, command=None, profile_source=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -349,7 +349,15 @@ impl PyScan {
         near_dup: Option<(u32, u32, u32, f64)>,
         draft_vocab: Option<&str>,
         flagged_detail: u64,
+        command: Option<Vec<String>>,
+        profile_source: Option<String>,
     ) -> PyResult<Self> {
+        let run = tokscan_core::report::RunInfo {
+            command,
+            profile_source,
+            tokenizer: prompt_tokenizer.as_ref().map(|d| d.display().to_string()),
+            ..Default::default()
+        };
         let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
         let vocab = parse_vocab(draft_vocab).map_err(|e| to_py(py, e))?;
         let policy = parse_policy(policy, severities, fail_on).map_err(|e| to_py(py, e))?;
@@ -379,6 +387,7 @@ impl PyScan {
                 near_dup,
                 vocab,
                 flagged_detail,
+                run,
             },
             progress: Arc::new(Progress::default()),
         })
@@ -651,5 +660,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(distributed::resolve_flagged, m)?)?;
     m.add_function(wrap_pyfunction!(distributed::finish_report, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("SCHEMA_VERSION", tokscan_core::report::SCHEMA_VERSION)?;
+    m.add(
+        "READABLE_SCHEMAS",
+        tokscan_core::report::READABLE_SCHEMAS.to_vec(),
+    )?;
     Ok(())
 }
