@@ -23,6 +23,7 @@ def test_an_integer_id_column_is_found_by_its_integers(tmp_path):
     assert corpus.find_id(100_017) == 17 and corpus.find_id("100017") == 17
     assert corpus.core.find(np.int64(100_017).item()) == 17
     assert repr(corpus).startswith(f"<Corpus {len(samples)} samples in 1 input(s): ")
+    assert repr(corpus.core) == f"<Corpus {len(samples)} samples in 1 input(s): {path}>"  # the core's own
 
 
 def test_negative_threads_is_a_usage_error(tmp_path):

@@ -113,5 +113,5 @@ def test_report_does_not_depend_on_threads_or_path_order(layouts):
     files = sorted(str(p) for p in layouts["parquet_full"].glob("*.parquet"))
     b = tokscan.scan(list(reversed(files)), threads=2)
     c = tokscan.scan(files, threads=8)
-    strip = lambda r: {k: v for k, v in r.data.items() if k != "inputs"}  # noqa: E731
+    strip = lambda r: {k: v for k, v in r.findings.items() if k != "inputs"}  # noqa: E731
     assert strip(a) == strip(b) == strip(c)

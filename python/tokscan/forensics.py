@@ -204,6 +204,7 @@ def describe(sample: Sample, tok: Decoder | None, raw: bool = False, elide: bool
         "lengths": info["lengths"],
         "codes": info["codes"],
         "positions": info["positions"],
+        "cut_in": info.get("cut_in"),
         "completion": list(info["completion"]),
         "thinking": list(info["thinking"]),
         "segments": segs,

@@ -360,6 +360,13 @@ def print_summary(
         console.print(anomaly_table(report, console.width, fail_on, policy))
     else:
         console.print("[green]No anomalies found.[/]")
+    cut = report.data["overall"].get("truncated_in") or {}
+    if cut:
+        words = {"reasoning": "in the reasoning", "tool_call": "in a tool call", "response": "in the response"}
+        console.print(
+            "truncated samples were cut " + " · ".join(f"{w} {cut[k]:,}" for k, w in words.items() if k in cut),
+            highlight=False,
+        )
     unchecked = report.not_checked()
     if unchecked:
         console.print(

@@ -47,6 +47,10 @@ SEGMENT_STYLE = {
 }
 
 
+#: Where a `truncated` sample was cut, as the core names it, in words.
+CUT_IN = {"reasoning": "reasoning", "tool_call": "tool call", "response": "response"}
+
+
 def rendering(paired: dict[str, Any], sample: Any, tok: Any, radius: int = 8) -> dict[str, Any]:
     """The core's verdict on a paired record (`_core.paired_record`: rendered and tokenized in the core, compared
     as `scan` compares it), with the first difference decoded on both sides."""
@@ -183,7 +187,8 @@ def render_sample(doc: dict, record: dict | None, how: str, check: dict | None) 
     if doc["codes"]:
         for code in doc["codes"]:
             pos = doc["positions"].get(code)
-            out.print(f"[bold red]{code}[/]" + (f" at token {pos}" if pos is not None else ""))
+            cut = f" (cut inside the {CUT_IN[doc['cut_in']]})" if code == "truncated" and doc.get("cut_in") else ""
+            out.print(f"[bold red]{code}[/]" + (f" at token {pos}" if pos is not None else "") + cut)
     else:
         out.print("[green]no per-sample anomalies[/] (corpus-wide codes need `tokscan scan`)")
     if how:

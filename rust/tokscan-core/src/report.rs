@@ -97,6 +97,10 @@ pub struct CategoryStats {
     /// `prefill`, `mask_start`, `end_of_turn_trained`), over the samples it applies to.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub consistency: BTreeMap<String, BTreeMap<String, u64>>,
+    /// `truncated` samples by where the length limit cut them: `reasoning`, `tool_call`, `response` (absent
+    /// when none was cut).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub truncated_in: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -166,6 +170,9 @@ pub struct Flagged {
     /// For `repetition`: the loop's block length and total span in tokens.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub repetition: Option<LoopInfo>,
+    /// For `truncated`: where the length limit cut it (`reasoning`, `tool_call` or `response`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cut_in: Option<String>,
     pub boundaries: Vec<Boundary>,
 }
 
@@ -477,6 +484,12 @@ fn category_stats(c: &CategoryPartial, profile: &Profile, coverage: bool) -> Cat
             }
             m
         },
+        truncated_in: crate::check::CutIn::ALL
+            .iter()
+            .zip(c.cut_in)
+            .filter(|(_, n)| *n > 0)
+            .map(|(place, n)| (place.as_str().to_string(), n))
+            .collect(),
     }
 }
 
@@ -529,6 +542,11 @@ fn flagged_entry(
             .and_then(|d| d.repetition)
             .filter(|_| f.flags & Code::Repetition.bit() != 0)
             .map(|(period, span)| LoopInfo { period, span }),
+        cut_in: detail
+            .and_then(|d| d.cut)
+            .filter(|_| f.flags & Code::Truncated.bit() != 0)
+            .and_then(crate::check::CutIn::from_index)
+            .map(|c| c.as_str().to_string()),
         boundaries,
         departs: {
             use crate::check::features::{get, value_name, FEATURES};

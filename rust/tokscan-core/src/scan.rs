@@ -802,6 +802,9 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
         cat.add_features(features);
         cat.add_lengths(&facts.lengths);
         cat.add_codes(facts.flags);
+        if let Some(c) = facts.cut {
+            cat.cut_in[usize::from(c)] += 1;
+        }
         if ctx.coverage {
             let covered = if ce > cs {
                 ngram_coverage(&seq[cs..ce])
@@ -858,6 +861,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                     completion: facts.completion,
                     boundaries,
                     repetition: facts.repetition.map(|l| (l.period as u32, l.span as u32)),
+                    cut: facts.cut,
                 }),
                 duplicate_of: None,
                 departs: (0, 0, 0),

@@ -95,6 +95,9 @@ pub struct CategoryPartial {
     /// Loss-bearing tokens per vocabulary id, when the scan counts them ([`crate::vocab`]); empty otherwise.
     #[serde(default)]
     pub loss_counts: Vec<u64>,
+    /// `truncated` samples by where they were cut, per [`crate::check::CutIn`].
+    #[serde(default)]
+    pub cut_in: [u64; 3],
 }
 
 impl CategoryPartial {
@@ -148,6 +151,9 @@ impl CategoryPartial {
             *self.features.entry(*k).or_insert(0) += n;
         }
         add_into(&mut self.loss_counts, &other.loss_counts);
+        for (a, b) in self.cut_in.iter_mut().zip(other.cut_in) {
+            *a += b;
+        }
     }
 }
 
@@ -169,6 +175,9 @@ pub struct FlagDetail {
     pub boundaries: Vec<(u32, u16)>,
     /// `(period, span)` of the `repetition` loop, when flagged.
     pub repetition: Option<(u32, u32)>,
+    /// Where a `truncated` sample was cut ([`crate::check::CutIn`] index).
+    #[serde(default)]
+    pub cut: Option<u8>,
 }
 
 impl FlagDetail {

@@ -51,6 +51,20 @@ impl PyCorpus {
         self.inner.len() as usize
     }
 
+    fn __repr__(&self) -> String {
+        let n = self.inner.inputs.len();
+        let first = self
+            .inner
+            .inputs
+            .first()
+            .map(|i| format!(": {}{}", i.path.display(), if n > 1 { ", …" } else { "" }))
+            .unwrap_or_default();
+        format!(
+            "<Corpus {} samples in {n} input(s){first}>",
+            self.inner.len()
+        )
+    }
+
     /// `(path, format, layout, rows, first_row, hive_category)` per input, in scan order.
     #[getter]
     #[allow(clippy::type_complexity)]

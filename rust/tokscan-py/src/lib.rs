@@ -462,6 +462,13 @@ fn check_one<'py>(
     d.set_item("lengths", lengths)?;
     d.set_item("completion", (facts.completion.0, facts.completion.1))?;
     d.set_item("thinking", (facts.thinking.0, facts.thinking.1))?;
+    d.set_item(
+        "cut_in",
+        facts
+            .cut
+            .and_then(tokscan_core::check::CutIn::from_index)
+            .map(|c| c.as_str()),
+    )?;
     let turns: Vec<(&str, usize, usize, usize, bool)> = scratch
         .turns
         .iter()

@@ -127,6 +127,63 @@ pub struct SampleFacts {
     pub thinking: (u32, u32),
     /// The `repetition` loop (start as a sequence position), when flagged.
     pub repetition: Option<Loop>,
+    /// Where a `truncated` sample was cut: [`CutIn`] as its index, when flagged.
+    pub cut: Option<u8>,
+}
+
+/// Where a completion cut at the length limit stops: inside its reasoning, inside a tool call (its name or
+/// arguments) or inside the response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CutIn {
+    Reasoning = 0,
+    ToolCall = 1,
+    Response = 2,
+}
+
+impl CutIn {
+    pub const ALL: [CutIn; 3] = [CutIn::Reasoning, CutIn::ToolCall, CutIn::Response];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CutIn::Reasoning => "reasoning",
+            CutIn::ToolCall => "tool_call",
+            CutIn::Response => "response",
+        }
+    }
+
+    pub fn from_index(i: u8) -> Option<CutIn> {
+        CutIn::ALL.get(usize::from(i)).copied()
+    }
+
+    /// Where the generated content of `p` stops: inside a tool call (or tool-call section) the completion
+    /// opened and never closed, else inside reasoning still open, else in the response.
+    fn of(profile: &Profile, p: &Parsed, events: &[Event]) -> CutIn {
+        use crate::profile::kind;
+        let (open_k, close_k) = if profile.has_tool_section {
+            (kind::SECTION_BEGIN, kind::SECTION_END)
+        } else {
+            (kind::CALL_BEGIN, kind::CALL_END)
+        };
+        let mut depth = 0u32;
+        for e in events
+            .iter()
+            .filter(|e| (p.cs..p.n_eff).contains(&(e.pos as usize)))
+        {
+            let k = profile.specials[e.slot as usize].kind;
+            if k & open_k != 0 {
+                depth += 1;
+            } else if k & close_k != 0 {
+                depth = depth.saturating_sub(1);
+            }
+        }
+        if depth > 0 {
+            CutIn::ToolCall
+        } else if p.open_thinking.is_some() {
+            CutIn::Reasoning
+        } else {
+            CutIn::Response
+        }
+    }
 }
 
 impl SampleFacts {
@@ -167,6 +224,7 @@ pub fn check_sample<T: TokenId + PartialEq>(
         completion: (0, 0),
         thinking: (0, 0),
         repetition: None,
+        cut: None,
     };
 
     // 1. Classify: collect special-token events, count them, find the first out-of-vocabulary id.
@@ -257,6 +315,9 @@ pub fn check_sample<T: TokenId + PartialEq>(
         if let Some(pos) = hit {
             facts.flag(code, pos);
         }
+    }
+    if p.truncated {
+        facts.cut = Some(CutIn::of(profile, &p, events) as u8);
     }
     if profile.token_bytes.is_some() && profile.payload.is_some() {
         let found = payload::check_calls(profile, tokens, events, &p, turns, &mut scratch.payload);

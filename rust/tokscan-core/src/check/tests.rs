@@ -169,6 +169,30 @@ fn unterminated_thinking_vs_truncated() {
 }
 
 #[test]
+fn a_truncated_sample_says_where_it_was_cut() {
+    let p = prompt();
+    let cut = |c: &[u32]| {
+        let f = run(&joined(&p, c), None, None);
+        assert!(codes(&f).contains(&"truncated"), "{:?}", codes(&f));
+        f.cut.and_then(CutIn::from_index)
+    };
+    assert_eq!(cut(&text(40, 3)), Some(CutIn::Reasoning));
+    let mut c = completion(10, 30);
+    c.pop(); // the end of turn: cut in the response
+    assert_eq!(cut(&c), Some(CutIn::Response));
+    let mut c = text(25, 5);
+    c.extend([SEC, CALL]);
+    c.extend(text(4, 6));
+    c.push(ARG);
+    c.extend(text(9, 7)); // cut inside the arguments
+    assert_eq!(cut(&c), Some(CutIn::ToolCall));
+    c.truncate(c.len() - 10); // inside the name
+    assert_eq!(cut(&c), Some(CutIn::ToolCall));
+    // A complete sample is not cut anywhere.
+    assert_eq!(run(&joined(&p, &completion(10, 30)), None, None).cut, None);
+}
+
+#[test]
 fn empty_response_and_multiple_think_end() {
     let p = prompt();
     let f = run(&joined(&p, &completion(10, 0)), None, None);

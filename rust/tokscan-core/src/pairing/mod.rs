@@ -925,6 +925,7 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
                             completion: (r.lengths.prompt, r.lengths.total),
                             boundaries: Vec::new(),
                             repetition: None,
+                            cut: None,
                         }
                     }),
                     duplicate_of: None,
