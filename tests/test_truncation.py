@@ -56,7 +56,15 @@ def test_the_json_summary_and_show_say_where_a_sample_was_cut(tmp_path):
     said = " ".join(proc.stdout.split())
     assert "truncated samples were cut in the reasoning 1 · in a tool call 1 · in the response 2" in said, said
     proc = run_cli("show", str(path), "-p", "kimi-k2", "--row", "2", "--json", "-")
-    assert json.loads(proc.stdout)["cut_in"] == "tool_call"
+    doc = json.loads(proc.stdout)
+    assert doc["cut_in"] == "tool_call"
+    # What this scan could not check is the core's, in the JSON, the summary and `show` alike: no loss mask,
+    # no tokenizer vocabulary.
+    assert r.not_checked() == r.data["not_checked"] == doc["not_checked"]
+    assert set(r.not_checked()) == {
+        "loss_mask_misaligned", "spelled_special", "tool_call_arguments", "tool_call_name", "tool_call_undeclared"
+    }  # fmt: skip
+    assert "not checked in this corpus: loss_mask_misaligned (no input has a loss mask or labels)" in said
     proc = run_cli("show", str(path), "-p", "kimi-k2", "--row", "1")
     assert "truncated at token" in proc.stdout and "(cut inside the reasoning)" in " ".join(proc.stdout.split())
     # A corpus with nothing cut carries no breakdown.

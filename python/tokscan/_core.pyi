@@ -28,6 +28,7 @@ __all__ = [
     "is_object_url",
     "max_threads",
     "merge_partials",
+    "not_checked",
     "outlier_fences",
     "paired_record",
     "plan_scan",
@@ -148,6 +149,7 @@ def paired_record(
     chat_template: str | None = None,
 ) -> str | None: ...
 def code_scopes() -> dict[str, str]: ...
+def not_checked(profile: Profile, layouts: list[str]) -> dict[str, str]: ...
 def encode_prompts(
     tokenizer_dir: str | os.PathLike[str], records: list[str], template: str | None = None
 ) -> list[list[int]]: ...

@@ -177,22 +177,11 @@ class Report:
         return rows[(masks & want) != 0]
 
     def not_checked(self) -> dict[str, str]:
-        """Codes this scan could not check, with why: no input had a loss mask (or labels), no tokenizer
-        vocabulary for `spelled_special` and the `tool_call_*` payload checks, no vocabulary size for
-        `out_of_vocab`. Their count of 0 means nothing."""
-        out = {}
-        layouts = [str(i.get("layout", "")) for i in self.data["inputs"]]
-        if layouts and not any("loss_mask" in x or "labels" in x for x in layouts):
-            out["loss_mask_misaligned"] = "no input has a loss mask or labels"
-        profile = self.data["profile"]
-        if profile.get("spelled_special", ...) is None:
-            out["spelled_special"] = "needs --tokenizer DIR with a vocabulary"
-        if profile.get("tool_call_payload") is False:
-            for code in ("tool_call_arguments", "tool_call_name", "tool_call_undeclared"):
-                out[code] = "needs --tokenizer DIR with a vocabulary"
-        if int(profile.get("vocab_size", 0)) >= 2**32 - 1:
-            out["out_of_vocab"] = "the profile has no vocabulary size"
-        return out
+        """Codes this scan could not check, with why (the core's `not_checked`: no input had a loss mask or
+        labels, no tokenizer vocabulary for `spelled_special` and the `tool_call_*` payload checks, no
+        vocabulary size for `out_of_vocab`). Their count of 0 means nothing. Empty for a report of schema 1,
+        which did not record it."""
+        return {str(k): str(v) for k, v in (self.data.get("not_checked") or {}).items()}
 
     def count(self, code: str) -> int:
         """Number of samples flagged with `code` (a UsageError for an unknown code)."""

@@ -132,6 +132,13 @@ def show(
         if tok is not None and chat_template is not None:
             tok.chat_template = chat_template.read_text()
         doc = describe(sample, tok, raw)
+        inputs = zip(corpus.inputs, corpus.layouts, strict=True)
+        layout = next((lay for (src, _f, _h), lay in inputs if src == sample.source), None)
+        # What the core could not check for this sample's input (no mask, no vocabulary): a missing code means
+        # nothing then.
+        from .. import _core as core
+
+        doc["not_checked"] = core.not_checked(prof, [layout] if layout is not None else corpus.layouts)
         # The prompt record, paired as `scan` pairs it (by id, else by line) from `--prompts` or the prompts file
         # beside the sample's shards, and with a tokenizer rendered and compared in the core.
         from .. import _core
@@ -191,6 +198,13 @@ def render_sample(doc: dict, record: dict | None, how: str, check: dict | None) 
             out.print(f"[bold red]{code}[/]" + (f" at token {pos}" if pos is not None else "") + cut)
     else:
         out.print("[green]no per-sample anomalies[/] (corpus-wide codes need `tokscan scan`)")
+    if doc.get("not_checked"):
+        out.print(
+            "[dim]not checked for this sample: "
+            + "; ".join(f"{c} ({why})" for c, why in doc["not_checked"].items())
+            + "[/]",
+            highlight=False,
+        )
     if how:
         out.print(f"prompt record: {how}", highlight=False)
         render_prompt_check(check or {})

@@ -305,6 +305,53 @@ pub struct Report {
     /// How the scan ran (absent from version-1 reports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunInfo>,
+    /// Codes this scan could not check, with why (their count of 0 means nothing); absent when it checked
+    /// every code.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub not_checked: BTreeMap<String, String>,
+}
+
+/// The codes a scan of inputs of `layouts` (e.g. `input_ids+loss_mask`) with `profile` cannot check, with
+/// why: no input carries a loss mask (or labels), no tokenizer vocabulary for `spelled_special` and the
+/// tool-call payload checks, no vocabulary size for `out_of_vocab`.
+pub fn not_checked<'a>(
+    profile: &Profile,
+    layouts: impl IntoIterator<Item = &'a str>,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let layouts: Vec<&str> = layouts.into_iter().collect();
+    let masked = layouts
+        .iter()
+        .any(|l| l.contains("loss_mask") || l.contains("labels"));
+    if !layouts.is_empty() && !masked {
+        out.insert(
+            Code::LossMaskMisaligned.as_str().to_string(),
+            "no input has a loss mask or labels".to_string(),
+        );
+    }
+    let vocabulary = "needs --tokenizer DIR with a vocabulary";
+    if profile.spelled.is_none() {
+        out.insert(
+            Code::SpelledSpecial.as_str().to_string(),
+            vocabulary.to_string(),
+        );
+    }
+    if profile.payload_checked() == Some(false) {
+        for c in [
+            Code::ToolCallArguments,
+            Code::ToolCallName,
+            Code::ToolCallUndeclared,
+        ] {
+            out.insert(c.as_str().to_string(), vocabulary.to_string());
+        }
+    }
+    if u64::from(profile.vocab_size) >= u64::from(u32::MAX) {
+        out.insert(
+            Code::OutOfVocab.as_str().to_string(),
+            "the profile has no vocabulary size".to_string(),
+        );
+    }
+    out
 }
 
 /// The flagged samples a scan kept without detail (past `detail_limit` for each of their codes): every row
@@ -655,6 +702,7 @@ pub fn build_report(
         .into_iter()
         .map(|f| flagged_entry(f, profile, &inputs, &sev))
         .collect();
+    let unchecked = not_checked(profile, inputs.iter().map(|i| i.layout.as_str()));
     Report {
         schema_version: SCHEMA_VERSION,
         tool: Tool {
@@ -678,5 +726,6 @@ pub fn build_report(
         near_duplicates: None,
         draft_vocab,
         run: None,
+        not_checked: unchecked,
     }
 }

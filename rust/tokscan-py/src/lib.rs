@@ -591,6 +591,16 @@ fn codes() -> Vec<(&'static str, u32, &'static str, &'static str)> {
         .collect()
 }
 
+/// The codes a scan of inputs of `layouts` with `profile` cannot check, with why (the report's
+/// `not_checked`).
+#[pyfunction]
+fn not_checked(
+    profile: &PyProfile,
+    layouts: Vec<String>,
+) -> std::collections::BTreeMap<String, String> {
+    tokscan_core::report::not_checked(&profile.inner, layouts.iter().map(String::as_str))
+}
+
 /// Where each code is decided: `sample` (the per-sample rules), `corpus` (the corpus-wide checks: never set
 /// by `Validator.check`), `source` (the input's reader: JSONL generator metadata).
 #[pyfunction]
@@ -656,6 +666,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fetch_objects, m)?)?;
     m.add_function(wrap_pyfunction!(is_object_url, m)?)?;
     m.add_function(wrap_pyfunction!(paired_record, m)?)?;
+    m.add_function(wrap_pyfunction!(not_checked, m)?)?;
     m.add_function(wrap_pyfunction!(code_scopes, m)?)?;
     m.add_function(wrap_pyfunction!(prompt::encode_prompts, m)?)?;
     m.add_function(wrap_pyfunction!(prompt::render_prompts, m)?)?;
