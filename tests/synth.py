@@ -46,6 +46,7 @@ __all__ = [
     "expected_in",
     "jsonl_record",
     "labels",
+    "with_repeats",
     "write_arrow_file",
     "write_arrow_stream",
     "write_jsonl",
@@ -242,3 +243,26 @@ def write_megatron_index(
         f.write(np.asarray(docs, dtype=np.int64).tobytes())
         if modes is not None:
             f.write(np.asarray(modes, dtype=np.int8).tobytes())
+
+
+def with_repeats(seed: int, same_ids: int = 0) -> list[Sample]:
+    """A corpus (`build_corpus(n_clean=300, seed)`) followed by samples that repeat its first ones, so that
+    they meet only across units, tasks or key buckets: 40 exact copies under new ids, `same_ids` copies under
+    their own ids (`sample_id_duplicate`), and prompts of the first samples answered again with new completions
+    or filed under the next category (`prompt_duplicate`, `prompt_cross_category`)."""
+    import dataclasses
+
+    samples = build_corpus(n_clean=300, seed=seed, anomalies_per_code=2)
+    copies = [dataclasses.replace(s, sample_id=f"copy-{s.sample_id}", expected=set()) for s in samples[:40]]
+    same_id = [dataclasses.replace(s, expected=set()) for s in samples[60 : 60 + same_ids]]
+    g = Generator(seed + 1)
+    regen = [
+        dataclasses.replace(
+            g.clean(f"regen-{s.sample_id}", s.category),
+            prompt=list(s.prompt),
+            category=s.category if i % 3 else CATEGORIES[(CATEGORIES.index(s.category) + 1) % len(CATEGORIES)],
+        )
+        for i, s in enumerate(samples[40:52])
+        if s.prompt
+    ]
+    return samples + copies + same_id + regen

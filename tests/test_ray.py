@@ -3,7 +3,6 @@ layout, whatever the task count, bucket count or merge fan-in; a worker killed m
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import os
 import signal
@@ -46,22 +45,9 @@ def cluster():
 def corpus(tmp_path_factory) -> dict[str, Path]:
     """Every layout, with the first shard's samples repeated in the last shard (new ids): exact duplicates
     across shards, which only meet when the keys are routed by hash."""
-    samples = synth.build_corpus(n_clean=300, seed=21, anomalies_per_code=2)
-    copies = [dataclasses.replace(s, sample_id=f"copy-{s.sample_id}", expected=set()) for s in samples[:40]]
     # Prompts of the first shard answered again (new completions) or filed under another category in the last:
     # prompt groups, which also only meet when the keys are routed by hash.
-    g = synth.Generator(22)
-    cats = synth.CATEGORIES
-    regen = [
-        dataclasses.replace(
-            g.clean(f"regen-{s.sample_id}", s.category),
-            prompt=list(s.prompt),
-            category=s.category if i % 3 else cats[(cats.index(s.category) + 1) % len(cats)],
-        )
-        for i, s in enumerate(samples[40:52])
-        if s.prompt
-    ]
-    samples = samples + copies + regen
+    samples = synth.with_repeats(21)
     root = tmp_path_factory.mktemp("ray-layouts")
     return {name: writer(samples, root / name) for name, (writer, _mask) in synth.LAYOUTS.items()}
 

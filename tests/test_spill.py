@@ -4,7 +4,6 @@ and the report is byte-for-byte the in-memory one, on every layout, whatever the
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -18,21 +17,7 @@ import synth
 def corpus(tmp_path_factory) -> dict[str, Path]:
     """Every layout, with exact duplicates, repeated sample ids and prompts answered twice or filed under two
     categories, spread over the corpus so that they meet only across units and buckets."""
-    samples = synth.build_corpus(n_clean=300, seed=31, anomalies_per_code=2)
-    copies = [dataclasses.replace(s, sample_id=f"copy-{s.sample_id}", expected=set()) for s in samples[:40]]
-    same_id = [dataclasses.replace(s, expected=set()) for s in samples[60:70]]
-    g = synth.Generator(32)
-    cats = synth.CATEGORIES
-    regen = [
-        dataclasses.replace(
-            g.clean(f"regen-{s.sample_id}", s.category),
-            prompt=list(s.prompt),
-            category=s.category if i % 3 else cats[(cats.index(s.category) + 1) % len(cats)],
-        )
-        for i, s in enumerate(samples[40:52])
-        if s.prompt
-    ]
-    samples = samples + copies + same_id + regen
+    samples = synth.with_repeats(31, same_ids=10)
     root = tmp_path_factory.mktemp("spill")
     return {name: writer(samples, root / name) for name, (writer, _mask) in synth.LAYOUTS.items()}
 
