@@ -28,7 +28,7 @@ use parquet::file::properties::WriterProperties;
 use crate::corpus::{Corpus, SampleData};
 use crate::error::{Error, Result};
 use crate::scan::Progress;
-use crate::source::numpy::{npy_header, Dtype};
+use crate::source::numpy::{npy_header, write_npy, Dtype};
 use crate::source::{create_new, finish};
 
 /// Samples read and written at a time (and rows per Parquet row group).
@@ -362,21 +362,20 @@ impl Sink for NumpySink {
     fn close(self: Box<Self>, written: &mut Vec<PathBuf>) -> Result<()> {
         let this = *self;
         let len = this.tokens as usize;
-        // Offsets.
+        // Offsets. (`out` was new or empty: every file in it is this call's, to remove on failure.)
         let p = this.out.join("offsets.npy");
-        let mut w = create_new(&p)?;
         written.push(p.clone());
-        w.write_all(&npy_header(Dtype::I64, this.lengths.len() + 1))
-            .map_err(|e| Error::io(&p, e))?;
-        let mut at = 0i64;
-        w.write_all(&at.to_le_bytes())
-            .map_err(|e| Error::io(&p, e))?;
-        for l in &this.lengths {
-            at += l;
+        write_npy(&p, Dtype::I64, this.lengths.len() + 1, |w| {
+            let mut at = 0i64;
             w.write_all(&at.to_le_bytes())
                 .map_err(|e| Error::io(&p, e))?;
-        }
-        finish(&p, w)?;
+            for l in &this.lengths {
+                at += l;
+                w.write_all(&at.to_le_bytes())
+                    .map_err(|e| Error::io(&p, e))?;
+            }
+            Ok(this.lengths.len() as u64 + 1)
+        })?;
         // The mask: its header, now that its length is known.
         if let Some((p, w)) = this.mask {
             let mut f = w.into_inner().map_err(|e| Error::io(&p, e.into_error()))?;
@@ -397,26 +396,25 @@ impl Sink for NumpySink {
             Dtype::I64
         };
         let p = this.out.join("tokens.npy");
-        let mut w = create_new(&p)?;
         written.push(p.clone());
-        w.write_all(&npy_header(dtype, len))
-            .map_err(|e| Error::io(&p, e))?;
         let mut r = std::io::BufReader::with_capacity(
             8 << 20,
             File::open(&this.spool_path).map_err(|e| Error::io(&this.spool_path, e))?,
         );
-        let mut buf = [0u8; 8];
-        for _ in 0..len {
-            r.read_exact(&mut buf)
-                .map_err(|e| Error::io(&this.spool_path, e))?;
-            let t = i64::from_le_bytes(buf);
-            let res = match dtype {
-                Dtype::I32 => w.write_all(&(t as i32).to_le_bytes()),
-                _ => w.write_all(&buf),
-            };
-            res.map_err(|e| Error::io(&p, e))?;
-        }
-        finish(&p, w)?;
+        write_npy(&p, dtype, len, |w| {
+            let mut buf = [0u8; 8];
+            for _ in 0..len {
+                r.read_exact(&mut buf)
+                    .map_err(|e| Error::io(&this.spool_path, e))?;
+                let t = i64::from_le_bytes(buf);
+                let res = match dtype {
+                    Dtype::I32 => w.write_all(&(t as i32).to_le_bytes()),
+                    _ => w.write_all(&buf),
+                };
+                res.map_err(|e| Error::io(&p, e))?;
+            }
+            Ok(len as u64)
+        })?;
         std::fs::remove_file(&this.spool_path).map_err(|e| Error::io(&this.spool_path, e))?;
         written.retain(|f| f != &this.spool_path);
         // Sample ids and categories.

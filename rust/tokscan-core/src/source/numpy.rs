@@ -292,7 +292,7 @@ pub fn npy_header(dtype: Dtype, len: usize) -> Vec<u8> {
 }
 
 /// Writes a 1-D `.npy` of `len` elements whose data `body` writes.
-fn write_npy(
+pub(crate) fn write_npy(
     path: &Path,
     dtype: Dtype,
     len: usize,
