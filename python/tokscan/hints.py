@@ -78,7 +78,7 @@ def preflight_hint(
     n = min(limit, int(corpus.starts[-1]))
     if n == 0:
         return None
-    samples = [np.asarray(d["ids"], dtype=np.int64) for d in corpus.core.samples(0, n)]
+    samples = [s.ids for s in corpus.fetch_range(0, n)]
     by_code = _structure_flags(profile, samples)
     code, share = _structure_share({c: int(v.sum()) for c, v in by_code.items()}, n)
     if share < SUSPECT_SHARE:

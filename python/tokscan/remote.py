@@ -22,7 +22,7 @@ Bases = list[tuple[str, str]]
 
 def is_url(p: str | os.PathLike[str]) -> bool:
     """Whether `p` is an object-store URL (a path whose name is not valid UTF-8 is a path, never a URL)."""
-    return isinstance(p, str) and p.isprintable() and _is_utf8(p) and _core.is_object_url(p)
+    return isinstance(p, str) and _is_utf8(p) and _core.is_object_url(p)
 
 
 def _is_utf8(p: str) -> bool:

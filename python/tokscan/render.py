@@ -20,6 +20,10 @@ SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 EXAMPLES_PER_CODE = 3
 
 
+#: Where the core says a `truncated` sample was cut (`cut_in`), in words, in its order.
+CUT_IN = {"reasoning": "the reasoning", "tool_call": "a tool call", "response": "the response"}
+
+
 def _num(n: float) -> str:
     return f"{n:,.0f}"
 
@@ -362,9 +366,8 @@ def print_summary(
         console.print("[green]No anomalies found.[/]")
     cut = report.data["overall"].get("truncated_in") or {}
     if cut:
-        words = {"reasoning": "in the reasoning", "tool_call": "in a tool call", "response": "in the response"}
         console.print(
-            "truncated samples were cut " + " · ".join(f"{w} {cut[k]:,}" for k, w in words.items() if k in cut),
+            "truncated samples were cut " + " · ".join(f"in {w} {cut[k]:,}" for k, w in CUT_IN.items() if k in cut),
             highlight=False,
         )
     unchecked = report.not_checked()

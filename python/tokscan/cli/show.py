@@ -47,10 +47,6 @@ SEGMENT_STYLE = {
 }
 
 
-#: Where a `truncated` sample was cut, as the core names it, in words.
-CUT_IN = {"reasoning": "reasoning", "tool_call": "tool call", "response": "response"}
-
-
 def rendering(paired: dict[str, Any], sample: Any, tok: Any, radius: int = 8) -> dict[str, Any]:
     """The core's verdict on a paired record (`_core.paired_record`: rendered and tokenized in the core, compared
     as `scan` compares it), with the first difference decoded on both sides."""
@@ -136,13 +132,11 @@ def show(
         layout = next((lay for (src, _f, _h), lay in inputs if src == sample.source), None)
         # What the core could not check for this sample's input (no mask, no vocabulary): a missing code means
         # nothing then.
-        from .. import _core as core
-
-        doc["not_checked"] = core.not_checked(prof, [layout] if layout is not None else corpus.layouts)
-        # The prompt record, paired as `scan` pairs it (by id, else by line) from `--prompts` or the prompts file
-        # beside the sample's shards, and with a tokenizer rendered and compared in the core.
         from .. import _core
 
+        doc["not_checked"] = _core.not_checked(prof, [layout] if layout is not None else corpus.layouts)
+        # The prompt record, paired as `scan` pairs it (by id, else by line) from `--prompts` or the prompts file
+        # beside the sample's shards, and with a tokenizer rendered and compared in the core.
         record, how, check = None, "", None
         found = _core.paired_record(
             [str(p) for p in path],
@@ -181,6 +175,8 @@ def render_sample(doc: dict, record: dict | None, how: str, check: dict | None) 
     from rich.panel import Panel
     from rich.text import Text
 
+    from ..render import CUT_IN
+
     L = doc["lengths"]
     out.print(
         f"[bold]sample {doc['sample_id'] if doc['sample_id'] is not None else '-'}[/] · row {doc['row']} · "
@@ -194,7 +190,7 @@ def render_sample(doc: dict, record: dict | None, how: str, check: dict | None) 
     if doc["codes"]:
         for code in doc["codes"]:
             pos = doc["positions"].get(code)
-            cut = f" (cut inside the {CUT_IN[doc['cut_in']]})" if code == "truncated" and doc.get("cut_in") else ""
+            cut = f" (cut inside {CUT_IN[doc['cut_in']]})" if code == "truncated" and doc.get("cut_in") else ""
             out.print(f"[bold red]{code}[/]" + (f" at token {pos}" if pos is not None else "") + cut)
     else:
         out.print("[green]no per-sample anomalies[/] (corpus-wide codes need `tokscan scan`)")
