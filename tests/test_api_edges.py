@@ -26,6 +26,48 @@ def test_an_integer_id_column_is_found_by_its_integers(tmp_path):
     assert repr(corpus.core) == f"<Corpus {len(samples)} samples in 1 input(s): {path}>"  # the core's own
 
 
+def test_ids_keep_their_column_type_end_to_end(tmp_path):
+    """An int64 id column gives ints in samples, in the JSON report (flagged samples and what they repeat),
+    in the exclusion list and in a converted copy; a string column stays strings; JSONL integers stay ints."""
+    import json
+
+    from conftest import run_cli
+
+    samples = synth.build_corpus(n_clean=40, seed=5, anomalies_per_code=1)
+    ints = tmp_path / "ints.parquet"
+    ids = [100_000 + i for i in range(len(samples))]
+    ids[-1] = ids[0]  # a sample_id_duplicate
+    pq.write_table(pa.table({"input_ids": [s.ids for s in samples], "sample_id": pa.array(ids, pa.int64())}), ints)
+    assert Corpus([str(ints)]).fetch(3).sample_id == 100_003
+    report = tokscan.scan(ints)
+    assert report.flagged and all(type(f["sample_id"]) is int for f in report.flagged)
+    dup = next(f for f in report.flagged if "sample_id_duplicate" in f["codes"])
+    assert dup["duplicate_of"]["sample_id"] == 100_000 and dup["sample_id"] == 100_000
+    assert json.loads(report.to_json())["flagged"][0]["sample_id"] == report.flagged[0]["sample_id"]
+    # The copy keeps an int64 column; the exclusion list is the ids' decimal text.
+    out = tmp_path / "copy"
+    proc = run_cli("convert", str(ints), "--to", "parquet", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert pq.read_table(out / "part-00000.parquet").schema.field("sample_id").type == pa.int64()
+    key = [(f["row"], f["sample_id"], f["codes"]) for f in report.flagged]
+    assert [(f["row"], f["sample_id"], f["codes"]) for f in tokscan.scan(out).flagged] == key
+    excl = tmp_path / "drop.txt"
+    proc = run_cli("scan", str(ints), "--exclude", str(excl), "-q")
+    assert proc.returncode == 1, proc.stderr
+    from tokscan.clean import selected
+
+    assert excl.read_text().split() == [str(f["sample_id"]) for f in selected(report)] != []
+    # Text ids stay text, even when they look like numbers; JSONL integers stay ints.
+    text = tmp_path / "text.parquet"
+    pq.write_table(pa.table({"input_ids": [s.ids for s in samples], "sample_id": [str(i) for i in ids]}), text)
+    assert all(type(f["sample_id"]) is str for f in tokscan.scan(text).flagged)
+    jsonl = tmp_path / "dump.jsonl"
+    jsonl.write_text(
+        "".join(json.dumps({"id": i, "input_ids": s.ids}) + "\n" for i, s in zip(ids, samples, strict=True))
+    )
+    assert all(type(f["sample_id"]) is int for f in tokscan.scan(jsonl).flagged)
+
+
 def test_negative_threads_is_a_usage_error(tmp_path):
     path = synth.write_parquet_full(synth.build_corpus(n_clean=10, seed=1, anomalies_per_code=0), tmp_path / "c")
     for bad in (-1, 1.5, True):

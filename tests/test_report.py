@@ -109,7 +109,7 @@ def test_the_run_is_recorded_by_the_core_and_shown_by_a_page_written_later(tmp_p
     proc = run_cli("scan", str(path), "-p", profile, "--threads", "2", "--json", str(out), "-q")
     assert proc.returncode == 1, proc.stderr
     data = json.loads(out.read_text())
-    assert data["schema_version"] == tokscan._core.SCHEMA_VERSION == 2
+    assert data["schema_version"] == tokscan._core.SCHEMA_VERSION == 3
     run = data["run"]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", run["started"]), run
     assert run["engine"] == "local" and run["threads"] == 2 and 0 < run["seconds"] < 60
@@ -131,5 +131,5 @@ def test_the_run_is_recorded_by_the_core_and_shown_by_a_page_written_later(tmp_p
     legacy.write_html(tmp_path / "old.html")
     assert "not recorded" in (tmp_path / "old.html").read_text()
     (tmp_path / "future.json").write_text(json.dumps(old | {"schema_version": 99}))
-    with pytest.raises(tokscan.ReportError, match="reads 1 and 2"):
+    with pytest.raises(tokscan.ReportError, match="reads 1, 2, 3"):
         tokscan.Report.load(tmp_path / "future.json")

@@ -75,7 +75,7 @@ class Sample:
     source: str
     row: int  # global row in scan order
     local_row: int
-    sample_id: str | None
+    sample_id: str | int | None
     category: str | None
     ids: np.ndarray
     prompt_len: int | None = None

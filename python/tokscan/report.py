@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from .config import PolicyValue
 
-#: The report schema this tokscan writes, and the ones it reads: the core's (version 2 added `run`).
+#: The report schema this tokscan writes, and the ones it reads: the core's (2 added `run`, 3 typed ids).
 SCHEMA_VERSION: int = _core.SCHEMA_VERSION
 READABLE_SCHEMAS: tuple[int, ...] = tuple(_core.READABLE_SCHEMAS)
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
@@ -327,7 +327,7 @@ class Report:
             raise ReportError(f"{origin}: not a JSON report ({e})") from None
         version = data.get("schema_version") if isinstance(data, dict) else None
         if version not in READABLE_SCHEMAS:
-            readable = " and ".join(map(str, READABLE_SCHEMAS))
+            readable = ", ".join(map(str, READABLE_SCHEMAS))
             raise ReportError(
                 f"{origin}: report schema_version {version!r} is not supported (this tokscan reads {readable})"
             )

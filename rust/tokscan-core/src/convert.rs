@@ -27,6 +27,7 @@ use parquet::file::properties::WriterProperties;
 
 use crate::corpus::{Corpus, SampleData};
 use crate::error::{Error, Result};
+use crate::sample_id::SampleId;
 use crate::scan::Progress;
 use crate::source::numpy::{npy_header, write_npy, Dtype};
 use crate::source::{create_new, finish};
@@ -111,8 +112,9 @@ fn write_all(
     written: &mut Vec<PathBuf>,
 ) -> Result<Converted> {
     let n = corpus.len();
+    let int_ids = corpus.integer_ids()?;
     let mut sink: Box<dyn Sink> = match to {
-        Target::Parquet => Box::new(ParquetSink::new(out)),
+        Target::Parquet => Box::new(ParquetSink::new(out, int_ids)),
         Target::Numpy => Box::new(NumpySink::new(out, written)?),
     };
     let (mut done, mut tokens) = (0u64, 0u64);
@@ -182,18 +184,37 @@ fn strings<'a>(values: impl Iterator<Item = Option<&'a str>>) -> ArrayRef {
     Arc::new(StringArray::from_iter(values))
 }
 
+/// The `sample_id` column: `int64` when every id is an integer (`ints`), else text.
+fn id_column<'a>(ints: bool, ids: impl Iterator<Item = Option<&'a SampleId>>) -> (Field, ArrayRef) {
+    if ints {
+        let col = Int64Array::from_iter(ids.map(|id| match id {
+            Some(SampleId::Int(n)) => Some(*n),
+            _ => None,
+        }));
+        (
+            Field::new("sample_id", DataType::Int64, true),
+            Arc::new(col),
+        )
+    } else {
+        let col = StringArray::from_iter(ids.map(|id| id.map(SampleId::key)));
+        (Field::new("sample_id", DataType::Utf8, true), Arc::new(col))
+    }
+}
+
 /// One Parquet file; the first chunk decides the columns.
 struct ParquetSink {
     path: PathBuf,
     writer: Option<(ArrowWriter<std::io::BufWriter<File>>, Arc<Schema>)>,
     split: bool,
     masked: bool,
+    int_ids: bool,
 }
 
 impl ParquetSink {
-    fn new(out: &Path) -> ParquetSink {
+    fn new(out: &Path, int_ids: bool) -> ParquetSink {
         ParquetSink {
             path: out.join("part-00000.parquet"),
+            int_ids,
             writer: None,
             split: false,
             masked: false,
@@ -207,7 +228,7 @@ impl Sink for ParquetSink {
             self.split = chunk[0].prompt_len.is_some();
             self.masked = chunk[0].mask.is_some();
             let mut fields = vec![
-                Field::new("sample_id", DataType::Utf8, true),
+                id_column(self.int_ids, std::iter::empty()).0,
                 Field::new("category", DataType::Utf8, true),
             ];
             let lists: &[&str] = if self.split {
@@ -236,7 +257,7 @@ impl Sink for ParquetSink {
         }
         let (w, schema) = self.writer.as_mut().expect("opened above");
         let mut cols = vec![
-            strings(chunk.iter().map(|s| s.sample_id.as_deref())),
+            id_column(self.int_ids, chunk.iter().map(|s| s.sample_id.as_ref())).1,
             strings(chunk.iter().map(|s| Some(s.category.as_str()))),
         ];
         if self.split {
@@ -279,7 +300,7 @@ struct NumpySink {
     mask: Option<(PathBuf, std::io::BufWriter<File>)>,
     masked: Option<bool>,
     lengths: Vec<i64>,
-    sample_ids: Vec<Option<String>>,
+    sample_ids: Vec<Option<SampleId>>,
     categories: Vec<String>,
     tokens: u64,
     lo: i64,
@@ -422,8 +443,14 @@ impl Sink for NumpySink {
         let mut fields = Vec::new();
         let mut cols = Vec::new();
         if this.sample_ids.iter().any(Option::is_some) {
-            fields.push(Field::new("sample_id", DataType::Utf8, true));
-            cols.push(strings(this.sample_ids.iter().map(|s| s.as_deref())));
+            let ints = this
+                .sample_ids
+                .iter()
+                .flatten()
+                .all(|id| matches!(id, SampleId::Int(_)));
+            let (field, col) = id_column(ints, this.sample_ids.iter().map(Option::as_ref));
+            fields.push(field);
+            cols.push(col);
         }
         fields.push(Field::new("category", DataType::Utf8, true));
         cols.push(strings(this.categories.iter().map(|s| Some(s.as_str()))));

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::sample_id::SampleId;
 use crate::source::{
     self, with_tokens, Batch, ColumnNames, Input, PromptsFile, Skipped, Source, DEFAULT_CATEGORY,
 };
@@ -31,7 +32,7 @@ pub struct SampleData {
     /// Length of the prompt when it is stored apart (`prompt_ids` + `output_ids`).
     pub prompt_len: Option<usize>,
     pub mask: Option<Vec<u8>>,
-    pub sample_id: Option<String>,
+    pub sample_id: Option<SampleId>,
     pub category: String,
 }
 
@@ -185,10 +186,14 @@ impl Corpus {
     }
 
     /// Global row of the first sample with `sample_id` (reads only the id columns).
-    pub fn find(&self, sample_id: &str) -> Result<Option<u64>> {
+    /// An integer id is found by its number or by its decimal text.
+    pub fn find(&self, sample_id: &SampleId) -> Result<Option<u64>> {
         for (k, s) in self.sources.iter().enumerate() {
             if let Some(ids) = s.sample_ids()? {
-                if let Some(i) = ids.iter().position(|v| v.as_deref() == Some(sample_id)) {
+                if let Some(i) = ids
+                    .iter()
+                    .position(|v| v.as_ref().is_some_and(|v| v.matches(sample_id)))
+                {
                     return Ok(Some(self.starts[k] + i as u64));
                 }
             }
@@ -197,7 +202,7 @@ impl Corpus {
     }
 
     /// Every sample's id (None where a sample has none), in global row order.
-    pub fn sample_ids(&self) -> Result<Vec<Option<String>>> {
+    pub fn sample_ids(&self) -> Result<Vec<Option<SampleId>>> {
         let mut out = Vec::with_capacity((self.len() as usize).min(1 << 16));
         for s in &self.sources {
             match s.sample_ids()? {
@@ -206,6 +211,23 @@ impl Corpus {
             }
         }
         Ok(out)
+    }
+
+    /// Whether the corpus has sample ids and every one is an integer (a copy then keeps an integer column).
+    /// Reads the id columns one input at a time.
+    pub fn integer_ids(&self) -> Result<bool> {
+        let mut any = false;
+        for s in &self.sources {
+            if let Some(ids) = s.sample_ids()? {
+                for id in ids.iter().flatten() {
+                    match id {
+                        SampleId::Int(_) => any = true,
+                        SampleId::Text(_) => return Ok(false),
+                    }
+                }
+            }
+        }
+        Ok(any)
     }
 
     pub fn source_path(&self, k: usize) -> &Path {
@@ -341,11 +363,11 @@ mod tests {
                     let (ids, sid) = &all[start + k];
                     prop_assert_eq!(s.row, (start + k) as u64);
                     prop_assert_eq!(&s.ids, &ids.iter().map(|&t| t.wide()).collect::<Vec<_>>());
-                    prop_assert_eq!(s.sample_id.as_deref(), Some(sid.as_str()));
-                    prop_assert_eq!(corpus.find(sid).unwrap(), Some((start + k) as u64));
+                    prop_assert_eq!(s.sample_id.as_ref(), Some(&SampleId::from(sid.as_str())));
+                    prop_assert_eq!(corpus.find(&SampleId::from(sid.as_str())).unwrap(), Some((start + k) as u64));
                 }
             }
-            prop_assert_eq!(corpus.find("nope").unwrap(), None);
+            prop_assert_eq!(corpus.find(&SampleId::from("nope")).unwrap(), None);
             prop_assert!(corpus.sample(all.len() as u64).is_err());
         }
     }

@@ -20,6 +20,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::anomaly::Code;
 use crate::error::Result;
 use crate::report::{FirstSeen, PromptFirst};
+use crate::sample_id::SampleId;
 use crate::stats::log_quartiles;
 use crate::summary::{decode, encode, FlaggedSample, Partial, Records};
 
@@ -34,7 +35,7 @@ pub struct CompletionKey {
     pub hash: u64,
     pub len: u32,
     pub row: u64,
-    pub sample_id: Option<Box<str>>,
+    pub sample_id: Option<SampleId>,
 }
 
 /// A prompt's key: equal prompts have equal `(hash, len)`; the completion's and the category tell a prompt
@@ -46,7 +47,7 @@ pub struct PromptKey {
     pub row: u64,
     pub completion: (u64, u32),
     pub category: Box<str>,
-    pub sample_id: Option<Box<str>>,
+    pub sample_id: Option<SampleId>,
 }
 
 /// The keys of one bucket.
@@ -54,7 +55,7 @@ pub struct PromptKey {
 pub struct Bucket {
     pub completions: Vec<CompletionKey>,
     /// `(sample id, row)`.
-    pub ids: Vec<(Box<str>, u64)>,
+    pub ids: Vec<(SampleId, u64)>,
     pub prompts: Vec<PromptKey>,
 }
 
@@ -84,7 +85,7 @@ pub fn route(records: &Records, n: usize) -> Vec<Bucket> {
                 });
         }
         if let Some(id) = &r.sample_id {
-            out[(xxh3_64(id.as_bytes()) % n as u64) as usize]
+            out[(xxh3_64(id.key().as_bytes()) % n as u64) as usize]
                 .ids
                 .push((id.clone(), r.row));
         }
@@ -132,7 +133,7 @@ pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Vec<Repeat> {
     for group in completions.chunk_by(|a, b| (a.hash, a.len) == (b.hash, b.len)) {
         let first = FirstSeen {
             row: group[0].row,
-            sample_id: group[0].sample_id.as_deref().map(str::to_string),
+            sample_id: group[0].sample_id.clone(),
         };
         for k in &group[1..] {
             out.insert(
@@ -152,7 +153,7 @@ pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Vec<Repeat> {
     for group in ids.chunk_by(|a, b| a.0 == b.0) {
         let first = FirstSeen {
             row: group[0].1,
-            sample_id: Some(group[0].0.to_string()),
+            sample_id: Some(group[0].0.clone()),
         };
         for (_, row) in &group[1..] {
             out.entry(*row)
@@ -186,7 +187,7 @@ pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Vec<Repeat> {
         }
         let first = PromptFirst {
             row: head.row,
-            sample_id: head.sample_id.as_deref().map(str::to_string),
+            sample_id: head.sample_id.clone(),
             category: head.category.to_string(),
         };
         for k in &group[1..] {
@@ -370,7 +371,7 @@ pub fn resolve(records: &Records, repeats: &[Repeat], fences: &Fences) -> Vec<Fl
                 category: category.clone(),
                 lengths: r.lengths,
                 flags,
-                sample_id: r.sample_id.as_deref().map(str::to_string),
+                sample_id: r.sample_id.clone(),
                 detail: None,
                 duplicate_of: repeat
                     .filter(|x| x.flags & repeat_bits != 0)
@@ -426,7 +427,7 @@ mod tests {
                 },
                 completion_hash: hash,
                 completion_len: if hash == 0 { 0 } else { 10 },
-                sample_id: id.map(Box::from),
+                sample_id: id.map(SampleId::from),
                 flags: 0,
                 features: u32::MAX,
                 prompt_hash: 0,

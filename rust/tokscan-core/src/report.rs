@@ -11,13 +11,15 @@ use crate::check::NO_POS;
 use crate::policy::{Policy, RuleValue, Status};
 use crate::profile::Profile;
 use crate::repetition::COVERAGE_N;
+use crate::sample_id::SampleId;
 use crate::stats::{CoverageStats, LengthStats};
 use crate::summary::{CategoryPartial, FlaggedSample, Partial};
 
-/// The schema this tokscan writes; version 2 added `run`.
-pub const SCHEMA_VERSION: u32 = 2;
-/// The schemas this tokscan reads (a version-1 report has no `run`).
-pub const READABLE_SCHEMAS: [u32; 2] = [1, 2];
+/// The schema this tokscan writes; version 2 added `run`, version 3 keeps an integer id column's
+/// `sample_id`s as JSON numbers (they were strings).
+pub const SCHEMA_VERSION: u32 = 3;
+/// The schemas this tokscan reads (a version-1 report has no `run`; ids of versions 1 and 2 are strings).
+pub const READABLE_SCHEMAS: [u32; 3] = [1, 2, 3];
 
 /// How a scan ran: recorded by the core at scan time, so that a page written later from the JSON (or another
 /// tool reading it) dates and describes the run, not the moment of writing.
@@ -141,7 +143,7 @@ pub struct FlaggedLengths {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Flagged {
-    pub sample_id: Option<String>,
+    pub sample_id: Option<SampleId>,
     pub row: u64,
     pub source: String,
     pub category: String,
@@ -191,14 +193,14 @@ pub struct LoopInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FirstSeen {
     pub row: u64,
-    pub sample_id: Option<String>,
+    pub sample_id: Option<SampleId>,
 }
 
 /// The kept first sample of a prompt group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PromptFirst {
     pub row: u64,
-    pub sample_id: Option<String>,
+    pub sample_id: Option<SampleId>,
     pub category: String,
 }
 

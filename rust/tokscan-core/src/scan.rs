@@ -236,7 +236,7 @@ pub fn near_duplicates(
         (
             crate::report::FirstSeen {
                 row,
-                sample_id: r.sample_id.as_deref().map(str::to_string),
+                sample_id: r.sample_id.clone(),
             },
             rs.categories[r.category as usize].clone(),
         )
@@ -252,7 +252,7 @@ pub fn near_duplicates(
             category: rs.categories[r.category as usize].clone(),
             lengths: r.lengths,
             flags: Code::NearDuplicate.bit(),
-            sample_id: r.sample_id.as_deref().map(str::to_string),
+            sample_id: r.sample_id.clone(),
             detail: None,
             duplicate_of: None,
             departs: (0, 0, 0),
@@ -769,7 +769,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
         if let Some(found) = b.findings.map(|f| f[i]) {
             apply_finding(&mut facts, found);
         }
-        let sample_id = b.sample_ids.and_then(|s| s[i].as_deref());
+        let sample_id = b.sample_ids.and_then(|s| s[i].as_ref());
         if let Some(pairing) = ctx.pairing {
             let fact = pair_sample(
                 pairing,
@@ -831,7 +831,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
             lengths: facts.lengths,
             completion_hash: if ce > cs { hash_ids(&seq[cs..ce]) } else { 0 },
             completion_len: (ce.saturating_sub(cs)) as u32,
-            sample_id: sample_id.map(Box::from),
+            sample_id: sample_id.cloned(),
             flags: facts.flags,
             features,
             prompt_hash,
@@ -855,7 +855,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                 category: cat_name.to_string(),
                 lengths: facts.lengths,
                 flags: facts.flags,
-                sample_id: sample_id.map(str::to_string),
+                sample_id: sample_id.cloned(),
                 detail: Some(FlagDetail {
                     positions: facts.positions.to_vec(),
                     completion: facts.completion,

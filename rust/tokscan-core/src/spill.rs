@@ -70,7 +70,7 @@ fn footprint(r: &Records) -> u64 {
     let ids: usize = r
         .rows
         .iter()
-        .map(|s| s.sample_id.as_ref().map_or(0, |x| x.len() + 16))
+        .map(|s| s.sample_id.as_ref().map_or(0, |x| x.heap_size() + 16))
         .sum();
     (r.rows.capacity() * std::mem::size_of::<SampleRecord>() + ids) as u64
 }

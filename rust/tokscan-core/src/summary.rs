@@ -17,6 +17,7 @@ use crate::anomaly::N_CODES;
 use crate::check::{Event, Lengths};
 use crate::error::{Error, Result};
 use crate::report::FirstSeen;
+use crate::sample_id::SampleId;
 
 /// Counts per distinct value: an exact, mergeable distribution of integer lengths.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -201,7 +202,7 @@ pub struct FlaggedSample {
     pub category: String,
     pub lengths: Lengths,
     pub flags: u64,
-    pub sample_id: Option<String>,
+    pub sample_id: Option<SampleId>,
     /// From the per-sample rules; `None` for a sample only the corpus-wide checks flagged.
     pub detail: Option<FlagDetail>,
     /// For `duplicate` / `sample_id_duplicate`: the first sample with the same completion / id.
@@ -580,7 +581,7 @@ pub struct SampleRecord {
     /// xxh3 of the completion ids (0 for an empty completion).
     pub completion_hash: u64,
     pub completion_len: u32,
-    pub sample_id: Option<Box<str>>,
+    pub sample_id: Option<SampleId>,
     /// The per-sample codes it was flagged with (a corpus-wide check does not repeat what they explain).
     #[serde(default)]
     pub flags: u64,

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use tokscan_core::sample_id::SampleId;
 use tokscan_core::{Corpus, SampleData};
 
 use crate::{detached, parse_columns, to_py};
@@ -22,7 +23,10 @@ fn to_dict<'py>(py: Python<'py>, corpus: &Corpus, s: SampleData) -> PyResult<Bou
     d.set_item("row", s.row)?;
     d.set_item("local_row", s.local_row)?;
     d.set_item("source", corpus.source_path(s.source).display().to_string())?;
-    d.set_item("sample_id", s.sample_id)?;
+    d.set_item(
+        "sample_id",
+        s.sample_id.map(|id| id_to_py(py, &id)).transpose()?,
+    )?;
     d.set_item("category", s.category)?;
     d.set_item("prompt_len", s.prompt_len)?;
     d.set_item("ids", s.ids.into_pyarray(py))?;
@@ -109,10 +113,10 @@ impl PyCorpus {
 
     /// Global row of the first sample with this id, or None (reads only the id columns). An integer id
     /// column is searched with an int as well as with its decimal text.
-    fn find(&self, py: Python<'_>, sample_id: SampleId) -> PyResult<Option<u64>> {
+    fn find(&self, py: Python<'_>, sample_id: PyId) -> PyResult<Option<u64>> {
         let id = match sample_id {
-            SampleId::Int(n) => n.to_string(),
-            SampleId::Text(t) => t,
+            PyId::Int(n) => SampleId::Int(n),
+            PyId::Text(t) => SampleId::from(t),
         };
         detached(py, || self.inner.find(&id))
     }
@@ -174,15 +178,26 @@ impl PyCorpus {
         Ok((done.samples, done.tokens, files))
     }
 
-    /// Every sample's id (None where it has none), in row order.
-    fn sample_ids(&self, py: Python<'_>) -> PyResult<Vec<Option<String>>> {
-        detached(py, || self.inner.sample_ids())
+    /// Every sample's id (None where it has none), in row order: an int for an integer id column.
+    fn sample_ids<'py>(&self, py: Python<'py>) -> PyResult<Vec<Option<Bound<'py, PyAny>>>> {
+        let ids = detached(py, || self.inner.sample_ids())?;
+        ids.iter()
+            .map(|id| id.as_ref().map(|id| id_to_py(py, id)).transpose())
+            .collect()
     }
 }
 
 /// A sample id as Python gives it: the column's integer or its text.
 #[derive(FromPyObject)]
-enum SampleId {
+enum PyId {
     Int(i64),
     Text(String),
+}
+
+/// A sample id as its column stores it: an int or a str.
+fn id_to_py<'py>(py: Python<'py>, id: &SampleId) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match id {
+        SampleId::Int(n) => n.into_pyobject(py)?.into_any(),
+        SampleId::Text(t) => pyo3::types::PyString::new(py, t).into_any(),
+    })
 }

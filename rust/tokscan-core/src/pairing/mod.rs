@@ -29,6 +29,7 @@ use crate::check::{Scratch, Turn};
 use crate::corpus::Corpus;
 use crate::error::Result;
 use crate::profile::{kind, Profile, Role};
+use crate::sample_id::SampleId;
 use crate::source::prompts_for;
 use crate::summary::{FlaggedSample, Records};
 use crate::token::TokenId;
@@ -473,7 +474,7 @@ pub fn pair_sample<T: TokenId>(
     profile: &Profile,
     source: usize,
     row: u64,
-    sample_id: Option<&str>,
+    sample_id: Option<&SampleId>,
     tokens: &[T],
     prompt_len: Option<usize>,
     scratch: &Scratch,
@@ -483,7 +484,7 @@ pub fn pair_sample<T: TokenId>(
     let set = &pairing.sets[set_index as usize];
     let ordinal = row - pairing.first_row[set_index as usize];
     let (record, by_id) = match (set.id_field, sample_id) {
-        (Some(_), Some(id)) => (set.by_id.get(id).copied(), true),
+        (Some(_), Some(id)) => (set.by_id.get(&*id.key()).copied(), true),
         _ => (
             (ordinal < set.records.len() as u64).then_some(ordinal as u32),
             false,
@@ -916,7 +917,7 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
                     category: recs.categories[r.category as usize].clone(),
                     lengths: r.lengths,
                     flags: c,
-                    sample_id: r.sample_id.as_deref().map(str::to_string),
+                    sample_id: r.sample_id.clone(),
                     detail: (pos != crate::check::NO_POS).then(|| {
                         let mut positions = vec![crate::check::NO_POS; crate::anomaly::N_CODES];
                         positions[Code::PromptMismatch.index()] = pos;
@@ -1017,7 +1018,7 @@ pub fn paired_record(
         profile,
         k,
         row,
-        sample.sample_id.as_deref(),
+        sample.sample_id.as_ref(),
         &sample.ids,
         sample.prompt_len,
         &scratch,

@@ -21,9 +21,10 @@ use arrow_ipc::{Block, MessageHeader, MetadataVersion};
 use arrow_schema::SchemaRef;
 use memmap2::Mmap;
 
-use super::parquet::{detect_layout, record_batch, strings, Layout};
+use super::parquet::{detect_layout, record_batch, sample_ids, Layout};
 use super::{Batch, ColumnNames, Format, Source, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
+use crate::sample_id::SampleId;
 
 /// Magic at both ends of the IPC file format.
 pub const FILE_MAGIC: &[u8; 6] = b"ARROW1";
@@ -570,7 +571,7 @@ impl Source for IpcShard {
         Ok(())
     }
 
-    fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
+    fn sample_ids(&self) -> Result<Option<Vec<Option<SampleId>>>> {
         let Some(name) = self.layout.sample_id.as_deref() else {
             return Ok(None);
         };
@@ -579,7 +580,7 @@ impl Source for IpcShard {
         for b in 0..self.batches.len() {
             let d = self.decoder(vec![index], b)?;
             let rb = self.decode(&d, b)?;
-            out.extend(strings(&self.path, name, rb.column(0))?);
+            out.extend(sample_ids(&self.path, name, rb.column(0))?);
         }
         Ok(Some(out))
     }
@@ -709,7 +710,7 @@ mod tests {
         }
     }
 
-    fn read_all(s: &IpcShard) -> Vec<(Vec<i64>, Option<String>)> {
+    fn read_all(s: &IpcShard) -> Vec<(Vec<i64>, Option<SampleId>)> {
         let mut out = Vec::new();
         for u in 0..s.units().len() {
             s.scan_unit(u, &mut |b| {
@@ -746,7 +747,7 @@ mod tests {
             prop_assert_eq!(s.kind, if stream { IpcKind::Stream } else { IpcKind::File });
             prop_assert_eq!(s.rows(), rows.len() as u64);
             let back = read_all(&s);
-            let want: Vec<_> = rows.iter().enumerate().map(|(i, r)| (r.clone(), Some(format!("r{i}")))).collect();
+            let want: Vec<_> = rows.iter().enumerate().map(|(i, r)| (r.clone(), Some(SampleId::from(format!("r{i}"))))).collect();
             prop_assert_eq!(&back, &want);
             let ids = s.sample_ids().unwrap().unwrap();
             prop_assert_eq!(ids.len(), rows.len());

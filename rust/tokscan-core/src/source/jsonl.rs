@@ -23,6 +23,7 @@ use super::{
     Tokens, UnitSpan, WriteStats,
 };
 use crate::error::{Error, Result};
+use crate::sample_id::SampleId;
 use crate::token::MaskSlice;
 
 /// How the file is compressed, from its name.
@@ -100,7 +101,7 @@ struct Line {
     prompt: Vec<i64>,
     ids: Vec<i64>,
     mask: Option<Vec<u8>>,
-    sample_id: Option<String>,
+    sample_id: Option<SampleId>,
     category: Option<String>,
     finding: Finding,
     /// Which layout the line is in: `Some(true)` prompt + completion apart, `Some(false)` one `input_ids`
@@ -154,6 +155,16 @@ fn label(v: &RawValue) -> Option<String> {
         serde_json::Value::String(s) => Some(s),
         serde_json::Value::Null => None,
         other => Some(other.to_string()),
+    }
+}
+
+/// A sample id: an integer stays an integer; any other value is read as a label.
+fn id_of(v: &RawValue) -> Option<SampleId> {
+    match serde_json::from_str::<serde_json::Value>(v.get()).ok()? {
+        serde_json::Value::Number(n) if n.is_i64() => n.as_i64().map(SampleId::Int),
+        serde_json::Value::String(s) => Some(SampleId::from(s)),
+        serde_json::Value::Null => None,
+        other => Some(SampleId::from(other.to_string())),
     }
 }
 
@@ -260,7 +271,7 @@ fn parse_line(text: &str, f: &Fields<'_>) -> std::result::Result<Line, String> {
             .ok_or_else(|| format!("{} holds a value that is not a number or bool", f.mask))?;
         line.mask = Some(bits);
     }
-    line.sample_id = f.id.iter().find_map(|k| obj.get(*k)).and_then(|v| label(v));
+    line.sample_id = f.id.iter().find_map(|k| obj.get(*k)).and_then(|v| id_of(v));
     line.category = obj.get(f.category).and_then(|v| label(v));
     // Generator metadata.
     let meta: Option<Obj<'_>> = obj
@@ -318,7 +329,7 @@ pub struct JsonlShard {
     tokens: Vec<i64>,
     offsets: Vec<i64>,
     mask: Option<(Vec<u8>, Vec<i64>)>,
-    sample_ids: Option<Vec<Option<String>>>,
+    sample_ids: Option<Vec<Option<SampleId>>>,
     categories: Option<Vec<Option<String>>>,
     findings: Vec<Finding>,
     units: Vec<UnitSpan>,
@@ -692,7 +703,7 @@ impl Source for JsonlShard {
         })
     }
 
-    fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
+    fn sample_ids(&self) -> Result<Option<Vec<Option<SampleId>>>> {
         Ok(self.sample_ids.clone())
     }
 
@@ -783,7 +794,7 @@ mod tests {
         assert!(f[4].count_mismatch);
         assert_eq!(
             s.sample_ids.as_ref().unwrap()[..2],
-            [Some("a".to_string()), Some("b".to_string())]
+            [Some(SampleId::from("a")), Some(SampleId::from("b"))]
         );
     }
 

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::sample_id::SampleId;
 use crate::token::MaskSlice;
 
 /// Names of the columns that play each role; `None` means "detect by the default name".
@@ -135,7 +136,7 @@ pub trait Source: Send + Sync {
     /// The sample id of every row (reading only that column), or `None` when the source has none. A format
     /// that can carry an id column must override this default, or finding a sample by id (`Corpus::find`,
     /// `show --sample-id`, `align`) will not see them.
-    fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
+    fn sample_ids(&self) -> Result<Option<Vec<Option<SampleId>>>> {
         Ok(None)
     }
     /// An error when a memory-mapped file of the input is now shorter than when it was mapped (reading the
@@ -393,7 +394,7 @@ pub struct Batch<'a> {
     pub prompt: Option<Ragged<'a>>,
     pub mask: Option<RaggedMask<'a>>,
     /// Per-row sample ids, when the source has them.
-    pub sample_ids: Option<&'a [Option<String>]>,
+    pub sample_ids: Option<&'a [Option<SampleId>]>,
     /// Per-row category names, when the source has them per row.
     pub categories: Option<&'a [Option<String>]>,
     /// Rows whose token list is null (scanned as empty sequences).

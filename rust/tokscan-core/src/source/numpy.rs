@@ -15,6 +15,7 @@ use super::{
     WriteStats,
 };
 use crate::error::{Error, Result};
+use crate::sample_id::SampleId;
 use crate::token::MaskSlice;
 
 /// Element type of a `.npy` array.
@@ -318,7 +319,7 @@ pub struct NumpyShard {
     /// The element type of `offsets.npy`.
     offsets_dtype: Dtype,
     mask: Option<NpyArray>,
-    pub sample_ids: Option<Vec<Option<String>>>,
+    pub sample_ids: Option<Vec<Option<SampleId>>>,
     pub categories: Option<Vec<Option<String>>>,
     units: Vec<UnitSpan>,
 }
@@ -485,7 +486,7 @@ impl Source for NumpyShard {
         })
     }
 
-    fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
+    fn sample_ids(&self) -> Result<Option<Vec<Option<SampleId>>>> {
         Ok(self.sample_ids.clone())
     }
 
@@ -570,8 +571,9 @@ impl Source for NumpyShard {
 }
 
 type Labels = Option<Vec<Option<String>>>;
+type Ids = Option<Vec<Option<SampleId>>>;
 
-fn read_meta(path: &Path, n: usize) -> Result<(Labels, Labels)> {
+fn read_meta(path: &Path, n: usize) -> Result<(Ids, Labels)> {
     if !path.exists() {
         return Ok((None, None));
     }
@@ -584,12 +586,13 @@ fn read_meta(path: &Path, n: usize) -> Result<(Labels, Labels)> {
     let schema = reader.schema();
     let has = |c: &str| schema.field_with_name(c).is_ok();
     let (want_id, want_cat) = (has("sample_id"), has("category"));
-    let (mut ids, mut cats) = (Vec::new(), Vec::new());
+    let (mut ids, mut cats): (Vec<Option<SampleId>>, Vec<Option<String>>) =
+        (Vec::new(), Vec::new());
     for rb in reader {
         let rb =
             rb.map_err(|e| Error::invalid(path, format!("not a readable Parquet file: {e}")))?;
         if want_id {
-            ids.extend(super::parquet::strings(
+            ids.extend(super::parquet::sample_ids(
                 path,
                 "sample_id",
                 rb.column_by_name("sample_id").expect("has"),
@@ -603,11 +606,11 @@ fn read_meta(path: &Path, n: usize) -> Result<(Labels, Labels)> {
             )?);
         }
     }
-    for (v, want) in [(&ids, want_id), (&cats, want_cat)] {
-        if want && v.len() != n {
+    for (len, want) in [(ids.len(), want_id), (cats.len(), want_cat)] {
+        if want && len != n {
             return Err(Error::invalid(
                 path,
-                format!("{} rows, but offsets.npy describes {n} samples", v.len()),
+                format!("{len} rows, but offsets.npy describes {n} samples"),
             ));
         }
     }

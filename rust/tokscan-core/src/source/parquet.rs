@@ -16,6 +16,7 @@ use parquet::arrow::ProjectionMask;
 use super::arrow::ListProblem;
 use super::{Batch, ColumnNames, Format, Ragged, Source, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
+use crate::sample_id::SampleId;
 
 /// Tokens decoded at a time inside a row group (rows per batch = this / the row group's mean row length).
 /// arrow-rs decodes a list column through per-batch level and value buffers; at ~64k tokens they stay in
@@ -385,7 +386,7 @@ impl ParquetShard {
     }
 
     /// Every row's sample id, decoding only that column.
-    pub fn read_sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
+    pub fn read_sample_ids(&self) -> Result<Option<Vec<Option<SampleId>>>> {
         let Some(name) = self.layout.sample_id.as_deref() else {
             return Ok(None);
         };
@@ -400,7 +401,7 @@ impl ParquetShard {
         let mut out = Vec::new();
         for rb in reader {
             let rb = rb.map_err(|e| parquet_err(path, e))?;
-            out.extend(strings(path, name, rb.column(0))?);
+            out.extend(sample_ids(path, name, rb.column(0))?);
         }
         Ok(Some(out))
     }
@@ -454,7 +455,7 @@ pub fn record_batch(
     let sample_ids = layout
         .sample_id
         .as_deref()
-        .map(|n| strings(path, n, &col(n)))
+        .map(|n| sample_ids(path, n, &col(n)))
         .transpose()?;
     let categories = layout
         .category
@@ -518,7 +519,7 @@ impl Source for ParquetShard {
         self.for_rows(start, end, f)
     }
 
-    fn sample_ids(&self) -> Result<Option<Vec<Option<String>>>> {
+    fn sample_ids(&self) -> Result<Option<Vec<Option<SampleId>>>> {
         self.read_sample_ids()
     }
 
@@ -664,6 +665,35 @@ pub fn strings(path: &Path, name: &str, col: &ArrayRef) -> Result<Vec<Option<Str
         .collect())
 }
 
+/// A sample-id column: an integer column's ids stay integers, any other type is read as text.
+pub fn sample_ids(path: &Path, name: &str, col: &ArrayRef) -> Result<Vec<Option<SampleId>>> {
+    if col.data_type().is_integer() && *col.data_type() != DataType::UInt64 {
+        let cast = arrow_cast::cast(col, &DataType::Int64).map_err(|e| {
+            Error::column(
+                path,
+                format!("column {name:?} cannot be read as integers: {e}"),
+            )
+        })?;
+        let ints = cast.as_primitive::<arrow_array::types::Int64Type>();
+        return Ok(ints.iter().map(|v| v.map(SampleId::Int)).collect());
+    }
+    if *col.data_type() == DataType::UInt64 {
+        let ints = col.as_primitive::<arrow_array::types::UInt64Type>();
+        return Ok(ints
+            .iter()
+            .map(|v| {
+                v.map(|n| {
+                    i64::try_from(n).map_or_else(|_| SampleId::text(n.to_string()), SampleId::Int)
+                })
+            })
+            .collect());
+    }
+    Ok(strings(path, name, col)?
+        .into_iter()
+        .map(|s| s.map(SampleId::from))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -679,7 +709,7 @@ mod tests {
     use crate::source::Tokens;
     use crate::token::MaskSlice;
 
-    type Row = (Vec<u32>, Vec<i8>, Option<String>);
+    type Row = (Vec<u32>, Vec<i8>, Option<SampleId>);
 
     fn list<A: Array + 'static>(lens: &[usize], values: A) -> ListArray {
         let field = Arc::new(Field::new("item", values.data_type().clone(), true));
@@ -752,7 +782,7 @@ mod tests {
                     .map(|t| t.wrapping_mul(2654435761) % 160_000 + i as u32)
                     .collect();
                 let mask = (0..n).map(|t| i8::from(t >= n / 3)).collect();
-                (ids, mask, Some(i.to_string()))
+                (ids, mask, Some(SampleId::Int(i as i64)))
             })
             .collect()
     }
