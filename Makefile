@@ -50,8 +50,10 @@ browser: ## headless Chromium for the HTML report test (Debian package; skipped 
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
 		|| echo "chromium not installed: the browser test will be skipped"; }
 
+# One pytest worker per core (pytest-xdist); `make test-python PYTEST_WORKERS=0` runs them in this process.
+PYTEST_WORKERS ?= auto
 test-python: build $(VENV)/.dev browser ## end-to-end pytest suite
-	$(BIN)/pytest -q tests
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) tests
 
 test: test-rust test-python ## everything CI runs
 

@@ -720,7 +720,10 @@ for i in range(16):
         tokscan.scan(corpus, "plain", threads=2)
         seen.append("scanned")
     except tokscan.InputError as e:
-        seen.append("shrank" if "shrank from" in str(e) and "tokens.npy" in str(e) else str(e))
+        msg = str(e)
+        # Cut while mapped: "shrank from"; cut before the scan opened it (a loaded machine): the header check.
+        seen.append("shrank" if "shrank from" in msg else "before" if "the file holds fewer" in msg else msg)
+        seen[-1] = seen[-1] if "tokens.npy" in msg else msg
     cut.join()
 print(" ".join(seen))
 """
@@ -743,7 +746,7 @@ def test_a_mapped_input_cut_while_its_pages_are_read_is_an_input_error(tmp_path)
     )
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])  # -7: killed by SIGBUS
     seen = proc.stdout.split()
-    assert len(seen) == 16 and set(seen) <= {"scanned", "shrank"}, proc.stdout
+    assert len(seen) == 16 and set(seen) <= {"scanned", "shrank", "before"}, proc.stdout
     assert "shrank" in seen, proc.stdout
 
 
