@@ -6,6 +6,7 @@ generator JSONL.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -266,3 +267,34 @@ def with_repeats(seed: int, same_ids: int = 0) -> list[Sample]:
         if s.prompt
     ]
     return samples + copies + same_id + regen
+
+
+def with_near_copies(seed: int = 9) -> list[Sample]:
+    """1,800 clean samples and 120 planted after their sources: near-copies (scattered edits of 1–5 %, two
+    sentences swapped, a changed number) and hard negatives (one shared 40-token template, then other content);
+    `sample_id` `near000`…`near119`, the kind being `i % 4` in that order."""
+    g = Generator(seed)
+    rng = np.random.default_rng(seed)
+    cats = CATEGORIES
+    out = [g.clean(f"s{i:05d}", cats[i % len(cats)]) for i in range(1800)]
+    template = g.text(40)
+
+    def variant(src: Sample, sid: str, completion: list[int]) -> Sample:
+        return dataclasses.replace(src, sample_id=sid, prompt=g.prompt(), completion=completion)
+
+    for i, k in enumerate(rng.choice(1500, size=120, replace=False).tolist()):
+        src = out[k]
+        body = list(src.completion[:-1])
+        kind = i % 4
+        if kind == 0:  # scattered edits, 1–5 % of the tokens
+            for j in rng.choice(len(body), size=max(1, int(len(body) * rng.uniform(0.01, 0.05))), replace=False):
+                body[j] = int(rng.integers(1000, 160000))
+        elif kind == 1:  # two sentences swapped
+            q = len(body) // 4
+            body = body[:q] + body[2 * q : 3 * q] + body[q : 2 * q] + body[3 * q :]
+        elif kind == 2:  # a changed number
+            body[len(body) // 2] = int(rng.integers(1000, 160000))
+        else:  # hard negative: the same 40-token template as the other negatives, then other content
+            body = template + g.text(len(body))
+        out.insert(int(rng.integers(k + 1, len(out) + 1)), variant(src, f"near{i:03d}", [*body, IM_END]))
+    return out

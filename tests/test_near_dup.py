@@ -5,7 +5,6 @@ n-grams), and datasketch's MinHash LSH with the same n-grams and bands finds a s
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict
 
 import numpy as np
@@ -17,34 +16,6 @@ import synth
 
 datasketch = pytest.importorskip("datasketch")
 N, BANDS, ROWS, THRESHOLD = 5, 16, 8, 0.8
-
-
-def planted_corpus(seed: int = 9) -> list[synth.Sample]:
-    g = synth.Generator(seed)
-    rng = np.random.default_rng(seed)
-    cats = synth.CATEGORIES
-    out = [g.clean(f"s{i:05d}", cats[i % len(cats)]) for i in range(1800)]
-    template = g.text(40)
-
-    def variant(src: synth.Sample, sid: str, completion: list[int]) -> synth.Sample:
-        return dataclasses.replace(src, sample_id=sid, prompt=g.prompt(), completion=completion)
-
-    for i, k in enumerate(rng.choice(1500, size=120, replace=False).tolist()):
-        src = out[k]
-        body = list(src.completion[:-1])
-        kind = i % 4
-        if kind == 0:  # scattered edits, 1–5 % of the tokens
-            for j in rng.choice(len(body), size=max(1, int(len(body) * rng.uniform(0.01, 0.05))), replace=False):
-                body[j] = int(rng.integers(1000, 160000))
-        elif kind == 1:  # two sentences swapped
-            q = len(body) // 4
-            body = body[:q] + body[2 * q : 3 * q] + body[q : 2 * q] + body[3 * q :]
-        elif kind == 2:  # a changed number
-            body[len(body) // 2] = int(rng.integers(1000, 160000))
-        else:  # hard negative: the same 40-token template as the other negatives, then other content
-            body = template + g.text(len(body))
-        out.insert(int(rng.integers(k + 1, len(out) + 1)), variant(src, f"near{i:03d}", [*body, synth.IM_END]))
-    return out
 
 
 def shingles(ids: list[int]) -> set[bytes]:
@@ -108,7 +79,7 @@ def oracle(samples: list[synth.Sample]) -> dict[int, int]:
 
 @pytest.fixture(scope="module")
 def samples() -> list[synth.Sample]:
-    return planted_corpus()
+    return synth.with_near_copies()
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +132,7 @@ def test_every_layout_finds_the_oracles_clusters(samples, want, written, layout,
     assert nd["largest"][0]["size"] == max(sizes.values())
 
 
-def test_terminal_html_and_the_ray_engine(written):
+def test_terminal_html_and_bad_parameters(written):
     from rich.console import Console
 
     from tokscan.render import print_summary
@@ -172,7 +143,5 @@ def test_terminal_html_and_the_ray_engine(written):
     print_summary(r, console)
     assert "near duplicates" in console.export_text()
     assert "id='near-duplicates'" in r.to_html()
-    with pytest.raises(tokscan.UsageError, match="local engine"):
-        tokscan.scan(path, "kimi-k2", near_dup=True, engine="ray")
     with pytest.raises(tokscan.UsageError, match="bands"):
         tokscan.scan(path, "kimi-k2", near_dup=True, near_dup_bands=0)

@@ -63,6 +63,20 @@ def test_every_layout_gives_the_local_report(cluster, corpus, layout):
         assert r.findings == local.findings, (layout, n_tasks, n_buckets, fan_in)
 
 
+@pytest.mark.parametrize("layout", ["parquet_split", "numpy_mask", "jsonl_vllm_zst"])
+def test_near_duplicates_give_the_local_report(cluster, tmp_path, layout):
+    """The band keys meet in hash buckets, the candidates are confirmed by one task: the same clusters,
+    representatives and report as the local scan, whatever the task and bucket counts."""
+    writer, _mask = synth.LAYOUTS[layout]
+    path = str(writer(synth.with_near_copies(), tmp_path / layout))
+    local = tokscan.scan(path, near_dup=True)
+    assert local.count("near_duplicate") >= 40 and local.data["near_duplicates"]["clusters"] >= 40
+    for n_tasks, n_buckets in ((None, None), (7, 3), (1, 1)):
+        r = scan_ray([path], "kimi-k2", near_dup=(5, 16, 8, 0.8), n_tasks=n_tasks, n_buckets=n_buckets)
+        assert r.findings == local.findings, (layout, n_tasks, n_buckets)
+    assert tokscan.scan(path, near_dup=True, engine="ray").findings == local.findings
+
+
 def test_the_flagged_detail_limit_gives_the_local_report(cluster, corpus):
     """Each task keeps detail for its own first flagged samples of each code; the merge keeps the corpus's
     first, so the driver never holds every flagged sample in full and the report is the local one."""

@@ -28,6 +28,8 @@ __all__ = [
     "is_object_url",
     "max_threads",
     "merge_partials",
+    "near_duplicates",
+    "near_pairs",
     "not_checked",
     "outlier_fences",
     "paired_record",
@@ -175,6 +177,7 @@ class TaskScan:
         contamination: tuple[list[str], int, float, str | None] | None = None,
         count_vocab: bool = False,
         flagged_detail: int = 1000,
+        near_dup: tuple[int, int, int, float] | None = None,
     ) -> TaskScan: ...
     def run(self) -> tuple[bytes, list[bytes], bytes]: ...
     def rows(self) -> int: ...
@@ -184,6 +187,16 @@ class TaskScan:
 def merge_partials(parts: list[bytes]) -> bytes: ...
 def find_repeats(buckets: list[bytes]) -> bytes: ...
 def outlier_fences(partial: bytes) -> bytes: ...
+def near_pairs(buckets: list[bytes]) -> bytes: ...
+def near_duplicates(
+    paths: list[str],
+    profile: Profile,
+    pairs: list[bytes],
+    partial: bytes,
+    near_dup: tuple[int, int, int, float],
+    columns: dict[str, str] | None = None,
+    threads: int = 0,
+) -> bytes: ...
 def resolve_flagged(records: bytes, repeats: list[bytes], fences: bytes) -> bytes: ...
 def finish_report(
     partial: bytes,
@@ -196,4 +209,5 @@ def finish_report(
     ngram_coverage: bool = False,
     draft_vocab: str | None = None,
     run: str | None = None,
+    near: bytes | None = None,
 ) -> str: ...

@@ -131,7 +131,7 @@ def scan(
     and item; the report's `contamination` section counts the items matched.
     `near_dup` finds near-duplicate completions: MinHash over `near_dup_n`-grams of the completion's ids, LSH with
     `near_dup_bands` bands of `near_dup_rows` rows, confirmed at exact Jaccard >= `near_dup_threshold`; every
-    cluster member but its representative (lowest row) is flagged `near_duplicate` (local engine only).
+    cluster member but its representative (lowest row) is flagged `near_duplicate` (both engines).
     `flagged_detail` bounds the memory flagged samples take: the report's `flagged` list holds full detail for
     the first N flagged samples of each code (in row order), every other flagged sample is kept as its row and
     codes in `flagged_summarized` (still reached by `--exclude`, `clean` and `Report.flagged_rows`); 0 keeps
@@ -181,8 +181,6 @@ def scan(
                 "engine='ray' does not read object-store URLs yet (each task would fetch its own objects); "
                 "scan them with the local engine"
             )
-        if near is not None:
-            raise UsageError("near-duplicate detection runs in the local engine only (engine='local')")
         if prompts is not None:
             raise UsageError("pairing with prompts runs in the local engine only (engine='local')")
         if isinstance(profile, _core.Profile):
@@ -202,6 +200,7 @@ def scan(
             ngram_coverage=ngram_coverage,
             contamination=bench,
             draft_vocab=vocab,
+            near_dup=near,
             flagged_detail=flagged_detail,
             address=address,
             progress=progress,

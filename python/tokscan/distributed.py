@@ -9,7 +9,11 @@ The driver plans the scan from file metadata (the core opens every input's heade
    driver;
 3. one *repeats* task per bucket (duplicates and duplicate sample ids meet in the bucket their hash selects);
 4. one *resolve* task per scan task: its records with every bucket's repeats and the length-outlier fences of
-   the merged summary give the samples the corpus-wide checks flag.
+   the merged summary give the samples the corpus-wide checks flag;
+5. with `near_dup`, one *near_pairs* task per bucket (the band keys of the near-duplicate signatures meet in
+   the bucket their hash selects, so each bucket's candidate pairs are final) and one *near* task that reads
+   the candidate rows again, confirms the pairs by exact Jaccard and clusters them (the core's
+   `scan::near_duplicates`, as a local scan calls it).
 
 The driver holds only the merged summary and the flagged samples, so its memory does not grow with the
 sample count; sample records and keys stay in the workers' object stores. The report is the core's, built
@@ -138,6 +142,7 @@ def _remote_functions(ray: Any) -> dict[str, Any]:
         contamination: tuple[list[str], int, float, str | None] | None,
         count_vocab: bool = False,
         flagged_detail: int = 1000,
+        near_dup: tuple[int, int, int, float] | None = None,
     ) -> tuple[bytes, ...]:
         _hold_for_test(hold, index)
         job = _core.TaskScan(
@@ -150,6 +155,7 @@ def _remote_functions(ray: Any) -> dict[str, Any]:
             contamination,
             count_vocab,
             flagged_detail,
+            near_dup,
         )
         if counter is None:
             partial, buckets, records = job.run()
@@ -183,6 +189,22 @@ def _remote_functions(ray: Any) -> dict[str, Any]:
         return _core.find_repeats(list(buckets))
 
     @ray.remote(max_retries=3)
+    def near_pairs(*buckets: bytes) -> bytes:
+        return _core.near_pairs(list(buckets))
+
+    @ray.remote(max_retries=3)
+    def near(
+        paths: list[str],
+        profile: tuple[str, str | None, bool],
+        columns: dict[str, str],
+        threads: int,
+        params: tuple[int, int, int, float],
+        partial: bytes,
+        *pairs: bytes,
+    ) -> bytes:
+        return _core.near_duplicates(paths, _profile(*profile), list(pairs), partial, params, columns, threads)
+
+    @ray.remote(max_retries=3)
     def fences(partial: bytes) -> bytes:
         return _core.outlier_fences(partial)
 
@@ -209,6 +231,8 @@ def _remote_functions(ray: Any) -> dict[str, Any]:
         "repeats": repeats,
         "fences": fences,
         "resolve": resolve,
+        "near_pairs": near_pairs,
+        "near": near,
         "Counter": Counter,
     }
 
@@ -237,6 +261,7 @@ def scan_ray(
     ngram_coverage: bool = False,
     contamination: tuple[list[str], int, float, str | None] | None = None,
     draft_vocab: str | None = None,
+    near_dup: tuple[int, int, int, float] | None = None,
     flagged_detail: int = 1000,
     address: str | None = None,
     n_tasks: int | None = None,
@@ -251,7 +276,8 @@ def scan_ray(
     `n_tasks` defaults to 4 per CPU of the cluster (at most one per unit of work), `n_buckets` to one per
     CPU. `threads` is the core's thread count inside each task; 0 means 1, since Ray already runs one task
     per CPU. `draft_vocab` is the core's draft-vocabulary options (JSON, `tokscan.vocab.options`): every
-    task counts the loss-bearing tokens, the merged counts make the report's `draft_vocab` section.
+    task counts the loss-bearing tokens, the merged counts make the report's `draft_vocab` section. `near_dup`
+    is `(n, bands, rows, threshold)` of the near-duplicate search (see `tokscan.scan`).
     `flagged_detail` bounds the flagged samples kept in full, in every task and in the merge, as locally.
     """
     ray = import_ray()
@@ -274,6 +300,7 @@ def scan_ray(
             ngram_coverage,
             contamination,
             draft_vocab,
+            near_dup,
             flagged_detail,
             n_tasks,
             n_buckets,
@@ -300,6 +327,7 @@ def _run(
     ngram_coverage: bool,
     contamination: tuple[list[str], int, float, str | None] | None,
     draft_vocab: str | None,
+    near_dup: tuple[int, int, int, float] | None,
     flagged_detail: int,
     n_tasks: int | None,
     n_buckets: int | None,
@@ -332,6 +360,7 @@ def _run(
             contamination,
             draft_vocab is not None,
             flagged_detail,
+            near_dup,
         )
         for i, t in enumerate(tasks)
     ]
@@ -359,7 +388,12 @@ def _run(
         reps = [fn["repeats"].remote(*(m[2 + b] for m in maps)) for b in range(buckets)]
         fence = fn["fences"].remote(merged)
         flagged = [fn["resolve"].remote(m[1], fence, *reps) for m in maps]
+        near = None
+        if near_dup is not None:
+            pairs = [fn["near_pairs"].remote(*(m[2 + b] for m in maps)) for b in range(buckets)]
+            near = fn["near"].remote(paths, profile_args, columns, threads, near_dup, merged, *pairs)
         partial, resolved = ray.get(merged), ray.get(flagged)
+        near_found = None if near is None else ray.get(near)
         run = {**run, "seconds": time.time() - run["started"], "threads": cpus}
         text = _core.finish_report(
             partial,
@@ -372,6 +406,7 @@ def _run(
             ngram_coverage,
             draft_vocab,
             json.dumps(run),
+            near_found,
         )
     except KeyboardInterrupt:
         for m in maps:

@@ -57,6 +57,9 @@ pub struct Bucket {
     /// `(sample id, row)`.
     pub ids: Vec<(SampleId, u64)>,
     pub prompts: Vec<PromptKey>,
+    /// `(band key, row)` of the near-duplicate signatures (`--near-dup`; see
+    /// [`crate::neardup::pairs_of_bands`]).
+    pub bands: Vec<(u64, u64)>,
 }
 
 impl Bucket {
@@ -69,8 +72,9 @@ impl Bucket {
     }
 }
 
-/// Splits the keys of `records` into `n` buckets (`n` ≥ 1) by hash.
-pub fn route(records: &Records, n: usize) -> Vec<Bucket> {
+/// Splits the keys of `records` into `n` buckets (`n` ≥ 1) by hash; with `near`, the band keys of the rows'
+/// near-duplicate signatures too.
+pub fn route(records: &Records, n: usize, near: Option<&crate::neardup::Params>) -> Vec<Bucket> {
     let n = n.max(1);
     let mut out = vec![Bucket::default(); n];
     for r in &records.rows {
@@ -100,6 +104,11 @@ pub fn route(records: &Records, n: usize) -> Vec<Bucket> {
                     category: records.categories[r.category as usize].as_str().into(),
                     sample_id: r.sample_id.clone(),
                 });
+        }
+        if let (Some(p), Some(sig)) = (near, r.sketch.as_deref()) {
+            for key in crate::neardup::band_keys(sig, p) {
+                out[(key % n as u64) as usize].bands.push((key, r.row));
+            }
         }
     }
     out
@@ -397,7 +406,7 @@ pub fn flagged_from_bytes(b: &[u8]) -> Result<Vec<FlaggedSample>> {
 
 /// All four steps in one process: the corpus-wide findings for the records of a whole corpus.
 pub fn local(partial: &Partial, records: &[Records]) -> Vec<FlaggedSample> {
-    let repeats = find_repeats(records.iter().flat_map(|r| route(r, 1)));
+    let repeats = find_repeats(records.iter().flat_map(|r| route(r, 1, None)));
     let fences = Fences::of(partial);
     let mut out = Vec::new();
     for r in records {
@@ -578,7 +587,7 @@ mod tests {
                 .windows(2)
                 .map(|w| with_prompts(records(&rows[w[0]..w[1]]), &prompts[w[0]..w[1]]))
                 .collect();
-            let routed: Vec<Vec<Bucket>> = parts.iter().map(|p| route(p, n_buckets)).collect();
+            let routed: Vec<Vec<Bucket>> = parts.iter().map(|p| route(p, n_buckets, None)).collect();
             let mut repeats = Vec::new();
             for b in 0..n_buckets {
                 // Buckets arrive in reverse scan order: order must not matter.

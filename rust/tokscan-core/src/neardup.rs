@@ -189,7 +189,16 @@ pub fn candidates<'a>(
     for (row, sig) in sigs {
         keys.extend(band_keys(sig, p).map(|k| (k, row)));
     }
+    pairs_of_bands(keys)
+}
+
+/// Candidate pairs `(a, b)`, `a < b`, sorted, from `(band key, row)`s: the rows of each key, every one
+/// paired with the others (with the first [`WIDE_GROUP_HEADS`] only in a group over [`WIDE_GROUP`]). Every
+/// key's rows must be here together: a cluster scan routes each band key to one bucket
+/// ([`crate::crosscheck::route`]), so the union of its buckets' pairs is the corpus's.
+pub fn pairs_of_bands(mut keys: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     keys.sort_unstable();
+    keys.dedup();
     let mut pairs = Vec::new();
     for group in keys.chunk_by(|a, b| a.0 == b.0) {
         let heads = if group.len() > WIDE_GROUP {
@@ -206,6 +215,26 @@ pub fn candidates<'a>(
     pairs.sort_unstable();
     pairs.dedup();
     pairs
+}
+
+/// Candidate pairs in the compact form that crosses processes.
+pub fn pairs_to_bytes(pairs: &[(u64, u64)]) -> Vec<u8> {
+    crate::summary::encode(&pairs)
+}
+
+pub fn pairs_from_bytes(b: &[u8]) -> crate::error::Result<Vec<(u64, u64)>> {
+    crate::summary::decode(b, "near-duplicate candidates")
+}
+
+/// What [`crate::scan::near_duplicates`] found: the flagged members and the report's section.
+pub type Found = (Vec<crate::summary::FlaggedSample>, NearDupReport);
+
+pub fn found_to_bytes(found: &Found) -> Vec<u8> {
+    crate::summary::encode(found)
+}
+
+pub fn found_from_bytes(b: &[u8]) -> crate::error::Result<Found> {
+    crate::summary::decode(b, "near-duplicate findings")
 }
 
 /// One cluster of near-duplicate completions.

@@ -45,7 +45,7 @@ pub struct ScanOptions {
     /// Benchmark files to look for (`--contamination`); the index is built by each process that scans.
     pub contamination: Option<crate::contamination::Spec>,
     /// Near-duplicate completions (`--near-dup`): signatures in the scan, then candidates, confirmation and
-    /// clusters ([`crate::neardup`]). Local engine only.
+    /// clusters ([`crate::neardup`]).
     pub near_dup: Option<crate::neardup::Params>,
     /// Count the loss-bearing tokens for the draft-vocabulary section of the report (coverage, mapping,
     /// check); `None`: no counting.
@@ -131,7 +131,14 @@ pub fn scan(
             }
         };
         let near = match &opts.near_dup {
-            Some(p) => Some(near_duplicates(&corpus, &records, p)?),
+            Some(p) => {
+                let sketches = records
+                    .iter()
+                    .flat_map(|r| r.rows.iter())
+                    .filter_map(|r| r.sketch.as_deref().map(|s| (r.row, s)));
+                let pairs = crate::neardup::candidates(sketches, p);
+                Some(near_duplicates(&corpus, profile, &pairs, &partial, p)?)
+            }
             None => None,
         };
         let mut report = finish(
@@ -196,60 +203,47 @@ pub fn finish(
     Ok(report)
 }
 
-/// Near-duplicate completions of a scanned corpus: candidate pairs from the records' signatures, their exact
-/// n-gram Jaccard from a second read of the candidate rows only, clusters; the flagged members (all but each
-/// cluster's representative) and the report's section.
+/// Near-duplicate completions of a scanned corpus, from its candidate pairs (sharing an LSH band: from the
+/// records' signatures locally, from the bucketed band keys on a cluster, [`crate::neardup::pairs_of_bands`]):
+/// the candidate rows are read again and checked as the scan checked them (for their completion, lengths,
+/// category and id), their exact n-gram Jaccard confirms each pair, confirmed pairs make clusters. Returns
+/// the flagged members (all but each cluster's representative) and the report's section. Both engines call
+/// this with the same pairs, so their reports are the same.
 pub fn near_duplicates(
     corpus: &Corpus,
-    records: &[Records],
+    profile: &Profile,
+    pairs: &[(u64, u64)],
+    partial: &Partial,
     p: &crate::neardup::Params,
 ) -> Result<(Vec<FlaggedSample>, crate::neardup::NearDupReport)> {
     use crate::neardup::{
-        candidates, clusters, jaccard, CategoryRate, Cluster, NearDupReport, CLUSTERS_LISTED,
-        CLUSTER_ROWS,
+        clusters, jaccard, CategoryRate, Cluster, NearDupReport, CLUSTERS_LISTED, CLUSTER_ROWS,
     };
-    use std::collections::{BTreeMap, BTreeSet, HashMap};
-    let rows = records.iter().flat_map(|r| r.rows.iter());
-    let pairs = candidates(
-        rows.clone()
-            .filter_map(|r| r.sketch.as_deref().map(|s| (r.row, s))),
-        p,
-    );
+    use std::collections::{BTreeMap, BTreeSet};
     let wanted: BTreeSet<u64> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
-    let sets = ngram_sets(corpus, records, &wanted, p.n as usize)?;
+    let rows = candidate_rows(corpus, profile, &wanted, p.n as usize)?;
     let confirmed: Vec<(u64, u64)> = pairs
         .par_iter()
-        .filter(|(a, b)| match (sets.get(a), sets.get(b)) {
-            (Some(x), Some(y)) => jaccard(x, y) >= p.threshold,
+        .filter(|(a, b)| match (rows.get(a), rows.get(b)) {
+            (Some(x), Some(y)) => jaccard(&x.set, &y.set) >= p.threshold,
             _ => false,
         })
         .copied()
         .collect();
     let members = clusters(&confirmed);
-    let by_row: HashMap<u64, (&crate::summary::SampleRecord, &Records)> = records
-        .iter()
-        .flat_map(|rs| rs.rows.iter().map(move |r| (r.row, (r, rs))))
-        .filter(|(row, _)| wanted.contains(row))
-        .collect();
-    let first_seen = |row: u64| {
-        let (r, rs) = by_row[&row];
-        (
-            crate::report::FirstSeen {
-                row,
-                sample_id: r.sample_id.clone(),
-            },
-            rs.categories[r.category as usize].clone(),
-        )
+    let first_seen = |row: u64| crate::report::FirstSeen {
+        row,
+        sample_id: rows[&row].sample_id.clone(),
     };
     let mut flagged = Vec::with_capacity(members.len());
     let mut groups: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
     for (&row, &rep) in &members {
         groups.entry(rep).or_default().push(row);
-        let (r, rs) = by_row[&row];
+        let r = &rows[&row];
         flagged.push(FlaggedSample {
             row,
             source: r.source,
-            category: rs.categories[r.category as usize].clone(),
+            category: r.category.clone(),
             lengths: r.lengths,
             flags: Code::NearDuplicate.bit(),
             sample_id: r.sample_id.clone(),
@@ -258,18 +252,20 @@ pub fn near_duplicates(
             departs: (0, 0, 0),
             prompt_of: None,
             contamination: None,
-            near_of: Some(first_seen(rep).0),
+            near_of: Some(first_seen(rep)),
         });
     }
-    let mut categories: BTreeMap<String, CategoryRate> = BTreeMap::new();
-    for rs in records {
-        for r in &rs.rows {
-            categories
-                .entry(rs.categories[r.category as usize].clone())
-                .or_default()
-                .samples += 1;
-        }
-    }
+    let mut categories: BTreeMap<String, CategoryRate> = partial
+        .categories
+        .iter()
+        .map(|(name, c)| {
+            let rate = CategoryRate {
+                samples: c.samples,
+                ..CategoryRate::default()
+            };
+            (name.clone(), rate)
+        })
+        .collect();
     for f in &flagged {
         if let Some(c) = categories.get_mut(&f.category) {
             c.near_duplicates += 1;
@@ -280,14 +276,11 @@ pub fn near_duplicates(
     }
     let mut largest: Vec<Cluster> = groups
         .iter()
-        .map(|(&rep, rows)| {
-            let (seen, category) = first_seen(rep);
-            Cluster {
-                representative: seen,
-                category,
-                size: rows.len() as u64 + 1,
-                members: rows.iter().take(CLUSTER_ROWS).copied().collect(),
-            }
+        .map(|(&rep, members)| Cluster {
+            representative: first_seen(rep),
+            category: rows[&rep].category.clone(),
+            size: members.len() as u64 + 1,
+            members: members.iter().take(CLUSTER_ROWS).copied().collect(),
         })
         .collect();
     largest.sort_by(|a, b| {
@@ -313,97 +306,75 @@ pub fn near_duplicates(
     Ok((flagged, report))
 }
 
-/// The sorted n-gram hash sets of the completions of `rows`, read again from the units that hold them.
-fn ngram_sets(
+/// A candidate row read again: what its flagged entry needs, and the sorted n-gram hash set of its
+/// completion.
+struct CandidateRow {
+    source: u32,
+    category: String,
+    sample_id: Option<crate::sample_id::SampleId>,
+    lengths: crate::check::Lengths,
+    set: Vec<u64>,
+}
+
+/// The candidate `rows`, read from the units that hold them (each unit's span from its first to its last
+/// candidate, in parallel) through the corpus reader, and checked with the profile for the completion.
+fn candidate_rows(
     corpus: &Corpus,
-    records: &[Records],
+    profile: &Profile,
     rows: &std::collections::BTreeSet<u64>,
     n: usize,
-) -> Result<std::collections::HashMap<u64, Vec<u64>>> {
-    use std::collections::HashMap;
-    if rows.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let ranges: HashMap<u64, (usize, usize)> = records
-        .iter()
-        .flat_map(|r| r.rows.iter())
-        .filter(|r| rows.contains(&r.row))
-        .map(|r| {
-            let cs = r.lengths.prompt as usize;
-            (r.row, (cs, cs + r.completion_len as usize))
-        })
-        .collect();
+) -> Result<std::collections::HashMap<u64, CandidateRow>> {
     let spans: Vec<&[source::UnitSpan]> = corpus.sources.iter().map(|s| s.units()).collect();
-    let units: Vec<_> = corpus
+    let ranges: Vec<(u64, u64)> = corpus
         .units()
         .into_iter()
-        .filter(|u| {
+        .filter_map(|u| {
             let end = u.base_row + spans[u.source][u.index].rows;
-            rows.range(u.base_row..end).next().is_some()
+            let mut inside = rows.range(u.base_row..end);
+            let first = *inside.next()?;
+            let last = inside.next_back().copied().unwrap_or(first);
+            Some((first, last + 1))
         })
         .collect();
-    type Sets = Vec<(u64, Vec<u64>)>;
-    let parts: Vec<Result<Sets>> = units
+    let parts: Vec<Result<Vec<(u64, CandidateRow)>>> = ranges
         .par_iter()
-        .map(|u| {
+        .map(|&(start, end)| {
+            let mut scratch = Scratch::default();
+            let mut counts = vec![0u64; profile.specials.len()];
             let mut out = Vec::new();
-            let mut next = u.base_row;
-            let mut on_batch = |b: &Batch<'_>| -> Result<()> {
-                with_tokens!(b.ids.values, v => {
-                    collect_sets(b, v, &mut next, &ranges, n, &mut out);
-                });
-                Ok(())
-            };
-            corpus.sources[u.source].scan_unit(u.index, &mut on_batch)?;
+            for s in corpus.samples(start, end)? {
+                if !rows.contains(&s.row) {
+                    continue;
+                }
+                let mask = s.mask.as_deref().map(crate::token::MaskSlice::U8);
+                let facts = check_sample(
+                    profile,
+                    &s.ids,
+                    s.prompt_len,
+                    mask,
+                    &mut scratch,
+                    &mut counts,
+                );
+                let (cs, ce) = (facts.completion.0 as usize, facts.completion.1 as usize);
+                let ce = ce.min(s.ids.len());
+                let set = crate::neardup::ngram_set(&s.ids[cs.min(ce)..ce], n);
+                let row = CandidateRow {
+                    source: s.source as u32,
+                    category: s.category,
+                    sample_id: s.sample_id,
+                    lengths: facts.lengths,
+                    set,
+                };
+                out.push((s.row, row));
+            }
             Ok(out)
         })
         .collect();
-    let mut sets = HashMap::with_capacity(rows.len());
+    let mut all = std::collections::HashMap::with_capacity(rows.len());
     for p in parts {
-        sets.extend(p?);
+        all.extend(p?);
     }
-    Ok(sets)
-}
-
-fn collect_sets<T: TokenId + PartialEq + FromTokens>(
-    b: &Batch<'_>,
-    values: &[T],
-    next: &mut u64,
-    ranges: &std::collections::HashMap<u64, (usize, usize)>,
-    n: usize,
-    out: &mut Vec<(u64, Vec<u64>)>,
-) {
-    let prompt = b.prompt.map(|p| {
-        (
-            T::pick(p.values).expect("prompt and output share a type"),
-            p.offsets,
-        )
-    });
-    let mut concat: Vec<T> = Vec::new();
-    for i in 0..b.rows() {
-        let row = *next;
-        *next += 1;
-        let Some(&(cs, ce)) = ranges.get(&row) else {
-            continue;
-        };
-        let null = b.null_rows.is_some_and(|x| x[i]);
-        let out_ids = if null {
-            &values[..0]
-        } else {
-            &values[b.ids.offsets.range(i)]
-        };
-        let seq: &[T] = match prompt {
-            Some((pv, po)) if !null => {
-                concat.clear();
-                concat.extend_from_slice(&pv[po.range(i)]);
-                concat.extend_from_slice(out_ids);
-                &concat
-            }
-            _ => out_ids,
-        };
-        let (cs, ce) = (cs.min(seq.len()), ce.min(seq.len()));
-        out.push((row, crate::neardup::ngram_set(&seq[cs..ce.max(cs)], n)));
-    }
+    Ok(all)
 }
 
 /// The usage error for a corpus with no sample.
@@ -516,7 +487,8 @@ pub fn max_threads() -> usize {
     4 * std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-fn with_pool<T: Send>(threads: usize, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+/// Runs `f` on a rayon pool of `threads` workers (0: one per core, capped at [`max_threads`]).
+pub fn with_pool<T: Send>(threads: usize, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads.min(max_threads()))
         .thread_name(|i| format!("tokscan-{i}"))

@@ -157,7 +157,7 @@ impl Spill {
             .map_err(spill_error)?;
         for h in held {
             let records = self.load(h)?;
-            for (b, bucket) in crosscheck::route(&records, n_buckets)
+            for (b, bucket) in crosscheck::route(&records, n_buckets, None)
                 .into_iter()
                 .enumerate()
             {

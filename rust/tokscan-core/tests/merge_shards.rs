@@ -121,7 +121,7 @@ fn scan_distributed(
             .unwrap();
         let task = Task::from_bytes(&p.tasks[t].to_bytes()).unwrap();
         let (partial, records) = scan_task(&task, &profile, &o, &Progress::default()).unwrap();
-        let buckets = route(&records, n_buckets)
+        let buckets = route(&records, n_buckets, None)
             .iter()
             .map(Bucket::to_bytes)
             .collect();

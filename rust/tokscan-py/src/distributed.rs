@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use tokscan_core::crosscheck::{self, Bucket, Fences, Repeat};
 use tokscan_core::plan::{self, Task};
-use tokscan_core::report::{build_report, InputInfo};
+use tokscan_core::report::InputInfo;
 use tokscan_core::summary::{merge_by_row, FlaggedSample, Partial, Records};
 use tokscan_core::vocab::VocabOptions;
 use tokscan_core::{Error, Profile, Progress, ScanOptions};
@@ -60,7 +60,7 @@ pub struct PyTaskScan {
 #[pymethods]
 impl PyTaskScan {
     #[new]
-    #[pyo3(signature = (task, profile, columns=None, threads=0, ngram_coverage=false, n_buckets=1, contamination=None, count_vocab=false, flagged_detail=1000))]
+    #[pyo3(signature = (task, profile, columns=None, threads=0, ngram_coverage=false, n_buckets=1, contamination=None, count_vocab=false, flagged_detail=1000, near_dup=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -73,8 +73,10 @@ impl PyTaskScan {
         contamination: Option<crate::ContaminationArgs>,
         count_vocab: bool,
         flagged_detail: u64,
+        near_dup: Option<crate::NearDupArgs>,
     ) -> PyResult<Self> {
         let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
+        let near_dup = crate::near_params(near_dup).map_err(|e| to_py(py, e))?;
         Ok(PyTaskScan {
             task: Task::from_bytes(task).map_err(|e| to_py(py, e))?,
             profile: profile.inner.clone(),
@@ -87,6 +89,7 @@ impl PyTaskScan {
                 // Each task keeps detail for its own first samples of each code; the merge keeps the corpus's
                 // first (a task holds every sample the whole corpus keeps of it), as a local scan does.
                 flagged_detail,
+                near_dup,
                 ..Default::default()
             },
             n_buckets: n_buckets.max(1),
@@ -104,16 +107,21 @@ impl PyTaskScan {
         Bound<'py, PyBytes>,
     )> {
         let (partial, buckets, records) = interruptible(py, &self.progress, || {
-            let (partial, records) = tokscan_core::scan::scan_task(
+            let (partial, mut records) = tokscan_core::scan::scan_task(
                 &self.task,
                 &self.profile,
                 &self.options,
                 &self.progress,
             )?;
-            let buckets: Vec<Vec<u8>> = crosscheck::route(&records, self.n_buckets)
+            let near = self.options.near_dup.as_ref();
+            let buckets: Vec<Vec<u8>> = crosscheck::route(&records, self.n_buckets, near)
                 .iter()
                 .map(Bucket::to_bytes)
                 .collect();
+            // The signatures travel as band keys in the buckets; the records kept for `resolve` drop them.
+            for r in &mut records.rows {
+                r.sketch = None;
+            }
             Ok((partial.to_bytes(), buckets, records.to_bytes()))
         })?;
         Ok((
@@ -171,6 +179,60 @@ pub fn find_repeats<'py>(py: Python<'py>, buckets: Vec<Vec<u8>>) -> PyResult<Bou
     Ok(bytes(py, &out))
 }
 
+/// The near-duplicate candidate pairs of one bucket's band keys from every task (a band key's rows all meet
+/// in one bucket, so the union over buckets is the corpus's candidates).
+#[pyfunction]
+pub fn near_pairs<'py>(py: Python<'py>, buckets: Vec<Vec<u8>>) -> PyResult<Bound<'py, PyBytes>> {
+    let out = detached(py, move || {
+        let mut keys = Vec::new();
+        for b in &buckets {
+            keys.extend(Bucket::from_bytes(b)?.bands);
+        }
+        Ok(tokscan_core::neardup::pairs_to_bytes(
+            &tokscan_core::neardup::pairs_of_bands(keys),
+        ))
+    })?;
+    Ok(bytes(py, &out))
+}
+
+/// Near-duplicate clusters from every bucket's candidate pairs: the core's [`tokscan_core::scan::near_duplicates`]
+/// (the candidate rows read again from `paths`, confirmed by exact Jaccard), with the merged partial for the
+/// per-category rates. Returns the flagged members and the report's section as bytes for `finish_report`.
+#[pyfunction]
+#[pyo3(signature = (paths, profile, pairs, partial, near_dup, columns=None, threads=0))]
+#[allow(clippy::too_many_arguments)]
+pub fn near_duplicates<'py>(
+    py: Python<'py>,
+    paths: Vec<String>,
+    profile: &PyProfile,
+    pairs: Vec<Vec<u8>>,
+    partial: Vec<u8>,
+    near_dup: crate::NearDupArgs,
+    columns: Option<HashMap<String, String>>,
+    threads: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
+    let p = crate::near_params(Some(near_dup))
+        .map_err(|e| to_py(py, e))?
+        .expect("given");
+    let profile = profile.inner.clone();
+    let out = detached(py, move || {
+        let mut all = Vec::new();
+        for b in &pairs {
+            all.extend(tokscan_core::neardup::pairs_from_bytes(b)?);
+        }
+        all.sort_unstable();
+        all.dedup();
+        let partial = Partial::from_bytes(&partial)?;
+        let found = tokscan_core::scan::with_pool(threads, || {
+            let corpus = tokscan_core::Corpus::open(&paths, &columns)?;
+            tokscan_core::scan::near_duplicates(&corpus, &profile, &all, &partial, &p)
+        })?;
+        Ok(tokscan_core::neardup::found_to_bytes(&found))
+    })?;
+    Ok(bytes(py, &out))
+}
+
 /// The length-outlier fences of the merged partial summary.
 #[pyfunction]
 pub fn outlier_fences<'py>(py: Python<'py>, partial: Vec<u8>) -> PyResult<Bound<'py, PyBytes>> {
@@ -206,7 +268,7 @@ pub fn resolve_flagged<'py>(
 /// The report (JSON) of a corpus scanned in tasks: the merged partial, every task's resolved samples, and the
 /// plan's inputs.
 #[pyfunction]
-#[pyo3(signature = (partial, flagged, profile, inputs, severities=None, policy=None, fail_on="error", ngram_coverage=false, draft_vocab=None, run=None))]
+#[pyo3(signature = (partial, flagged, profile, inputs, severities=None, policy=None, fail_on="error", ngram_coverage=false, draft_vocab=None, run=None, near=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn finish_report(
     py: Python<'_>,
@@ -220,6 +282,7 @@ pub fn finish_report(
     ngram_coverage: bool,
     draft_vocab: Option<&str>,
     run: Option<&str>,
+    near: Option<Vec<u8>>,
 ) -> PyResult<String> {
     let policy = parse_policy(policy, severities, fail_on).map_err(|e| to_py(py, e))?;
     /// How the driver ran the cluster scan: `started` in seconds since the Unix epoch.
@@ -260,15 +323,19 @@ pub fn finish_report(
         for f in &flagged {
             corpus = merge_by_row(corpus, crosscheck::flagged_from_bytes(f)?);
         }
-        let mut report = build_report(
-            partial,
-            corpus,
-            &profile,
-            inputs,
-            &policy,
+        let near = match &near {
+            Some(b) => Some(tokscan_core::neardup::found_from_bytes(b)?),
+            None => None,
+        };
+        // The local scan's last step, with what the tasks found.
+        let opts = ScanOptions {
+            policy,
             ngram_coverage,
-            vocab.as_ref(),
-        );
+            vocab,
+            ..Default::default()
+        };
+        let mut report =
+            tokscan_core::scan::finish(partial, corpus, &[], &profile, inputs, &opts, None, near)?;
         report.skipped = skipped;
         report.run = run;
         serde_json::to_string(&report).map_err(|e| Error::Usage(e.to_string()))

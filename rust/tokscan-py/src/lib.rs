@@ -194,6 +194,25 @@ impl PyProfile {
 }
 
 /// `(benchmark files, n-gram length, share, tokenizer directory)` of `--contamination`.
+/// `near_dup=(n, bands, rows, threshold)` as the core's parameters, checked.
+pub(crate) type NearDupArgs = (u32, u32, u32, f64);
+
+pub(crate) fn near_params(
+    a: Option<NearDupArgs>,
+) -> tokscan_core::Result<Option<tokscan_core::neardup::Params>> {
+    let Some((n, bands, rows, threshold)) = a else {
+        return Ok(None);
+    };
+    let p = tokscan_core::neardup::Params {
+        n,
+        bands,
+        rows,
+        threshold,
+    };
+    p.check()?;
+    Ok(Some(p))
+}
+
 pub(crate) type ContaminationArgs = (
     Vec<std::path::PathBuf>,
     usize,
@@ -346,7 +365,7 @@ impl PyScan {
         prompt_tokenizer: Option<std::path::PathBuf>,
         chat_template: Option<String>,
         contamination: Option<ContaminationArgs>,
-        near_dup: Option<(u32, u32, u32, f64)>,
+        near_dup: Option<NearDupArgs>,
         draft_vocab: Option<&str>,
         flagged_detail: u64,
         command: Option<Vec<String>>,
@@ -361,17 +380,7 @@ impl PyScan {
         let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
         let vocab = parse_vocab(draft_vocab).map_err(|e| to_py(py, e))?;
         let policy = parse_policy(policy, severities, fail_on).map_err(|e| to_py(py, e))?;
-        let near_dup = near_dup.map(
-            |(n, bands, rows, threshold)| tokscan_core::neardup::Params {
-                n,
-                bands,
-                rows,
-                threshold,
-            },
-        );
-        if let Some(p) = &near_dup {
-            p.check().map_err(|e| to_py(py, e))?;
-        }
+        let near_dup = near_params(near_dup).map_err(|e| to_py(py, e))?;
         Ok(PyScan {
             paths,
             profile: profile.inner.clone(),
@@ -677,6 +686,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(distributed::outlier_fences, m)?)?;
     m.add_function(wrap_pyfunction!(distributed::resolve_flagged, m)?)?;
     m.add_function(wrap_pyfunction!(distributed::finish_report, m)?)?;
+    m.add_function(wrap_pyfunction!(distributed::near_pairs, m)?)?;
+    m.add_function(wrap_pyfunction!(distributed::near_duplicates, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("SCHEMA_VERSION", tokscan_core::report::SCHEMA_VERSION)?;
     m.add(
