@@ -145,3 +145,25 @@ def test_terminal_html_and_bad_parameters(written):
     assert "id='near-duplicates'" in r.to_html()
     with pytest.raises(tokscan.UsageError, match="bands"):
         tokscan.scan(path, "kimi-k2", near_dup=True, near_dup_bands=0)
+
+
+def test_decode_shows_the_largest_clusters(written, tmp_path):
+    """`--decode N` shows the N largest clusters (not the first flagged rows): each one's first member beside its
+    representative, the start of both completions, in the JSON, the terminal and the HTML."""
+    import json
+
+    from conftest import run_cli
+
+    out, page = tmp_path / "r.json", tmp_path / "r.html"
+    path = str(written["parquet_split"])
+    proc = run_cli("scan", path, "--near-dup", "--decode", "2", "--json", str(out), "--html", str(page))
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(out.read_text())
+    largest = data["near_duplicates"]["largest"]
+    entries = data["decoded"]["near_duplicate"]
+    assert [e["row"] for e in entries] == [c["members"][0] for c in largest[:2]]
+    for e, c in zip(entries, largest, strict=False):
+        assert e["near_duplicate_of"] == c["representative"] and e["cluster"]["size"] == c["size"]
+        assert e["cluster"]["completion"] and e["cluster"]["representative_completion"]
+    assert proc.stdout.count("(cluster of ") == 2 and "representative:" in proc.stdout
+    assert page.read_text().count("near copy of") == 2

@@ -231,6 +231,64 @@ def _window_segments(sample: Sample, dec: Decoder, pos: int, vocab: int | None, 
     return out
 
 
+#: Tokens of a completion's start shown for a near-duplicate and its representative.
+COMPLETION_TOKENS = 48
+
+
+def _completion_start(sample: Sample, profile: _core.Profile | None, dec: Decoder, vocab: int | None) -> str:
+    """The first tokens of the sample's completion (of the whole sequence without a profile)."""
+    start = 0
+    if profile is not None:
+        start = int((sample.info or explain(sample, profile))["completion"][0])
+    return decode_text(dec, sample.ids[start : start + COMPLETION_TOKENS].tolist(), vocab)
+
+
+def _near_clusters(
+    report: Any,
+    corpus: Corpus,
+    dec: Decoder,
+    vocab: int | None,
+    per_code: int,
+    profile: _core.Profile | None,
+    cache: dict[int, Sample],
+) -> list[dict[str, Any]]:
+    """The largest near-duplicate clusters (`per_code` of them): each one's first member decoded beside its
+    representative, the start of both completions."""
+    nd = report.data.get("near_duplicates") or {}
+    by_row = {f["row"]: f for f in report.flagged}
+    out = []
+    for c in (nd.get("largest") or [])[:per_code]:
+        if not c["members"]:
+            continue
+        rep_row, row = c["representative"]["row"], c["members"][0]
+        for r in (rep_row, row):
+            if r not in cache:
+                cache[r] = corpus.fetch(r)
+        member, rep = cache[row], cache[rep_row]
+        ids = member.ids
+        out.append(
+            {
+                "row": row,
+                "sample_id": member.sample_id,
+                "category": member.category,
+                "codes": list(by_row[row]["codes"]) if row in by_row else ["near_duplicate"],
+                "decoder": "ids" if isinstance(dec, IdDecoder) else "tokenizer",
+                "position": None,
+                "excerpt": None,
+                "first": decode_text(dec, ids[:EDGE_TOKENS].tolist(), vocab),
+                "last": decode_text(dec, ids[-EDGE_TOKENS:].tolist(), vocab),
+                "length": len(ids),
+                "near_duplicate_of": c["representative"],
+                "cluster": {
+                    "size": c["size"],
+                    "completion": _completion_start(member, profile, dec, vocab),
+                    "representative_completion": _completion_start(rep, profile, dec, vocab),
+                },
+            }
+        )
+    return out
+
+
 def decode_flagged(
     report: Any,
     paths: list[str],
@@ -250,8 +308,13 @@ def decode_flagged(
     vocab = vocab_size_of(tok, profile)
     cache: dict[int, Sample] = {}
     out: dict[str, list[dict[str, Any]]] = {}
+    clusters = _near_clusters(report, corpus, dec, vocab, per_code, profile, cache)
+    if clusters:
+        out["near_duplicate"] = clusters
     for f in report.flagged:
         for code in f["codes"]:
+            if code == "near_duplicate" and clusters:
+                continue  # the largest clusters instead
             entries = out.setdefault(code, [])
             if len(entries) >= per_code:
                 continue

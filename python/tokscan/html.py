@@ -993,10 +993,22 @@ def _decoded(report: Report, decoded: Mapping[str, list[dict[str, Any]]], listed
                 name = _e(_who(first.get("sample_id"), first["row"]))
                 target = f"<a href='#s{first['row']}'>{name}</a>" if first["row"] in listed else f"<b>{name}</b>"
                 dup_html += f" · same prompt as {target} (row {first['row']:,}, {_e(first['category'])})"
+            near, cluster = e.get("near_duplicate_of"), e.get("cluster")
+            body = _excerpt_html(e, pattern)
+            if near and cluster:
+                name = _e(_who(near.get("sample_id"), near["row"]))
+                target = f"<a href='#s{near['row']}'>{name}</a>" if near["row"] in listed else f"<b>{name}</b>"
+                dup_html += f" · near copy of {target} (row {near['row']:,}; a cluster of {cluster['size']:,})"
+                body = (
+                    "<div class='note'>this completion starts</div>"
+                    f"<pre class='seq'>{_text(cluster['completion'], pattern)}…</pre>"
+                    "<div class='note'>the representative's starts</div>"
+                    f"<pre class='seq'>{_text(cluster['representative_completion'], pattern)}…</pre>"
+                )
             back = f" · <a href='#s{row}'>in the list</a>" if row in listed else ""
             out.append(
                 f"<div class='ex' id='d-{_e(code)}-{row}'><div class='exh'><b>{_e(_who(e['sample_id'], row))}</b> "
-                f"<span class='meta'>· {' · '.join(meta)}{dup_html}{back}</span></div>{_excerpt_html(e, pattern)}</div>"
+                f"<span class='meta'>· {' · '.join(meta)}{dup_html}{back}</span></div>{body}</div>"
             )
     return "".join(out)
 

@@ -189,6 +189,15 @@ def print_decoded(decoded: dict, console: Console) -> None:
             who = e["sample_id"] if e["sample_id"] is not None else f"#{e['row']}"
             line = Text(f"{code} · {who}", style="bold")
             ex = e["excerpt"]
+            cluster = e.get("cluster")
+            if cluster is not None:
+                rep = e["near_duplicate_of"]
+                rep_who = rep["sample_id"] if rep["sample_id"] is not None else f"#{rep['row']}"
+                line.append(f" ≈ {rep_who} (cluster of {cluster['size']:,})", style="")
+                console.print(line)
+                console.print(Text(f"    this:           {cluster['completion']!r}"))
+                console.print(Text(f"    representative: {cluster['representative_completion']!r}"))
+                continue
             if ex is not None:
                 line.append(f" @ {ex['position']}: …", style="")
                 line.append(ex["before"], style="")
