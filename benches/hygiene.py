@@ -52,6 +52,28 @@ def humaneval_ids(path: Path) -> Path:
     return path
 
 
+def with_near_copies(src: Path, dst: Path, every: int = 10, edits: float = 0.02, seed: int = 0) -> Path:
+    """The reference shards with every `every`-th sample replaced by a near-copy of the sample `every - 1` rows
+    before it (its loss-bearing tokens edited at `edits` of the positions): a corpus whose near-duplicate
+    search has candidates to confirm, so the second read and the clustering are timed too."""
+    rng = np.random.default_rng(seed)
+    dst.mkdir()
+    for shard in sorted(src.glob("*.parquet")):
+        table = pq.read_table(shard)
+        ids, mask = table.column("input_ids").to_pylist(), table.column("loss_mask").to_pylist()
+        for i in range(every - 1, len(ids), every):
+            copy, m = list(ids[i - every + 1]), mask[i - every + 1]
+            on = [j for j, bit in enumerate(m) if bit]
+            for j in rng.choice(on, size=int(len(on) * edits), replace=False) if on else []:
+                copy[j] = int(rng.integers(1000, 160000))
+            ids[i], mask[i] = copy, m
+        cols = {name: table.column(name) for name in table.column_names}
+        cols["input_ids"] = pa.array(ids, table.schema.field("input_ids").type)
+        cols["loss_mask"] = pa.array(mask, table.schema.field("loss_mask").type)
+        pq.write_table(pa.table(cols), dst / shard.name, compression="zstd")
+    return dst
+
+
 def datasketch_run(completions: list[np.ndarray]) -> int:
     from datasketch import MinHash, MinHashLSH
 
@@ -102,6 +124,28 @@ def main() -> None:
         out["seconds"] = best
         out["near_dup_ratio"] = best["scan+near_dup"] / best["scan"]
         out["contamination_ratio"] = best["scan+contamination"] / best["scan"]
+        # The same corpus with a near-copy in every tenth sample: candidates to read again and confirm.
+        planted = str(with_near_copies(Path(path), Path(tmp) / "planted"))
+        near_runs = {
+            "scan": lambda: tokscan.scan(planted, threads=a.threads),
+            "scan+near_dup": lambda: tokscan.scan(planted, threads=a.threads, near_dup=True),
+        }
+        near_times: dict[str, list[float]] = {k: [] for k in near_runs}
+        for _ in range(a.repeat):
+            for k, f in near_runs.items():
+                t = time.perf_counter()
+                r = f()
+                near_times[k].append(time.perf_counter() - t)
+                if k == "scan+near_dup":
+                    nd = r.data["near_duplicates"]
+                    found = {key: nd[key] for key in ("candidates", "confirmed", "clusters", "samples")}
+        near_best = {k: min(v) for k, v in near_times.items()}
+        out["planted_near_copies"] = {
+            "every": 10,
+            "seconds": near_best,
+            "near_dup_ratio": near_best["scan+near_dup"] / near_best["scan"],
+            "found": found,
+        }
     # The same n-grams and bands on the first samples: tokscan's whole scan against datasketch's sketching alone.
     table = pq.read_table(sorted(Path(path).glob("*.parquet"))[0], columns=["input_ids", "loss_mask"])
     k = min(a.ds_samples, table.num_rows)

@@ -146,7 +146,7 @@ pub struct Contamination {
     index: HashMap<u64, (u32, u32), xxhash_rust::xxh3::Xxh3DefaultBuilder>,
 }
 
-/// An n-gram's hash: the multiply-xorshift mix of [`crate::neardup::ngram_hashes`].
+/// An n-gram's hash: [`crate::neardup::ngram_hashes`] of the n-gram alone.
 fn ngram_hash(ids: &[u32]) -> u64 {
     crate::neardup::ngram_hashes(ids, ids.len())
         .next()

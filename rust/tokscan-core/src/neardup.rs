@@ -2,7 +2,7 @@
 //! candidates' n-gram sets to confirm, clusters.
 //!
 //! The signature is one-permutation MinHash (Li, Owen & Zhang 2012) with rotation densification (Shrivastava &
-//! Li 2014): each n-gram is hashed once (a multiply-xorshift mix of its ids), the hash picks one of `K = bands ×
+//! Li 2014): each n-gram is hashed once (a rolling hash of its ids' mixes, [`ngram_hashes`]), the hash picks one of `K = bands ×
 //! rows` bins and keeps the bin's minimum; an empty bin borrows the next non-empty one's value. Two completions
 //! agree on a bin with probability ≈ their n-gram Jaccard `J`, so a band of `rows` bins matches with probability
 //! `J^rows` and a pair becomes a candidate with `1 − (1 − J^rows)^bands`, the S-curve whose midpoint is
@@ -90,15 +90,40 @@ fn fmix(mut h: u64) -> u64 {
     h ^ (h >> 33)
 }
 
-/// The 64-bit hash of each n-gram of `ids`, in order.
+/// A token's 64-bit mix.
+#[inline]
+fn token_mix<T: TokenId>(t: T) -> u64 {
+    fmix(u64::from(t.id()) ^ MIX)
+}
+
+/// The 64-bit hash of each n-gram of `ids`, in order: a cyclic-polynomial rolling hash (buzhash: the XOR of
+/// each token's mix rotated by its distance from the window's end) finished by `fmix`, so a window costs two
+/// token mixes and a rotation whatever `n`, and no window waits on a chain of `n` multiplies. Rotations wrap at
+/// 64, where equal tokens 64 apart would cancel, so n-grams longer than 64 are hashed window by window.
 pub fn ngram_hashes<T: TokenId>(ids: &[T], n: usize) -> impl Iterator<Item = u64> + '_ {
-    ids.windows(n).map(|w| {
-        let mut h = MIX;
-        for t in w {
-            h = (h ^ u64::from(t.id())).wrapping_mul(MIX);
-            h ^= h >> 29;
+    let n = n.max(1);
+    let windows = (ids.len() + 1).saturating_sub(n);
+    let rolling = n <= 64;
+    let mut h = 0u64;
+    if rolling && windows > 0 {
+        for &t in &ids[..n - 1] {
+            h = h.rotate_left(1) ^ token_mix(t);
         }
-        fmix(h)
+    }
+    (0..windows).map(move |i| {
+        if rolling {
+            h = h.rotate_left(1) ^ token_mix(ids[i + n - 1]);
+            if i > 0 {
+                h ^= token_mix(ids[i - 1]).rotate_left(n as u32);
+            }
+            fmix(h ^ n as u64)
+        } else {
+            let w = &ids[i..i + n];
+            fmix(
+                w.iter()
+                    .fold(n as u64, |h, &t| h.rotate_left(1) ^ token_mix(t)),
+            )
+        }
     })
 }
 
@@ -108,19 +133,17 @@ pub fn signature<T: TokenId>(ids: &[T], p: &Params) -> Option<Box<[u32]>> {
     if ids.len() < p.n as usize {
         return None;
     }
+    // A bin never hit keeps `u32::MAX` (a hit of exactly that value, once in 2^32, counts as a miss: the same
+    // for every engine, so signatures stay deterministic).
     let mut sig = vec![u32::MAX; k];
-    let mut filled = vec![false; k];
     for h in ngram_hashes(ids, p.n as usize) {
         let bin = (((h >> 32) * k as u64) >> 32) as usize;
-        let v = h as u32;
-        if v <= sig[bin] {
-            sig[bin] = v;
-        }
-        filled[bin] = true;
+        sig[bin] = sig[bin].min(h as u32);
     }
     // Rotation densification: an empty bin takes the next filled bin's value (circularly), offset by the
     // distance so that two empty bins borrowing from the same one differ.
-    if filled.iter().any(|f| !f) {
+    if sig.contains(&u32::MAX) {
+        let filled: Vec<bool> = sig.iter().map(|&v| v != u32::MAX).collect();
         let src = sig.clone();
         for (j, s) in sig.iter_mut().enumerate() {
             if filled[j] {
@@ -355,6 +378,21 @@ mod tests {
     }
 
     proptest! {
+        /// The rolling hash of each window equals the hash of that window alone (what contamination looks up
+        /// with `ngram_hashes(window, n)`), and equal windows hash equal wherever they are.
+        #[test]
+        fn rolling_windows_hash_as_the_window_alone(
+            ids in proptest::collection::vec(0u32..50, 0..200),
+            n in 1usize..80,
+        ) {
+            let all: Vec<u64> = ngram_hashes(&ids, n).collect();
+            prop_assert_eq!(all.len(), (ids.len() + 1).saturating_sub(n));
+            for (i, &h) in all.iter().enumerate() {
+                let alone: Vec<u64> = ngram_hashes(&ids[i..i + n], n).collect();
+                prop_assert_eq!(&alone, &vec![h]);
+            }
+        }
+
         #[test]
         fn clusters_do_not_depend_on_pair_order(
             mut pairs in proptest::collection::vec((0u64..40, 0u64..40), 0..60),
