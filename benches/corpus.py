@@ -63,8 +63,28 @@ class Corpus:
         return self.root / "tokens.zst-chunks"
 
 
-def generate(n: int, seed: int = 0):
-    """Flat tokens, offsets, prompt lengths and categories of `n` samples."""
+#: Exponent of the Zipf draw (`ids="zipf"`): natural-language token frequencies fall off about as rank^-1.1.
+ZIPF_EXPONENT = 1.1
+
+
+def zipf_ids(rng: np.random.Generator, size: int, lo: int = 1000, hi: int = 160000) -> np.ndarray:
+    """`size` ids in `[lo, hi)` with Zipf frequencies (rank^-ZIPF_EXPONENT), the ranks spread over the range by
+    a fixed permutation (frequent ids are not neighbours, as in a real vocabulary)."""
+    ranks = np.arange(1, hi - lo + 1, dtype=np.float64)
+    cdf = np.cumsum(ranks**-ZIPF_EXPONENT)
+    cdf /= cdf[-1]
+    perm = (lo + np.random.default_rng(12345).permutation(hi - lo)).astype(np.int32)
+    out = np.empty(size, dtype=np.int32)
+    step = 1 << 24
+    for a in range(0, size, step):
+        b = min(size, a + step)
+        out[a:b] = perm[np.minimum(np.searchsorted(cdf, rng.random(b - a)), hi - lo - 1)]
+    return out
+
+
+def generate(n: int, seed: int = 0, ids: str = "uniform"):
+    """Flat tokens, offsets, prompt lengths and categories of `n` samples; `ids` "uniform" (every id of
+    1000..160000 alike: the reference corpus) or "zipf" (see `zipf_ids`)."""
     rng = np.random.default_rng(seed)
     cat_idx = rng.integers(0, len(CATEGORIES), size=n)
     med = np.array([MEDIANS[c] for c in CATEGORIES], dtype=np.float64)[cat_idx]
@@ -78,7 +98,10 @@ def generate(n: int, seed: int = 0):
     total = prompt + completion
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(total, out=offsets[1:])
-    tokens = rng.integers(1000, 160000, size=int(offsets[-1]), dtype=np.int32)
+    if ids == "zipf":
+        tokens = zipf_ids(rng, int(offsets[-1]))
+    else:
+        tokens = rng.integers(1000, 160000, size=int(offsets[-1]), dtype=np.int32)
     o = offsets[:-1]
 
     def put(pos, value):
@@ -101,16 +124,23 @@ def _list(offsets: np.ndarray, values: np.ndarray) -> pa.Array:
 
 
 def build(
-    root: Path, scale: float = 1.0, seed: int = 0, shards: int = 23, row_group_rows: int = 512, floors: bool = True
+    root: Path,
+    scale: float = 1.0,
+    seed: int = 0,
+    shards: int = 23,
+    row_group_rows: int = 512,
+    floors: bool = True,
+    ids: str = "uniform",
 ) -> Corpus:
-    """Writes (or reuses, when already cached) the corpus at `scale` x the seed size under `root`."""
+    """Writes (or reuses, when already cached) the corpus at `scale` x the seed size under `root`; `ids` as in
+    `generate` (the reference corpus is "uniform")."""
     n = max(100, int(SEED_SAMPLES * scale))
-    root = root / f"kimi-n{n}-s{seed}"
+    root = root / (f"kimi-n{n}-s{seed}" + ("" if ids == "uniform" else f"-{ids}"))
     meta_file = root / "corpus.json"
     if meta_file.is_file():
         m = json.loads(meta_file.read_text())
         return Corpus(root, m["n_samples"], m["n_tokens"])
-    tokens, offsets, prompt, cat_idx = generate(n, seed)
+    tokens, offsets, prompt, cat_idx = generate(n, seed, ids)
     cats = np.array(CATEGORIES)[cat_idx]
     root.mkdir(parents=True, exist_ok=True)
     for d in ("parquet_full", "parquet_split", "numpy"):

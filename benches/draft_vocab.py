@@ -1,8 +1,10 @@
 """Cost of counting loss-bearing tokens (issue 23): the scan of the reference corpus (`benches/corpus.py`, the
 Parquet `input_ids` + `loss_mask` layout) with and without `--draft-vocab 16000,32000,64000`, alternating,
-best of `--repeat`, on one thread and on every core.
+best of `--repeat`, on one thread and on every core; for the reference corpus's uniform ids (every id alike:
+the counters are touched at random, the worst case for the caches) and for the same corpus with Zipf-
+distributed ids (`--ids zipf`, rank^-1.1, as token frequencies of text fall off).
 
-    python benches/draft_vocab.py [--scale 1.0] [--repeat 3] [--cache DIR] [--json out.json]
+    python benches/draft_vocab.py [--scale 1.0] [--repeat 3] [--ids uniform zipf] [--cache DIR] [--json out.json]
 """
 
 from __future__ import annotations
@@ -37,9 +39,18 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    ap.add_argument("--ids", nargs="+", choices=["uniform", "zipf"], default=["uniform", "zipf"])
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
-    c = corpus_mod.build(a.cache, a.scale, floors=False)
+    rows = []
+    for ids in a.ids:
+        rows += run(a, ids)
+    if a.json:
+        a.json.write_text(json.dumps(rows, indent=2))
+
+
+def run(a: argparse.Namespace, ids: str) -> list[dict]:
+    c = corpus_mod.build(a.cache, a.scale, floors=False, ids=ids)
     path = str(c.parquet_full)
     rows = []
     for threads in (1, 0):
@@ -48,6 +59,7 @@ def main() -> None:
             for vocab in (False, True):
                 best[vocab] = min(best[vocab], timed(path, threads, vocab))
         row = {
+            "ids": ids,
             "threads": threads,
             "samples": c.n_samples,
             "tokens": c.n_tokens,
@@ -57,8 +69,7 @@ def main() -> None:
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
-    if a.json:
-        a.json.write_text(json.dumps(rows, indent=2))
+    return rows
 
 
 if __name__ == "__main__":
