@@ -32,10 +32,16 @@ $(VENV)/.dev: $(VENV)/.runtime
 
 venv: $(VENV)/.runtime ## create the virtualenv with what the demo needs (runtime + tokenizer extra)
 
+# The Cargo profile `make` builds in (Cargo.toml): `fast` has the release optimizations without fat LTO, so the
+# demo, the Rust tests, the extension the Python tests load and lint share one compilation of the dependencies
+# (~6 min on 2 cores from scratch, the extension then ~20 s; fat LTO took ~8 + 4 min). `make bench` and a wheel
+# (`maturin build --release`, `pip install .`) use `release`, with fat LTO.
+PROFILE ?= fast
 # PIP_QUIET: maturin installs the package's dependencies with pip, which otherwise prints a line per requirement
 # (~28 "Ignoring ...: markers" and "Requirement already satisfied" lines on every build).
-build: venv ## build the extension (release) into the virtualenv
-	PIP_QUIET=1 VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(BIN)):$$PATH $(BIN)/maturin develop --release --quiet
+MATURIN_DEVELOP = PIP_QUIET=1 VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(BIN)):$$PATH $(BIN)/maturin develop --quiet
+build: venv ## build the extension into the virtualenv (Cargo profile $(PROFILE))
+	$(MATURIN_DEVELOP) --profile $(PROFILE)
 
 demo: build ## write the demo corpus and scan it
 	$(BIN)/tokscan demo demo-out
@@ -43,7 +49,7 @@ demo: build ## write the demo corpus and scan it
 # With tokscan-py named (it has no tests), dependency features resolve as for the extension, so the tests reuse
 # `make build`'s compiled arrow/parquet/core (same profile) instead of compiling them again.
 test-rust: ## Rust unit and property tests of the core (with the prompt encoder the extension builds in)
-	cargo test --release -p tokscan-core -p tokscan-py
+	cargo test --profile $(PROFILE) -p tokscan-core -p tokscan-py
 
 browser: ## headless Chromium for the HTML report test (Debian package; skipped without root)
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
@@ -71,9 +77,10 @@ fmt: $(VENV)/.dev ## format Rust and Python
 	$(BIN)/ruff check --fix python tests benches
 
 fuzz: ## stable-toolchain fuzzing of every reader and the checker (FUZZ_CASES, default 200000 per target)
-	TOKSCAN_FUZZ_CASES=$${FUZZ_CASES:-200000} timeout $${FUZZ_SECONDS:-900} cargo test --release -p tokscan-core -p tokscan-py --test fuzz
+	TOKSCAN_FUZZ_CASES=$${FUZZ_CASES:-200000} timeout $${FUZZ_SECONDS:-900} cargo test --profile $(PROFILE) -p tokscan-core -p tokscan-py --test fuzz
 
-bench: build ## full benchmark (DuckDB, polars, numpy baselines; corpus cached in ~/.cache/tokscan-bench)
+bench: venv ## full benchmark (DuckDB, polars, numpy baselines; corpus cached in ~/.cache/tokscan-bench), fat-LTO build
+	$(MATURIN_DEVELOP) --release
 	$(PY) -m pip install --quiet duckdb polars zstandard "ray>=2.30,<3"
 	$(PY) benches/bench.py --scaling --json benches/results.json
 	$(PY) benches/loader.py --json benches/loader-results.json

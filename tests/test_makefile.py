@@ -131,7 +131,9 @@ def test_the_rust_tests_reuse_the_extension_build():
     features (a different feature set recompiles it and everything above it: arrow, parquet, the core)."""
     dry = subprocess.run(["make", "-n", "-C", str(ROOT), "test-rust", "build"], capture_output=True, text=True)
     test_cmd = next(line for line in dry.stdout.splitlines() if line.startswith("cargo test"))
-    assert "--release" in test_cmd, test_cmd  # the extension's profile
+    build_cmd = next(line for line in dry.stdout.splitlines() if "maturin develop" in line)
+    profile = test_cmd.split("--profile ")[1].split()[0]
+    assert build_cmd.split("--profile ")[1].split()[0] == profile, (test_cmd, build_cmd)  # one profile
     packages = [a for flag, a in zip(test_cmd.split(), test_cmd.split()[1:], strict=False) if flag == "-p"]
     extension = _features("-p", "tokscan-py", "-e", "normal,build")
     tests = _features(*(x for p in packages for x in ("-p", p)), "-e", "normal,build,dev")
