@@ -61,7 +61,11 @@ PYTEST_WORKERS ?= auto
 test-python: build $(VENV)/.dev browser ## end-to-end pytest suite
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) tests
 
-test: test-rust test-python ## everything CI runs
+# The Rust compile (CPU), the virtualenv's pip installs and chromium's apt-get (mostly download) run side by side;
+# the extension then reuses the compiled dependencies, and pytest runs last.
+test: ## everything CI runs
+	$(MAKE) -j3 test-rust $(VENV)/.dev browser
+	$(MAKE) test-python
 
 lint: $(VENV)/.dev ## rustfmt, clippy -D warnings, ruff, the _core.pyi stub against the built extension
 	cargo fmt --all --check
