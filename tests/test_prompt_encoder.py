@@ -51,7 +51,8 @@ FEATURES_TEMPLATE = """
         {%- if m.reasoning_content is defined and loop.last -%}
             <think>{{ m.reasoning_content.rstrip() }}</think>
         {%- endif %}
-        {{- m.content.split('</think>')[-1].lstrip() if m.content is defined else '' }}
+        {#- `is string`: transformers 5.20 (the newest for Python 3.10) keeps a null content, 5.25 drops it #}
+        {{- m.content.split('</think>')[-1].lstrip() if m.content is string else '' }}
         {%- if m.tool_calls is defined %}
             {%- for c in m.tool_calls %}[call {{ loop.index }}/{{ loop.length }}] {{ c.function.arguments }}{% endfor %}
         {%- endif %}<｜end▁of▁sentence｜>
