@@ -231,6 +231,25 @@ def _window_segments(sample: Sample, dec: Decoder, pos: int, vocab: int | None, 
     return out
 
 
+def _entry(
+    sample: Sample, sample_id: Any, category: Any, codes: list[str], pos: int | None, dec: Decoder, vocab: int | None
+) -> dict[str, Any]:
+    """What every decoded sample carries: who it is, the excerpt at `pos`, its first and last tokens."""
+    ids = sample.ids
+    return {
+        "row": sample.row,
+        "sample_id": sample_id,
+        "category": category,
+        "codes": list(codes),
+        "decoder": "ids" if isinstance(dec, IdDecoder) else "tokenizer",
+        "position": pos,
+        "excerpt": excerpt(ids, pos, dec, vocab_size=vocab) if pos is not None else None,
+        "first": decode_text(dec, ids[:EDGE_TOKENS].tolist(), vocab),
+        "last": decode_text(dec, ids[-EDGE_TOKENS:].tolist(), vocab),
+        "length": len(ids),
+    }
+
+
 #: Tokens of a completion's start shown for a near-duplicate and its representative.
 COMPLETION_TOKENS = 48
 
@@ -265,27 +284,15 @@ def _near_clusters(
             if r not in cache:
                 cache[r] = corpus.fetch(r)
         member, rep = cache[row], cache[rep_row]
-        ids = member.ids
-        out.append(
-            {
-                "row": row,
-                "sample_id": member.sample_id,
-                "category": member.category,
-                "codes": list(by_row[row]["codes"]) if row in by_row else ["near_duplicate"],
-                "decoder": "ids" if isinstance(dec, IdDecoder) else "tokenizer",
-                "position": None,
-                "excerpt": None,
-                "first": decode_text(dec, ids[:EDGE_TOKENS].tolist(), vocab),
-                "last": decode_text(dec, ids[-EDGE_TOKENS:].tolist(), vocab),
-                "length": len(ids),
-                "near_duplicate_of": c["representative"],
-                "cluster": {
-                    "size": c["size"],
-                    "completion": _completion_start(member, profile, dec, vocab),
-                    "representative_completion": _completion_start(rep, profile, dec, vocab),
-                },
-            }
-        )
+        codes = by_row[row]["codes"] if row in by_row else ["near_duplicate"]
+        entry = _entry(member, member.sample_id, member.category, codes, None, dec, vocab)
+        entry["near_duplicate_of"] = c["representative"]
+        entry["cluster"] = {
+            "size": c["size"],
+            "completion": _completion_start(member, profile, dec, vocab),
+            "representative_completion": _completion_start(rep, profile, dec, vocab),
+        }
+        out.append(entry)
     return out
 
 
@@ -322,20 +329,8 @@ def decode_flagged(
             if row not in cache:
                 cache[row] = corpus.fetch(row)
             sample = cache[row]
-            ids = sample.ids
             pos = f["positions"].get(code)
-            entry: dict[str, Any] = {
-                "row": row,
-                "sample_id": f["sample_id"],
-                "category": f.get("category"),
-                "codes": list(f["codes"]),
-                "decoder": "tokenizer" if tok is not None else "ids",
-                "position": pos,
-                "excerpt": excerpt(ids, pos, dec, vocab_size=vocab) if pos is not None else None,
-                "first": decode_text(dec, ids[:EDGE_TOKENS].tolist(), vocab),
-                "last": decode_text(dec, ids[-EDGE_TOKENS:].tolist(), vocab),
-                "length": len(ids),
-            }
+            entry = _entry(sample, f["sample_id"], f.get("category"), f["codes"], pos, dec, vocab)
             if f.get("duplicate_of") is not None:
                 entry["duplicate_of"] = f["duplicate_of"]
             if f.get("prompt_of") is not None:

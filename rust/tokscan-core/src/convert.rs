@@ -115,7 +115,7 @@ fn write_all(
     let int_ids = corpus.integer_ids()?;
     let mut sink: Box<dyn Sink> = match to {
         Target::Parquet => Box::new(ParquetSink::new(out, int_ids)),
-        Target::Numpy => Box::new(NumpySink::new(out, written)?),
+        Target::Numpy => Box::new(NumpySink::new(out, written, int_ids)?),
     };
     let (mut done, mut tokens) = (0u64, 0u64);
     for start in (0..n).step_by(CHUNK as usize) {
@@ -301,6 +301,8 @@ struct NumpySink {
     masked: Option<bool>,
     lengths: Vec<i64>,
     sample_ids: Vec<Option<SampleId>>,
+    /// Every id an integer (`Corpus::integer_ids`): the `sample_id` column is `int64`.
+    int_ids: bool,
     categories: Vec<String>,
     tokens: u64,
     lo: i64,
@@ -308,7 +310,7 @@ struct NumpySink {
 }
 
 impl NumpySink {
-    fn new(out: &Path, written: &mut Vec<PathBuf>) -> Result<NumpySink> {
+    fn new(out: &Path, written: &mut Vec<PathBuf>, int_ids: bool) -> Result<NumpySink> {
         let spool_path = out.join(".tokens.int64.partial");
         let spool = create_new(&spool_path)?;
         written.push(spool_path.clone());
@@ -320,6 +322,7 @@ impl NumpySink {
             masked: None,
             lengths: Vec::new(),
             sample_ids: Vec::new(),
+            int_ids,
             categories: Vec::new(),
             tokens: 0,
             lo: 0,
@@ -443,12 +446,7 @@ impl Sink for NumpySink {
         let mut fields = Vec::new();
         let mut cols = Vec::new();
         if this.sample_ids.iter().any(Option::is_some) {
-            let ints = this
-                .sample_ids
-                .iter()
-                .flatten()
-                .all(|id| matches!(id, SampleId::Int(_)));
-            let (field, col) = id_column(ints, this.sample_ids.iter().map(Option::as_ref));
+            let (field, col) = id_column(this.int_ids, this.sample_ids.iter().map(Option::as_ref));
             fields.push(field);
             cols.push(col);
         }

@@ -15,7 +15,6 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
-use xxhash_rust::xxh3::xxh3_64;
 
 use crate::anomaly::Code;
 use crate::error::Result;
@@ -89,7 +88,7 @@ pub fn route(records: &Records, n: usize, near: Option<&crate::neardup::Params>)
                 });
         }
         if let Some(id) = &r.sample_id {
-            out[(xxh3_64(id.key().as_bytes()) % n as u64) as usize]
+            out[(id.hash64() % n as u64) as usize]
                 .ids
                 .push((id.clone(), r.row));
         }

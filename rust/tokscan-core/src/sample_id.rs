@@ -38,6 +38,14 @@ impl SampleId {
         }
     }
 
+    /// A 64-bit hash that equal ids share (for routing ids to buckets), without formatting an integer.
+    pub fn hash64(&self) -> u64 {
+        match self {
+            SampleId::Int(n) => xxhash_rust::xxh3::xxh3_64(&n.to_le_bytes()),
+            SampleId::Text(t) => xxhash_rust::xxh3::xxh3_64(t.as_bytes()),
+        }
+    }
+
     /// Bytes held on the heap (for memory budgets).
     pub fn heap_size(&self) -> usize {
         match self {

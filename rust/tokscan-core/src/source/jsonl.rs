@@ -158,13 +158,11 @@ fn label(v: &RawValue) -> Option<String> {
     }
 }
 
-/// A sample id: an integer stays an integer; any other value is read as a label.
+/// A sample id: an integer stays an integer; any other value is read as a [`label`].
 fn id_of(v: &RawValue) -> Option<SampleId> {
-    match serde_json::from_str::<serde_json::Value>(v.get()).ok()? {
-        serde_json::Value::Number(n) if n.is_i64() => n.as_i64().map(SampleId::Int),
-        serde_json::Value::String(s) => Some(SampleId::from(s)),
-        serde_json::Value::Null => None,
-        other => Some(SampleId::from(other.to_string())),
+    match serde_json::from_str::<i64>(v.get()) {
+        Ok(n) => Some(SampleId::Int(n)),
+        Err(_) => label(v).map(SampleId::from),
     }
 }
 
