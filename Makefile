@@ -48,6 +48,8 @@ demo: build ## write the demo corpus and scan it
 
 # With tokscan-py named (it has no tests), dependency features resolve as for the extension, so the tests reuse
 # `make build`'s compiled arrow/parquet/core (same profile) instead of compiling them again.
+# cargo gets no jobserver from `make -j` (it keeps its own parallelism; rustdoc warned about the closed descriptors).
+test-rust: export MAKEFLAGS =
 test-rust: ## Rust unit and property tests of the core (with the prompt encoder the extension builds in)
 	cargo test --profile $(PROFILE) -p tokscan-core -p tokscan-py
 
