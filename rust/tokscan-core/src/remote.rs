@@ -78,7 +78,20 @@ pub struct Staged {
     pub bytes: u64,
 }
 
+/// Makes ring the process's TLS provider for the stores' HTTPS clients, once (the reqwest transport is built with
+/// rustls and no bundled provider; a provider someone else installed first is kept).
+fn install_tls() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            // Err only when another thread installed one in between: theirs serves as well.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+    });
+}
+
 fn store_for(url: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath)> {
+    install_tls();
     let parsed =
         Url::parse(url).map_err(|e| remote_error(url, format!("not a valid URL ({e})")))?;
     let (scheme, path) = ObjectStoreScheme::parse(&parsed)
@@ -351,5 +364,50 @@ mod tests {
         assert!(err.starts_with("s3://bucket/prefix/: "), "{err}");
         assert!(!err.contains('\n'), "{err}");
         assert!(!err.contains("not-a-real-secret"), "{err}");
+    }
+
+    /// An https:// endpoint is spoken to in TLS through the ring provider: a loopback listener receives a TLS
+    /// handshake record (a ClientHello) from the store's client, then hangs up, which is a one-line error.
+    #[test]
+    fn https_endpoints_get_a_tls_handshake() {
+        use std::io::Read;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut head = [0u8; 6];
+            conn.read_exact(&mut head).unwrap();
+            head
+        });
+        install_tls();
+        let url = "s3://bucket/shard.parquet";
+        let store = object_store::aws::AmazonS3Builder::new()
+            .with_url(url)
+            .with_region("us-east-1")
+            .with_endpoint(format!("https://127.0.0.1:{port}"))
+            .with_access_key_id("AKIDEXAMPLE")
+            .with_secret_access_key("not-a-real-secret")
+            .with_retry(RetryConfig {
+                max_retries: 0,
+                ..retry_config()
+            })
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let rt = runtime().unwrap();
+        let err = rt
+            .block_on(fetch_async(
+                url,
+                Arc::new(store),
+                ObjectPath::from("shard.parquet"),
+                dir.path(),
+            ))
+            .unwrap_err()
+            .to_string();
+        let head = server.join().unwrap();
+        // Record type 22 (handshake), a TLS 1.x record version, handshake type 1 (ClientHello).
+        assert_eq!((head[0], head[1], head[5]), (0x16, 0x03, 0x01), "{head:?}");
+        assert!(err.starts_with("s3://bucket/shard.parquet: "), "{err}");
+        assert!(!err.contains('\n'), "{err}");
     }
 }
