@@ -243,3 +243,38 @@ def test_a_ray_scan_lists_the_prompts_files_it_does_not_pair(cluster, tmp_path):
     assert "pairing" not in r.data
     local = tokscan.scan(tmp_path, "kimi-k2")
     assert local.data["pairing"][0]["category"] == "B1_glaive"
+
+
+def test_tool_call_payloads_give_the_local_report(cluster, tmp_path):
+    """Tool-call payloads are decoded in each task with the tokenizer's byte table: the same codes at the same
+    positions as the local scan."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from test_profile_check import qwen_tiktoken_dir
+    from test_tool_payloads import _qwen_sample
+
+    from tokscan.tokenizer import load_tokenizer
+
+    d = qwen_tiktoken_dir(tmp_path)
+    tok = load_tokenizer(d, trust_remote_code=True)
+    calls = [
+        '{"name": "get_weather", "arguments": {"city": "Paris"}}',
+        '{"name": "get_weather", "arguments": {"city": "Paris"}',
+        '{"name": "", "arguments": {"city": "Paris"}}',
+        '{"name": "get_stock", "arguments": {"ticker": "X"}}',
+    ]
+    root = tmp_path / "corpus"
+    root.mkdir()
+    for shard in range(3):  # several units, so several tasks
+        rows = [_qwen_sample(tok, c.replace("Paris", f"City{shard}"))[0] for c in calls]
+        pq.write_table(pa.table({"input_ids": pa.array(rows, pa.list_(pa.int32()))}), root / f"s{shard}.parquet")
+    local = tokscan.scan(root, "qwen3", tokenizer=d)
+    # (The undeclared call is the same in every shard: exact duplicates across tasks as well.)
+    assert {c for f in local.flagged for c in f["codes"]} >= {
+        "tool_call_arguments",
+        "tool_call_name",
+        "tool_call_undeclared",
+    }
+    assert local.count("tool_call_arguments") == 3
+    r = scan_ray([str(root)], "qwen3", tokenizer=str(d), n_tasks=3)
+    assert r.findings == local.findings

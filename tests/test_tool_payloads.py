@@ -152,3 +152,71 @@ def test_deepseek_calls(deepseek, tmp_path):
     assert set(got["empty_name"]) == {"tool_call_name"}
     assert set(got["bad_header"]) == {"tool_call_name"}
     assert not any(set(f) & set(CODES) for f in _findings(_scan(tmp_path, "d2", rows, "deepseek", None)).values())
+
+
+# --- Every consumer ----------------------------------------------------------------------------------------
+
+
+def test_payload_codes_reach_every_consumer(qwen, tmp_path):
+    """The payload codes go through the same catalogue and policy as every other code: `show` marks the broken
+    spot in the decoded call, the HTML lists them, `--exclude` and `clean` drop exactly the scan's failing samples,
+    and the Validator gives the scan's flags."""
+    import json
+
+    from conftest import run_cli
+
+    d, tok = qwen
+    good = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    cases = {
+        "good": _qwen_sample(tok, good),
+        "invalid": _qwen_sample(tok, '{"name": "get_weather", "arguments": {"city": "Paris"}'),
+        "empty_name": _qwen_sample(tok, '{"name": "", "arguments": {"city": "Paris"}}'),
+        "undeclared": _qwen_sample(tok, '{"name": "get_stock", "arguments": {"ticker": "X"}}'),
+        "good_again": _qwen_sample(tok, good.replace("Paris", "Lyon")),
+    }
+    corpus = tmp_path / "calls.parquet"
+    pq.write_table(
+        pa.table(
+            {"sample_id": list(cases), "input_ids": pa.array([ids for ids, _ in cases.values()], pa.list_(pa.int32()))}
+        ),
+        corpus,
+    )
+    common = ["-p", "qwen3", "--tokenizer", str(d)]
+    report, html, excl = tmp_path / "r.json", tmp_path / "r.html", tmp_path / "excluded.txt"
+    r = run_cli("scan", str(corpus), *common, "--json", str(report), "--html", str(html), "--exclude", str(excl))
+    assert r.returncode == 1, r.stderr
+    data = json.loads(report.read_text())
+    # The samples share their prompt (prompt_duplicate, below the failing severity).
+    flagged = {f["sample_id"]: set(f["codes"]) & set(CODES) for f in data["flagged"] if set(f["codes"]) & set(CODES)}
+    assert flagged == {
+        "invalid": {"tool_call_arguments"},
+        "empty_name": {"tool_call_name"},
+        "undeclared": {"tool_call_undeclared"},
+    }
+    assert excl.read_text().split() == ["invalid", "empty_name", "undeclared"]
+    page = html.read_text()
+    assert all(code in page for code in CODES)
+
+    shown = run_cli("show", str(corpus), "--sample-id", "invalid", *common, "--trust-remote-code")
+    assert shown.returncode == 0, shown.stderr
+    pos = next(f for f in data["flagged"] if f["sample_id"] == "invalid")["positions"]["tool_call_arguments"]
+    assert f"tool_call_arguments at token {pos}" in shown.stdout
+    assert f"tool_call_arguments @ {pos}: …" in shown.stdout and "Paris" in shown.stdout
+
+    out = tmp_path / "clean"
+    c = run_cli("clean", str(corpus), "--report", str(report), "--out", str(out))
+    assert c.returncode == 0, c.stderr
+    assert pq.read_table(out / "calls.parquet").column("sample_id").to_pylist() == ["good", "good_again"]
+    # Ignored by the policy, the codes fail nothing and drop nothing.
+    policy = tmp_path / "tokscan.toml"
+    policy.write_text("[policy]\n" + "".join(f'{c} = "ignore"\n' for c in CODES))
+    r = run_cli("scan", str(corpus), *common, "--config", str(policy), "--exclude", str(excl))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert excl.read_text() == ""
+
+    v = tokscan.Validator("qwen3", tokenizer=d).check_each([ids for ids, _ in cases.values()])
+    assert [{c for c, bit in tokscan.CODES.items() if int(f) >> bit & 1} for f in v.flags] == [
+        set(),
+        *flagged.values(),
+        set(),
+    ]
