@@ -337,6 +337,7 @@ mod tests {
         std::env::set_var("TOKSCAN_OBJECT_RETRIES", "0");
         let dir = tempfile::tempdir().unwrap();
         let url = "s3://bucket/prefix/";
+        install_tls();
         let (store, path) = {
             let s = object_store::aws::AmazonS3Builder::new()
                 .with_url(url)
