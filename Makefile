@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: help venv build browser demo test test-rust rust-libs test-python pytest lint fmt fuzz bench clean
+.PHONY: help venv build browser demo test test-rust test-python lint fmt fuzz bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -53,11 +53,6 @@ test-rust: export MAKEFLAGS =
 test-rust: ## Rust unit and property tests of the core (with the prompt encoder the extension builds in)
 	cargo test --profile $(PROFILE) -p tokscan-core -p tokscan-py
 
-# The dependencies and the core's library as the extension has them, before the virtualenv exists (`make test`).
-rust-libs: export MAKEFLAGS =
-rust-libs:
-	cargo build --profile $(PROFILE) -p tokscan-core -p tokscan-py
-
 browser: ## headless Chromium for the HTML report test (Debian package; skipped without root)
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
@@ -66,19 +61,13 @@ browser: ## headless Chromium for the HTML report test (Debian package; skipped 
 # One pytest worker per core (pytest-xdist); `make test-python PYTEST_WORKERS=0` runs them in this process.
 PYTEST_WORKERS ?= auto
 test-python: build $(VENV)/.dev browser ## end-to-end pytest suite
-	$(MAKE) pytest
-
-pytest:
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) tests
 
-# On 2 cores, with no idle step: the dependencies' compile (CPU), the virtualenv's pip installs and chromium's
-# apt-get (mostly download) side by side; then the extension, which reuses the compiled dependencies; then pytest,
-# which leaves a core idle part of the time (subprocesses, waits), side by side with the compile and run of the
-# Rust tests. Each line of output is whole (-Oline); a failure in either stops `make test` non-zero.
+# The Rust compile (CPU), the virtualenv's pip installs and chromium's apt-get (mostly download) run side by side;
+# the extension then reuses the compiled dependencies, and pytest runs last.
 test: ## everything CI runs
-	$(MAKE) -j3 rust-libs $(VENV)/.dev browser
-	$(MAKE) build
-	$(MAKE) -j2 -Oline test-rust pytest
+	$(MAKE) -j3 test-rust $(VENV)/.dev browser
+	$(MAKE) test-python
 
 lint: $(VENV)/.dev ## rustfmt, clippy -D warnings, ruff, the _core.pyi stub against the built extension
 	cargo fmt --all --check
