@@ -633,7 +633,7 @@ fn scan_unit(
         scratch: Scratch::default(),
         next_row: unit.base_row,
         coverage: opts.ngram_coverage,
-        vocab: vocab.map(|p| p.take(profile.vocab_size)),
+        vocab: vocab.map(|p| p.take(profile.vocab_size, unit.base_row)),
         pairing,
         shape: PromptShape::default(),
         contamination,

@@ -86,12 +86,126 @@ pub fn count_sample<T: TokenId>(
 
 /// Loss-bearing token counts being gathered: per category, and the first-seen keys. A scan keeps one per
 /// worker thread, not one per unit (a vocabulary-sized array per unit would hold hundreds of megabytes until
-/// the units merge); sums and minimums do not depend on which units a worker took.
+/// the units merge); sums and maximums do not depend on which units a worker took.
+///
+/// The same sums and keys as [`count_sample`] into `u64` arrays, in a quarter of the cache: every loss-bearing
+/// token is a random access into these arrays, and at `u64` one category's counts and the keys (2.6 MB for
+/// Kimi's vocabulary) missed a 1 MB L2 on nearly every token. Counts are `u16` with a `u64` carry taken when
+/// one wraps (rarely, and then only for the few frequent ids: the carry array stays mostly untouched, unmapped
+/// zero pages); first-seen keys are `u32` (`u32::MAX - row`), exact below row 4,294,967,294 (later first
+/// rows share one key, and those ids then tie by id).
+///
+/// While the rows it is given only increase (within a unit they do; the pool hands a unit an accumulator whose
+/// rows all came before the unit's, see [`CountsPool::take`]), an id's first-seen key is written only when its
+/// count in the category goes from 0 to 1: that row is the id's first in the category, and the largest key over
+/// the categories is its first row. A row before one already counted switches the accumulator to writing the
+/// key of every counted token (the keys combine by `max`, so both phases together still give the first row).
 #[derive(Debug, Default)]
 pub struct Counts {
     vocab_size: usize,
-    pub categories: BTreeMap<String, Vec<u64>>,
-    pub first: Vec<u64>,
+    pub categories: BTreeMap<String, CategoryCounts>,
+    pub first: Vec<u32>,
+    /// Every row counted so far is below this.
+    rows_below: u64,
+    /// Rows have come in increasing order (see above).
+    unordered: bool,
+}
+
+/// One category's counts: `low` wraps at 2^16 into `carry`.
+#[derive(Debug)]
+pub struct CategoryCounts {
+    low: Vec<u16>,
+    carry: Vec<u64>,
+}
+
+impl CategoryCounts {
+    fn new(vocab_size: usize) -> CategoryCounts {
+        CategoryCounts {
+            low: vec![0; vocab_size],
+            carry: vec![0; vocab_size],
+        }
+    }
+
+    /// The counts as one `u64` per id.
+    pub fn totals(&self) -> Vec<u64> {
+        self.low
+            .iter()
+            .zip(&self.carry)
+            .map(|(&l, &c)| c + u64::from(l))
+            .collect()
+    }
+}
+
+/// The `u32` first-seen key of `row` (see [`Counts`]); 0 is never.
+#[inline]
+fn key32(row: u64) -> u32 {
+    u32::MAX - row.min(u64::from(u32::MAX - 1)) as u32
+}
+
+/// A `u32` first-seen key as the `u64` key [`count_sample`] would have written (0 stays never).
+fn widen_key(k: u32) -> u64 {
+    if k == 0 {
+        0
+    } else {
+        u64::MAX - u64::from(u32::MAX - k)
+    }
+}
+
+/// The counting loop of [`Counts::add`]: `EVERY_KEY` writes the first-seen key at every counted token, else only
+/// when the id's count goes from 0 to 1 (rows in increasing order).
+#[inline]
+fn count_into<const EVERY_KEY: bool, T: TokenId>(
+    low: &mut [u16],
+    carry: &mut [u64],
+    first: &mut [u32],
+    key: u32,
+    seq: &[T],
+    mask: Option<MaskSlice<'_>>,
+    completion: (usize, usize),
+) {
+    let v = low.len().min(carry.len()).min(first.len());
+    // The counter of the token AHEAD places on is fetched while this one is counted: the loads are independent,
+    // but the loop's stores kept the CPU from running ahead, so every counter's L2 latency was paid in full.
+    const AHEAD: usize = 48;
+    let mut count = |i: usize| {
+        if let Some(t) = seq.get(i + AHEAD) {
+            prefetch(low, t.id() as usize);
+        }
+        let id = seq[i].id() as usize;
+        if id < v {
+            let c = low[id].wrapping_add(1);
+            low[id] = c;
+            if c == 0 {
+                carry[id] += 1 << 16;
+            }
+            if EVERY_KEY {
+                first[id] = first[id].max(key);
+            } else if c == 1 {
+                // The id's first row in the category (or, after a wrap, a later row: `max` keeps the first).
+                first[id] = first[id].max(key);
+            }
+        }
+    };
+    match mask {
+        Some(m) => m.each_on(seq.len(), &mut count),
+        None => {
+            let (s, e) = (completion.0.min(seq.len()), completion.1.min(seq.len()));
+            (s..e.max(s)).for_each(count);
+        }
+    }
+}
+
+/// A hint to bring `s[i]`'s cache line into L1 (nothing past the end; nothing off x86-64).
+#[inline(always)]
+fn prefetch<T>(s: &[T], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(x) = s.get(i) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // A prefetch of an address inside `s`: a hint, it neither reads into Rust values nor faults.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(x).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (s, i);
 }
 
 impl Counts {
@@ -100,10 +214,12 @@ impl Counts {
             vocab_size: vocab_size as usize,
             categories: BTreeMap::new(),
             first: vec![0; vocab_size as usize],
+            rows_below: 0,
+            unordered: false,
         }
     }
 
-    /// Counts one sample of `category` (see [`count_sample`]).
+    /// Counts one sample of `category`: what [`count_sample`] counts.
     #[inline]
     pub fn add<T: TokenId>(
         &mut self,
@@ -115,15 +231,30 @@ impl Counts {
     ) {
         if !self.categories.contains_key(category) {
             self.categories
-                .insert(category.to_string(), vec![0; self.vocab_size]);
+                .insert(category.to_string(), CategoryCounts::new(self.vocab_size));
         }
-        let counts = self.categories.get_mut(category).expect("inserted above");
-        count_sample(counts, &mut self.first, row, seq, mask, completion);
+        self.unordered |= row < self.rows_below;
+        self.rows_below = self.rows_below.max(row + 1);
+        let cat = self.categories.get_mut(category).expect("inserted above");
+        let v = cat.low.len().min(self.first.len());
+        let (low, carry, first) = (&mut cat.low[..v], &mut cat.carry[..v], &mut self.first[..v]);
+        let key = key32(row);
+        if self.unordered {
+            count_into::<true, T>(low, carry, first, key, seq, mask, completion);
+        } else {
+            count_into::<false, T>(low, carry, first, key, seq, mask, completion);
+        }
+    }
+
+    /// Whether rows before `row` may still be given to this accumulator without it leaving its ordered mode.
+    fn takes_in_order(&self, row: u64) -> bool {
+        !self.unordered && self.rows_below <= row
     }
 
     /// Adds these counts into a partial summary.
     pub fn into_partial(self, partial: &mut crate::summary::Partial) {
         for (name, c) in self.categories {
+            let c = c.totals();
             let cat = partial.category(&name);
             if cat.loss_counts.is_empty() {
                 cat.loss_counts = c;
@@ -133,30 +264,51 @@ impl Counts {
                 }
             }
         }
-        merge_first(&mut partial.first_seen, &self.first);
+        let first: Vec<u64> = self.first.iter().map(|&k| widen_key(k)).collect();
+        merge_first(&mut partial.first_seen, &first);
     }
 }
 
 /// The accumulators of a scan's workers: a unit takes one (or makes one) and gives it back.
 #[derive(Debug, Default)]
-pub struct CountsPool(std::sync::Mutex<Vec<Counts>>);
+pub struct CountsPool(std::sync::Mutex<PoolState>);
+
+#[derive(Debug, Default)]
+pub struct PoolState {
+    idle: Vec<Counts>,
+    made: usize,
+}
 
 impl CountsPool {
-    pub fn take(&self, vocab_size: u32) -> Counts {
-        self.0
-            .lock()
-            .expect("no panic while held")
-            .pop()
-            .unwrap_or_else(|| Counts::new(vocab_size))
+    /// An accumulator for a unit whose rows start at `first_row`: one whose rows all came before, so that it
+    /// stays in its ordered mode (the latest such one); else a new one, up to two per worker thread and two
+    /// more (work stealing hands a worker units out of order now and then); past that any idle one.
+    pub fn take(&self, vocab_size: u32, first_row: u64) -> Counts {
+        let mut st = self.0.lock().expect("no panic while held");
+        let fits = st
+            .idle
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.takes_in_order(first_row))
+            .max_by_key(|(_, c)| c.rows_below)
+            .map(|(i, _)| i);
+        if let Some(i) = fits {
+            return st.idle.swap_remove(i);
+        }
+        if st.made < 2 * rayon::current_num_threads() + 2 || st.idle.is_empty() {
+            st.made += 1;
+            return Counts::new(vocab_size);
+        }
+        st.idle.pop().expect("not empty")
     }
 
     pub fn give(&self, c: Counts) {
-        self.0.lock().expect("no panic while held").push(c);
+        self.0.lock().expect("no panic while held").idle.push(c);
     }
 
     /// Adds every accumulator into `partial`.
     pub fn into_partial(self, partial: &mut crate::summary::Partial) {
-        for c in self.0.into_inner().expect("no panic while held") {
+        for c in self.0.into_inner().expect("no panic while held").idle {
             c.into_partial(partial);
         }
     }
@@ -657,5 +809,85 @@ mod tests {
         let mut broken = fresh;
         broken.t2d[7] = true;
         assert!(!build(&cats, &f, 8, &opts(broken)).check.unwrap().agree);
+    }
+
+    /// The scan's accumulator gives [`count_sample`]'s sums and keys: counts past 2^16 (the `u16` wraps into the
+    /// carry), several categories, first rows past the `u32` keys' exact range, and rows in increasing order
+    /// (keys written at a count's 0 -> 1), then one earlier row (every key from then on), or in any order.
+    #[test]
+    fn the_compact_accumulator_counts_as_count_sample() {
+        let v = 64usize;
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let samples: Vec<(&str, Vec<u32>)> = (0..40u64)
+            .map(|i| {
+                let len = if i == 3 {
+                    150_000
+                } else {
+                    (next() % 900) as usize
+                };
+                // Hot ids (a wrap of the u16 counter), ids of the whole range, and some out of the vocabulary.
+                let ids = (0..len)
+                    .map(|_| match next() % 10 {
+                        0..=5 => 5,
+                        6..=8 => (next() % v as u64) as u32,
+                        _ => 70 + (next() % 5) as u32,
+                    })
+                    .collect();
+                (["a", "b", "c"][i as usize % 3], ids)
+            })
+            .collect();
+        let far = u64::from(u32::MAX);
+        let ascending: Vec<u64> = (0..40)
+            .map(|i| if i >= 36 { far + i } else { 3 * i })
+            .collect();
+        let mut one_back = ascending.clone();
+        one_back[30] = 1; // an earlier row once the accumulator has counted rows up to 87
+        let any_order: Vec<u64> = (0..40)
+            .map(|i| if i % 7 == 6 { far + i } else { (i * 37) % 41 })
+            .collect();
+        for rows in [ascending, one_back, any_order] {
+            let mut fast = Counts::new(v as u32);
+            let mut want: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+            let mut want_first = vec![0u64; v];
+            for (row, (cat, ids)) in rows.iter().zip(&samples) {
+                fast.add(cat, *row, ids, None, (0, ids.len()));
+                let c = want.entry(cat).or_insert_with(|| vec![0; v]);
+                count_sample(c, &mut want_first, *row, ids, None, (0, ids.len()));
+            }
+            assert!(want["a"][5] > 1 << 16);
+            let mut partial = crate::summary::Partial::default();
+            fast.into_partial(&mut partial);
+            for (cat, c) in &want {
+                assert_eq!(&partial.categories[*cat].loss_counts, c, "{cat} {rows:?}");
+            }
+            // Exact keys for rows below u32::MAX - 1; the later ones clamp to that row's key.
+            let clamp = |k: u64| k.max(u64::MAX - u64::from(u32::MAX - 1));
+            let want_first: Vec<u64> = want_first
+                .iter()
+                .map(|&k| if k == 0 { 0 } else { clamp(k) })
+                .collect();
+            assert_eq!(partial.first_seen, want_first, "{rows:?}");
+        }
+    }
+
+    /// The pool hands a unit an accumulator that has only counted earlier rows, or a new one.
+    #[test]
+    fn the_pool_keeps_accumulators_in_row_order() {
+        let pool = CountsPool::default();
+        let mut a = pool.take(8, 100);
+        a.add("x", 150, &[1u32], None, (0, 1));
+        pool.give(a);
+        let b = pool.take(8, 50); // rows before a's: a new one
+        assert_eq!(b.rows_below, 0);
+        let c = pool.take(8, 200); // after a's: a
+        assert_eq!(c.rows_below, 151);
+        pool.give(b);
+        pool.give(c);
     }
 }
