@@ -5,6 +5,7 @@ once per record (Jinja, across processes) and tokenized in one batch (the fast t
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -103,8 +104,14 @@ def render_prompts(
     _require_template(tok, tokenizer_dir)
     if workers > 1 and len(records) > 2000:
         chunks = [records[i::workers] for i in range(workers)]
+        # Spawned, not forked: this process runs threads (pyarrow's, the tokenizers crate's, the scan's), and a
+        # forked worker can inherit one of their locks held forever (a worker died so on Python 3.13). Each worker
+        # loads the tokenizer itself (`_init`), as it did after a fork.
         with ProcessPoolExecutor(
-            workers, initializer=_init, initargs=(tokenizer_dir, template, trust_remote_code)
+            workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init,
+            initargs=(tokenizer_dir, template, trust_remote_code),
         ) as pool:
             parts = list(pool.map(_render, chunks))
         texts = [""] * len(records)
