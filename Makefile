@@ -17,19 +17,17 @@ PIP = $(PY) -m pip
 # Python dependencies come from pyproject.toml (one list), read by tools/requirements.py on every supported
 # Python: the demo needs the runtime and `tokenizer` extra, the tests and lint the `dev` extra on top. Each
 # marker is touched only when its recipe succeeded; a virtualenv without one is half-made and is recreated.
-# --no-compile: Python compiles the modules it imports on first import, instead of pip compiling all of torch,
-# transformers and ray up front (~50 s of CPU, which `make test` spends beside the Rust compile).
 $(VENV)/.runtime: pyproject.toml tools/requirements.py
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "tokscan needs Python >= 3.10; $(PYTHON) is " + sys.version.split()[0] + " (make PYTHON=python3.X)")'
 	[ -f $@ ] || $(PYTHON) -m venv --clear $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PY) tools/requirements.py tokenizer > $(VENV)/requirements-runtime.txt
-	$(PIP) install --quiet --no-compile "maturin>=1.5,<2" -r $(VENV)/requirements-runtime.txt
+	$(PIP) install --quiet "maturin>=1.5,<2" -r $(VENV)/requirements-runtime.txt
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime
 	$(PY) tools/requirements.py tokenizer dev > $(VENV)/requirements-dev.txt
-	$(PIP) install --quiet --no-compile -r $(VENV)/requirements-dev.txt
+	$(PIP) install --quiet -r $(VENV)/requirements-dev.txt
 	touch $@
 
 venv: $(VENV)/.runtime ## create the virtualenv with what the demo needs (runtime + tokenizer extra)
