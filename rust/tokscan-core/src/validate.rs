@@ -142,10 +142,16 @@ impl Validator {
     fn pool(&self) -> Result<Arc<rayon::ThreadPool>> {
         let pid = std::process::id();
         let mut slot = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((owner, pool)) = slot.as_ref() {
-            if *owner == pid {
-                return Ok(pool.clone());
+        match slot.take() {
+            Some((owner, pool)) if owner == pid => {
+                *slot = Some((owner, pool.clone()));
+                return Ok(pool);
             }
+            // A pool inherited through fork() is never dropped here: dropping it wakes the parent's worker
+            // threads through their sleep locks, and one of those may have been held at the fork by a thread
+            // the child does not have. Its memory is the price, once per forked worker.
+            Some((_, inherited)) => std::mem::forget(inherited),
+            None => {}
         }
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(self.threads)
