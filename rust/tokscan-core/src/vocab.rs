@@ -66,20 +66,29 @@ pub fn count_sample<T: TokenId>(
     let v = counts.len().min(first.len());
     let (counts, first) = (&mut counts[..v], &mut first[..v]);
     let key = u64::MAX - row;
-    let mut add = |id: u32| {
-        let id = id as usize;
+    each_loss_bearing(seq.len(), mask, completion, |i| {
+        let id = seq[i].id() as usize;
         if id < v {
             counts[id] += 1;
             first[id] = first[id].max(key);
         }
-    };
+    });
+}
+
+/// Calls `f` with each loss-bearing position of a sample of `len` tokens: where the mask is on, or with no
+/// mask, each position of the completion.
+#[inline]
+fn each_loss_bearing(
+    len: usize,
+    mask: Option<MaskSlice<'_>>,
+    completion: (usize, usize),
+    mut f: impl FnMut(usize),
+) {
     match mask {
-        Some(m) => m.each_on(seq.len(), |i| add(seq[i].id())),
+        Some(m) => m.each_on(len, f),
         None => {
-            let (s, e) = (completion.0.min(seq.len()), completion.1.min(seq.len()));
-            for t in &seq[s..e.max(s)] {
-                add(t.id());
-            }
+            let (s, e) = (completion.0.min(len), completion.1.min(len));
+            (s..e.max(s)).for_each(&mut f);
         }
     }
 }
@@ -167,7 +176,7 @@ fn count_into<const EVERY_KEY: bool, T: TokenId>(
     // The counter of the token AHEAD places on is fetched while this one is counted: the loads are independent,
     // but the loop's stores kept the CPU from running ahead, so every counter's L2 latency was paid in full.
     const AHEAD: usize = 48;
-    let mut count = |i: usize| {
+    let count = |i: usize| {
         if let Some(t) = seq.get(i + AHEAD) {
             prefetch(low, t.id() as usize);
         }
@@ -186,13 +195,7 @@ fn count_into<const EVERY_KEY: bool, T: TokenId>(
             }
         }
     };
-    match mask {
-        Some(m) => m.each_on(seq.len(), &mut count),
-        None => {
-            let (s, e) = (completion.0.min(seq.len()), completion.1.min(seq.len()));
-            (s..e.max(s)).for_each(count);
-        }
-    }
+    each_loss_bearing(seq.len(), mask, completion, count);
 }
 
 /// A hint to bring `s[i]`'s cache line into L1 (nothing past the end; nothing off x86-64).
