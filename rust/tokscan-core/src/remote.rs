@@ -332,36 +332,41 @@ mod tests {
         assert_eq!(scrub("a\nb  c"), "a b c");
     }
 
+    /// The error of fetching `object` of `url` from an S3 store at `endpoint`, with test credentials and no
+    /// retries.
+    fn fetch_error(url: &str, endpoint: &str, object: &str) -> String {
+        install_tls();
+        let store = object_store::aws::AmazonS3Builder::new()
+            .with_url(url)
+            .with_region("us-east-1")
+            .with_endpoint(endpoint)
+            .with_allow_http(true)
+            .with_access_key_id("AKIDEXAMPLE")
+            .with_secret_access_key("not-a-real-secret")
+            .with_retry(RetryConfig {
+                max_retries: 0,
+                ..retry_config()
+            })
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        runtime()
+            .unwrap()
+            .block_on(fetch_async(
+                url,
+                Arc::new(store),
+                ObjectPath::from(object),
+                dir.path(),
+            ))
+            .unwrap_err()
+            .to_string()
+    }
+
     #[test]
     fn a_refused_connection_is_one_line_naming_the_url() {
         std::env::set_var("TOKSCAN_OBJECT_RETRIES", "0");
-        let dir = tempfile::tempdir().unwrap();
         let url = "s3://bucket/prefix/";
-        install_tls();
-        let (store, path) = {
-            let s = object_store::aws::AmazonS3Builder::new()
-                .with_url(url)
-                .with_region("us-east-1")
-                .with_endpoint("http://127.0.0.1:9")
-                .with_allow_http(true)
-                .with_access_key_id("AKIDEXAMPLE")
-                .with_secret_access_key("not-a-real-secret")
-                .with_retry(RetryConfig {
-                    max_retries: 0,
-                    ..retry_config()
-                })
-                .build()
-                .unwrap();
-            (
-                Arc::new(s) as Arc<dyn ObjectStore>,
-                ObjectPath::from("prefix"),
-            )
-        };
-        let rt = runtime().unwrap();
-        let err = rt
-            .block_on(fetch_async(url, store, path, dir.path()))
-            .unwrap_err()
-            .to_string();
+        let err = fetch_error(url, "http://127.0.0.1:9", "prefix");
         assert!(err.starts_with("s3://bucket/prefix/: "), "{err}");
         assert!(!err.contains('\n'), "{err}");
         assert!(!err.contains("not-a-real-secret"), "{err}");
@@ -380,31 +385,8 @@ mod tests {
             conn.read_exact(&mut head).unwrap();
             head
         });
-        install_tls();
         let url = "s3://bucket/shard.parquet";
-        let store = object_store::aws::AmazonS3Builder::new()
-            .with_url(url)
-            .with_region("us-east-1")
-            .with_endpoint(format!("https://127.0.0.1:{port}"))
-            .with_access_key_id("AKIDEXAMPLE")
-            .with_secret_access_key("not-a-real-secret")
-            .with_retry(RetryConfig {
-                max_retries: 0,
-                ..retry_config()
-            })
-            .build()
-            .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let rt = runtime().unwrap();
-        let err = rt
-            .block_on(fetch_async(
-                url,
-                Arc::new(store),
-                ObjectPath::from("shard.parquet"),
-                dir.path(),
-            ))
-            .unwrap_err()
-            .to_string();
+        let err = fetch_error(url, &format!("https://127.0.0.1:{port}"), "shard.parquet");
         let head = server.join().unwrap();
         // Record type 22 (handshake), a TLS 1.x record version, handshake type 1 (ClientHello).
         assert_eq!((head[0], head[1], head[5]), (0x16, 0x03, 0x01), "{head:?}");
