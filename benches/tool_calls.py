@@ -31,6 +31,9 @@ import pyarrow.parquet as pq
 import tokscan
 from tokscan.tokenizer import load_tokenizer
 
+sys.path.insert(0, str(Path(__file__).parent))
+from hygiene import timed
+
 FIXTURE = Path(__file__).parents[1] / "tests" / "fixtures" / "qwen3-tiktoken"
 TOOL_CALL, TOOL_CALL_END, THINK, UNTHINK, IM_END = 151657, 151658, 151667, 151668, 151645
 FUNCTIONS = ["get_weather", "search_docs", "run_shell", "read_file", "send_email", "create_ticket"]
@@ -120,15 +123,6 @@ def build(root: Path, tok, n: int, calls: float, seed: int = 0) -> tuple[Path, P
             pq.write_table(pa.table({"input_ids": arr}), d / f"shard-{s // 5000:03d}.parquet", compression="zstd")
         paths.append(d)
     return paths[0], paths[1], broken
-
-
-def timed(f, repeat: int) -> tuple[float, object]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = f()
-        best = min(best, time.perf_counter() - t)
-    return best, out
 
 
 def main() -> None:
