@@ -392,3 +392,36 @@ def test_parallel_rendering_loads_remote_code_in_the_workers(qwen_dir):
     serial, _ = render_prompts(records, str(qwen_dir), None, workers=1, trust_remote_code=True)
     parallel, _ = render_prompts(records, str(qwen_dir), None, workers=2, trust_remote_code=True)
     assert parallel == serial and len(serial) == 2100
+
+
+@pytest.mark.parametrize("config", [True, False], ids=["PreTrainedTokenizerFast", "no-config"])
+def test_plain_tokenizer_json_dirs_load_without_the_model_machinery(tmp_path, config):
+    """A directory that is tokenizer.json and nothing else (DeepSeek-V4 names PreTrainedTokenizerFast) loads
+    without AutoTokenizer, whose import pulls in transformers' model configs and torch (~1.4 s of every CLI call
+    that decodes), and gives the tokenizer AutoTokenizer gives."""
+    import subprocess
+    import sys
+
+    from transformers import AutoTokenizer
+
+    d = tmp_path / "tok"
+    d.mkdir()
+    shutil.copy(DS / "tokenizer.json", d / "tokenizer.json")
+    if config:
+        shutil.copy(DS / "tokenizer_config.json", d / "tokenizer_config.json")
+        (d / "chat_template.jinja").write_text(DS_TEMPLATE_NO_BOS)
+    text = f"{BOS}{USER}Hi 你好{ASSISTANT}{THINK}x</think> ok"
+    probe = (
+        "import json, sys\n"
+        "from tokscan.tokenizer import load_tokenizer\n"
+        f"tok = load_tokenizer({str(d)!r})\n"
+        f"ids = tok({text!r}, add_special_tokens=False)['input_ids']\n"
+        "heavy = [m for m in ('torch', 'transformers.models.auto.tokenization_auto') if m in sys.modules]\n"
+        "print(json.dumps([ids, tok.decode(ids), tok.bos_token, tok.chat_template, len(tok), heavy]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    ids, decoded, bos, template, size, heavy = json.loads(out)
+    assert heavy == []
+    auto = AutoTokenizer.from_pretrained(str(d), local_files_only=True)
+    assert ids == auto(text, add_special_tokens=False)["input_ids"] and decoded == auto.decode(ids) == text
+    assert (bos, template, size) == (auto.bos_token, auto.chat_template, len(auto))

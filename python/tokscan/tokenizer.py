@@ -17,6 +17,10 @@ from .errors import InputError, UsageError, install_hint
 
 CONFIG = "tokenizer_config.json"
 TEMPLATE_FILE = "chat_template.jinja"
+# Tokenizer classes that are tokenizer.json and nothing else: a directory naming one loads through
+# PreTrainedTokenizerFast directly. AutoTokenizer would give the same object but first imports the model-config
+# machinery, and with it torch (~1.4 s of a CLI call that only decodes).
+GENERIC_CLASSES = frozenset({"PreTrainedTokenizerFast", "TokenizersBackend"})
 
 
 def _quiet_offline() -> None:
@@ -89,7 +93,7 @@ def load_tokenizer(path: str | os.PathLike[str], trust_remote_code: bool = False
     if not p.exists():
         raise InputError(f"{p}: no such file or directory")
     try:
-        from transformers import AutoTokenizer, PreTrainedTokenizerFast
+        from transformers import PreTrainedTokenizerFast
     except ImportError:  # pragma: no cover
         raise UsageError(f"loading a tokenizer needs transformers ({install_hint('tokenizer')})") from None
     if p.is_file():
@@ -112,8 +116,17 @@ def load_tokenizer(path: str | os.PathLike[str], trust_remote_code: bool = False
         raise InputError(f"{p}: no tokenizer.json or {CONFIG} in this directory")
     if custom is not None:
         _legacy_import_paths()
+    named = cfg.get("tokenizer_class")
+    # Without a class in the config, AutoTokenizer would pick one from the model's config.json.
+    generic = custom is None and (p / "tokenizer.json").is_file()
+    generic = generic and (named in GENERIC_CLASSES or (named is None and not (p / "config.json").is_file()))
     try:
-        tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True, trust_remote_code=trust_remote_code)
+        if generic:
+            tok = PreTrainedTokenizerFast.from_pretrained(str(p), local_files_only=True)
+        else:
+            from transformers import AutoTokenizer  # imports torch when it is installed
+
+            tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True, trust_remote_code=trust_remote_code)
     except Exception as e:  # transformers (and the directory's own code) raise many types here
         raise InputError(f"{p}: cannot load the tokenizer ({_one_line(e)})") from None
     template = p / TEMPLATE_FILE
