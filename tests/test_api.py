@@ -103,3 +103,24 @@ def test_writing_a_report_where_it_cannot_go_names_the_file(layouts, tmp_path):
     for write in (r.write_html, r.write_json):
         with pytest.raises(tokscan.TokscanError, match="nowhere"):
             write(tmp_path / "nowhere" / "r.out")
+
+
+def test_python_takes_the_core_vocabulary_and_styles_every_segment_kind():
+    """Issue 21: the closed vocabularies (fail-on levels, severities, column roles, segment kinds, the default
+    profile) come from the core; the terminal and HTML give every segment kind the core can emit a style."""
+    from tokscan import _core, config, report
+    from tokscan.cli.app import FailOn
+    from tokscan.cli.show import SEGMENT_STYLE
+    from tokscan.html import SEGMENT_COLOURS
+
+    assert set(SEGMENT_STYLE) == set(SEGMENT_COLOURS) == set(_core.SEGMENT_KINDS)
+    assert [f.value for f in FailOn] == list(report.FAIL_ON) == _core.FAIL_ON_LEVELS
+    assert list(report.SEVERITIES) == _core.SEVERITIES and report.FAIL_ON[:-1] == report.SEVERITIES
+    assert sorted(report.SEVERITIES, key=report.SEVERITY_RANK.get) == ["info", "warning", "error"]
+    assert list(config.COLUMN_ROLES) == _core.COLUMN_ROLES
+    assert _core.DEFAULT_PROFILE in _core.builtin_profiles()
+    assert config.Config().profile_name(None) == _core.DEFAULT_PROFILE
+    assert config.Config(profile="qwen3").profile_name(None) == "qwen3"
+    assert config.Config(profile="qwen3").profile_name("deepseek") == "deepseek"
+    with pytest.raises(tokscan.UsageError, match="did you mean \"loss_mask\""):
+        tokscan.scan([], columns={"loss_msk": "m"})

@@ -8,8 +8,13 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "COLUMN_ROLES",
+    "DEFAULT_PROFILE",
+    "FAIL_ON_LEVELS",
     "READABLE_SCHEMAS",
     "SCHEMA_VERSION",
+    "SEGMENT_KINDS",
+    "SEVERITIES",
     "Corpus",
     "Profile",
     "Scan",
@@ -45,6 +50,11 @@ __all__ = [
 __version__: str
 SCHEMA_VERSION: int  # the report schema this build writes
 READABLE_SCHEMAS: list[int]  # the report schemas it reads
+COLUMN_ROLES: list[str]  # the roles a column can be given (`columns=`, `[columns]`)
+DEFAULT_PROFILE: str  # the profile a scan uses when none is named
+FAIL_ON_LEVELS: list[str]  # what --fail-on / fail_on accept: the severities, then "never"
+SEVERITIES: list[str]  # a finding's severities, most severe first
+SEGMENT_KINDS: list[str]  # the kinds of a sample's segments (`Corpus.sample(...)["segments"]`)
 
 @final
 class Profile:

@@ -17,7 +17,7 @@ ProgressCallback = Callable[[dict[str, int]], None]
 
 
 def load_profile(
-    profile: str | os.PathLike[str] = "kimi-k2",
+    profile: str | os.PathLike[str] = _core.DEFAULT_PROFILE,
     tokenizer: str | os.PathLike[str] | None = None,
     trust_remote_code: bool = False,
 ):
@@ -70,7 +70,7 @@ def _command(command: Sequence[str] | None) -> list[str] | None:
 
 def scan(
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | Any,
-    profile: str | os.PathLike[str] | _core.Profile = "kimi-k2",
+    profile: str | os.PathLike[str] | _core.Profile = _core.DEFAULT_PROFILE,
     *,
     tokenizer: str | os.PathLike[str] | None = None,
     columns: Mapping[str, str] | None = None,

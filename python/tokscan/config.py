@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import _core
 from .errors import UsageError, did_you_mean
 from .report import FAIL_ON
 
@@ -39,12 +40,10 @@ else:  # pragma: no cover
 
 def _codes() -> tuple[str, ...]:
     """The anomaly codes, asked of the core only when a config is read."""
-    from . import _core
-
     return tuple(name for name, *_ in _core.codes())
 
 
-COLUMN_ROLES = ("input_ids", "prompt_ids", "output_ids", "loss_mask", "labels", "sample_id", "category")
+COLUMN_ROLES: tuple[str, ...] = tuple(_core.COLUMN_ROLES)
 TOP_KEYS = {
     "profile",
     "tokenizer",
@@ -82,6 +81,10 @@ class Config:
     columns: dict[str, str] = field(default_factory=dict)
     policy: dict[str, PolicyValue] = field(default_factory=dict)
     drift: dict[str, float] = field(default_factory=dict)
+
+    def profile_name(self, given: str | None) -> str:
+        """The profile a command uses: the one it was given, else the config's, else the core's default."""
+        return given if given is not None else (self.profile or _core.DEFAULT_PROFILE)
 
 
 def check_policy(where: str, policy: dict[str, Any]) -> dict[str, PolicyValue]:

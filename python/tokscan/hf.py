@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _core
 from .errors import UsageError
 from .validate import CheckResult, Validator
 
@@ -93,7 +94,7 @@ def _validator(
 
 
 def hf_filter(
-    profile: str | os.PathLike[str] = "kimi-k2",
+    profile: str | os.PathLike[str] = _core.DEFAULT_PROFILE,
     *,
     tokenizer: str | os.PathLike[str] | None = None,
     policy: Mapping[str, str] | None = None,
@@ -109,7 +110,7 @@ def hf_filter(
 
 
 def hf_annotate(
-    profile: str | os.PathLike[str] = "kimi-k2",
+    profile: str | os.PathLike[str] = _core.DEFAULT_PROFILE,
     *,
     tokenizer: str | os.PathLike[str] | None = None,
     column: str = "input_ids",

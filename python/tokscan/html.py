@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from .html_assets import CSS, JS
-from .report import FAIL_ON, Report
+from .report import FAIL_ON, SEVERITIES, Report
 
 if TYPE_CHECKING:
     from .config import PolicyValue
@@ -179,7 +179,7 @@ def _header(
         took = "<span class='note'>not recorded</span>"
     found = report.found()
     by_sev = Counter(report.anomalies[c]["severity"] for c in found)
-    sev_line = " · ".join(f"{by_sev[s]} {s}" for s in ("error", "warning", "info") if by_sev[s]) or "none"
+    sev_line = " · ".join(f"{by_sev[s]} {s}" for s in SEVERITIES if by_sev[s]) or "none"
     n_flagged = report.n_flagged
     kpis = [
         (_num(report.n_samples), f"samples in {len(d['inputs']):,} input(s)"),
@@ -841,9 +841,7 @@ def _flagged(report: Report, rows: list[int], decoded_keys: set[tuple[str, int]]
         f"<option value='{_e(c)}'>{_e(c)} ({code_counts[c]:,})</option>" for c in report.found() if code_counts[c]
     )
     cat_opts = "".join(f"<option value='{_e(c)}'>{_e(c)} ({cat_counts[c]:,})</option>" for c in sorted(cat_counts))
-    sev_opts = "".join(
-        f"<option value='{s}'>{s} ({sev_counts[s]:,})</option>" for s in ("error", "warning", "info") if sev_counts[s]
-    )
+    sev_opts = "".join(f"<option value='{s}'>{s} ({sev_counts[s]:,})</option>" for s in SEVERITIES if sev_counts[s])
     filters = (
         "<div id='filters' hidden><label for='f-code'>code</label><select id='f-code'><option value=''>all codes"
         f"</option>{code_opts}</select><label for='f-cat'>category</label><select id='f-cat'><option value=''>"

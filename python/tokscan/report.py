@@ -20,8 +20,10 @@ if TYPE_CHECKING:
 #: The report schema this tokscan writes, and the ones it reads: the core's (2 added `run`, 3 typed ids).
 SCHEMA_VERSION: int = _core.SCHEMA_VERSION
 READABLE_SCHEMAS: tuple[int, ...] = tuple(_core.READABLE_SCHEMAS)
-SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
-FAIL_ON = ("error", "warning", "info", "never")
+#: A finding's severities, most severe first, and what `--fail-on` accepts (the severities, then "never").
+SEVERITIES: tuple[str, ...] = tuple(_core.SEVERITIES)
+SEVERITY_RANK = {s: len(SEVERITIES) - 1 - i for i, s in enumerate(SEVERITIES)}  # higher is worse
+FAIL_ON: tuple[str, ...] = tuple(_core.FAIL_ON_LEVELS)
 
 
 def _short(n: int) -> str:

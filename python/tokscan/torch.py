@@ -32,6 +32,7 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
     raise ImportError(f"tokscan.torch needs PyTorch: {install_hint('torch')}") from e
 
 
+from . import _core
 from .errors import TokscanError, UsageError
 from .validate import Validator
 
@@ -65,7 +66,7 @@ class ValidatedDataset(IterableDataset):
     def __init__(
         self,
         dataset: Any,
-        profile: str | os.PathLike[str] = "kimi-k2",
+        profile: str | os.PathLike[str] = _core.DEFAULT_PROFILE,
         *,
         on_bad: str = "drop",
         validator: Validator | None = None,

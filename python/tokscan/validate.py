@@ -182,7 +182,7 @@ class Validator:
 
     def __init__(
         self,
-        profile: str | os.PathLike[str] | _core.Profile = "kimi-k2",
+        profile: str | os.PathLike[str] | _core.Profile = _core.DEFAULT_PROFILE,
         *,
         tokenizer: str | os.PathLike[str] | None = None,
         policy: Mapping[str, str] | None = None,

@@ -97,7 +97,7 @@ def align(
             raise UsageError(f"{prompts}: no such prompts file")
         tok = load_tokenizer(tokenizer, trust_remote_code)  # decodes the differences; refuses remote code unasked
         template = chat_template.read_text(encoding="utf-8") if chat_template is not None else None
-        prof = load_profile(profile if profile is not None else (cfg.profile or "kimi-k2"), None, trust_remote_code)
+        prof = load_profile(cfg.profile_name(profile), None, trust_remote_code)
         report = run_scan(
             path,
             prof,

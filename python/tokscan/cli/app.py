@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer.core import TyperArgument
 
+from .. import _core
 from ..errors import TokscanError, UsageError
 from ..outputs import STDOUT, write_file
 
@@ -97,11 +98,8 @@ out: "Console" = LazyConsole()  # type: ignore[assignment]
 err: "Console" = LazyConsole(stderr=True)  # type: ignore[assignment]
 
 
-class FailOn(str, Enum):
-    error = "error"
-    warning = "warning"
-    info = "info"
-    never = "never"
+#: `--fail-on`'s choices: the core's levels.
+FailOn = Enum("FailOn", {level: level for level in _core.FAIL_ON_LEVELS}, type=str)  # type: ignore[misc]
 
 
 class OutputFormat(str, Enum):
@@ -113,7 +111,12 @@ class OutputFormat(str, Enum):
 # Options shared by several commands: one definition each, so names, metavars and help never drift apart.
 ProfileOpt = Annotated[
     str | None,
-    typer.Option("--profile", "-p", metavar="NAME|FILE", help="Built-in profile or a TOML profile file [kimi-k2]."),
+    typer.Option(
+        "--profile",
+        "-p",
+        metavar="NAME|FILE",
+        help=f"Built-in profile or a TOML profile file [{_core.DEFAULT_PROFILE}].",
+    ),
 ]
 TokenizerOpt = Annotated[
     Path | None,

@@ -163,7 +163,7 @@ def execute(a: ScanArgs) -> int:
 
     sizes = parse_sizes(a.draft_vocab) if a.draft_vocab is not None else cfg.draft_vocab
     columns = {**cfg.columns, **a.columns}
-    profile = a.profile if a.profile is not None else (cfg.profile or "kimi-k2")
+    profile = cfg.profile_name(a.profile)
     tok_dir = a.tokenizer or cfg.tokenizer
     fail_level = a.fail_on or cfg.fail_on or "error"
     base = Report.load(a.baseline) if a.baseline is not None else None

@@ -117,7 +117,7 @@ def show(
             config_file, ids_column, prompt_column, output_column, mask_column, id_column, category_column
         )
         tok_dir = tokenizer or cfg.tokenizer
-        prof = load_profile(profile if profile is not None else (cfg.profile or "kimi-k2"), tok_dir, trust_remote_code)
+        prof = load_profile(cfg.profile_name(profile), tok_dir, trust_remote_code)
         # An object-store URL: the objects it names are fetched whole to a temporary directory for the command.
         path, bases = stack.enter_context(staged(list(path)))
         corpus = Corpus(path, columns)

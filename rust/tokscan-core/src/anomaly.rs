@@ -12,6 +12,9 @@ pub enum Severity {
 }
 
 impl Severity {
+    /// Every severity, most severe first.
+    pub const ALL: [Severity; 3] = [Severity::Error, Severity::Warning, Severity::Info];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Severity::Info => "info",

@@ -17,15 +17,19 @@ pub enum FailOn {
 }
 
 impl FailOn {
+    /// Every level `--fail-on` accepts: each severity (most severe first), then never failing.
+    pub const LEVELS: [&'static str; 4] = ["error", "warning", "info", "never"];
+
     pub fn parse(s: &str) -> Result<FailOn> {
         match s {
             "never" => Ok(FailOn::Never),
             _ => Severity::parse(s).map(FailOn::At).ok_or_else(|| {
-                let hint = closest(s, ["error", "warning", "info", "never"])
+                let hint = closest(s, FailOn::LEVELS)
                     .map(|c| format!("; did you mean {c:?}?"))
                     .unwrap_or_default();
                 Error::Usage(format!(
-                    "fail_on must be one of error, warning, info, never; got {s:?}{hint}"
+                    "fail_on must be one of {}; got {s:?}{hint}",
+                    FailOn::LEVELS.join(", ")
                 ))
             }),
         }

@@ -255,17 +255,7 @@ pub(crate) fn parse_columns(
 ) -> Result<ColumnNames, Error> {
     let mut c = ColumnNames::default();
     for (role, name) in columns.unwrap_or_default() {
-        let slot = match role.as_str() {
-            "input_ids" => &mut c.input_ids,
-            "prompt_ids" => &mut c.prompt_ids,
-            "output_ids" => &mut c.output_ids,
-            "loss_mask" => &mut c.loss_mask,
-            "labels" => &mut c.labels,
-            "sample_id" => &mut c.sample_id,
-            "category" => &mut c.category,
-            other => return Err(Error::Usage(format!("unknown column role {other:?}"))),
-        };
-        *slot = Some(name);
+        c.set(&role, name)?;
     }
     Ok(c)
 }
@@ -690,6 +680,26 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(distributed::near_duplicates, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("SCHEMA_VERSION", tokscan_core::report::SCHEMA_VERSION)?;
+    m.add("DEFAULT_PROFILE", tokscan_core::profile::DEFAULT_PROFILE)?;
+    m.add("COLUMN_ROLES", ColumnNames::ROLES.to_vec())?;
+    m.add(
+        "FAIL_ON_LEVELS",
+        tokscan_core::policy::FailOn::LEVELS.to_vec(),
+    )?;
+    m.add(
+        "SEVERITIES",
+        tokscan_core::anomaly::Severity::ALL
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>(),
+    )?;
+    m.add(
+        "SEGMENT_KINDS",
+        tokscan_core::check::SegmentKind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .collect::<Vec<_>>(),
+    )?;
     m.add(
         "READABLE_SCHEMAS",
         tokscan_core::report::READABLE_SCHEMAS.to_vec(),

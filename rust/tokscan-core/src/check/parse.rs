@@ -413,6 +413,25 @@ pub enum SegmentKind {
 }
 
 impl SegmentKind {
+    /// Every kind, in the order of the enum.
+    pub const ALL: [SegmentKind; 15] = [
+        SegmentKind::Header,
+        SegmentKind::System,
+        SegmentKind::User,
+        SegmentKind::ToolDeclaration,
+        SegmentKind::ToolResult,
+        SegmentKind::Assistant,
+        SegmentKind::Prefill,
+        SegmentKind::Thinking,
+        SegmentKind::Response,
+        SegmentKind::ToolCall,
+        SegmentKind::Arguments,
+        SegmentKind::EndOfTurn,
+        SegmentKind::Trailing,
+        SegmentKind::Padding,
+        SegmentKind::Other,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             SegmentKind::Header => "header",

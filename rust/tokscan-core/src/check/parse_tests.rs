@@ -502,3 +502,12 @@ fn special_in_prompt_edges_found_in_review() {
     q.push(END);
     assert_special_in_prompt("qwen3", &q, Some(3));
 }
+
+#[test]
+fn segment_kind_all_lists_every_kind_once_in_order() {
+    // `Other` is the last variant: a kind added anywhere before it shifts the discriminants and fails this.
+    assert_eq!(SegmentKind::ALL.len(), SegmentKind::Other as usize + 1);
+    for (i, k) in SegmentKind::ALL.iter().enumerate() {
+        assert_eq!(*k as usize, i, "{}", k.as_str());
+    }
+}

@@ -1,5 +1,8 @@
 //! The built-in profiles (`profiles/*.toml`, compiled in) and the other names they answer to.
 
+/// The profile a scan uses when none is named (on the command line, in the config or the API).
+pub const DEFAULT_PROFILE: &str = "kimi-k2";
+
 /// Names of the built-in profiles.
 pub const BUILTIN_PROFILES: &[&str] = &["kimi-k2", "deepseek", "qwen3", "plain"];
 

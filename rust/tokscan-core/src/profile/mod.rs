@@ -16,7 +16,7 @@ mod schema;
 mod spelled;
 pub(crate) mod tokenizer_files;
 
-pub use builtin::{BUILTIN_PROFILES, PROFILE_ALIASES};
+pub use builtin::{BUILTIN_PROFILES, DEFAULT_PROFILE, PROFILE_ALIASES};
 pub use schema::{
     DeclarationSpec, NameFrom, PayloadSpec, ProfileSpec, RepetitionPolicy, Role, RoleNameSpec,
     RoleSpec, RulesSpec, TokenRef, ToolCallSpec,

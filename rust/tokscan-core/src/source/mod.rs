@@ -41,6 +41,43 @@ pub struct ColumnNames {
     pub category: Option<String>,
 }
 
+impl ColumnNames {
+    /// The roles a column can be given (`--column ROLE=NAME`, `[columns]` in the config).
+    pub const ROLES: [&'static str; 7] = [
+        "input_ids",
+        "prompt_ids",
+        "output_ids",
+        "loss_mask",
+        "labels",
+        "sample_id",
+        "category",
+    ];
+
+    /// Names the column that plays `role`.
+    pub fn set(&mut self, role: &str, name: String) -> Result<()> {
+        let slot = match role {
+            "input_ids" => &mut self.input_ids,
+            "prompt_ids" => &mut self.prompt_ids,
+            "output_ids" => &mut self.output_ids,
+            "loss_mask" => &mut self.loss_mask,
+            "labels" => &mut self.labels,
+            "sample_id" => &mut self.sample_id,
+            "category" => &mut self.category,
+            _ => {
+                let hint = crate::policy::closest(role, ColumnNames::ROLES)
+                    .map(|c| format!("; did you mean {c:?}?"))
+                    .unwrap_or_default();
+                return Err(Error::Usage(format!(
+                    "unknown column role {role:?} (roles: {}){hint}",
+                    ColumnNames::ROLES.join(", ")
+                )));
+            }
+        };
+        *slot = Some(name);
+        Ok(())
+    }
+}
+
 /// Category of samples that have none (no column, no `category=` folder, no meta.parquet).
 pub const DEFAULT_CATEGORY: &str = "default";
 
