@@ -15,12 +15,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-# Kimi-K2 ids (see the reference chat-format table).
-BOS, EOS, IM_END, IM_USER, IM_ASSISTANT, IM_SYSTEM = 163584, 163585, 163586, 163587, 163588, 163594
-SECTION, SECTION_END, CALL, ARG, CALL_END = 163595, 163596, 163597, 163598, 163599
-IM_MIDDLE, THINK, UNTHINK, PAD = 163601, 163606, 163607, 163839
+from . import _core
+
+# Kimi-K2's ids, from the built-in profile (one home: profiles/kimi-k2.toml).
+_KIMI = _core.Profile.load("kimi-k2")
+_ID = dict(_KIMI.special_tokens)
+BOS, EOS, IM_END, IM_MIDDLE = _ID["[BOS]"], _ID["[EOS]"], _ID["<|im_end|>"], _ID["<|im_middle|>"]
+IM_SYSTEM, IM_USER, IM_ASSISTANT = _ID["<|im_system|>"], _ID["<|im_user|>"], _ID["<|im_assistant|>"]
+SECTION, SECTION_END = _ID["<|tool_calls_section_begin|>"], _ID["<|tool_calls_section_end|>"]
+CALL, ARG, CALL_END = _ID["<|tool_call_begin|>"], _ID["<|tool_call_argument_begin|>"], _ID["<|tool_call_end|>"]
+THINK, UNTHINK, PAD = _ID["<think>"], _ID["</think>"], _ID["[PAD]"]
+VOCAB = _KIMI.vocab_size
+# The role names after a role token are ordinary text: "system" (the one the profile checks), "user", "assistant".
 SYSTEM_NAME, USER_NAME, ASSISTANT_NAME = 14062, 2482, 69702
-VOCAB = 163840
 
 CATEGORIES = (
     "B1_glaive",
