@@ -122,5 +122,5 @@ def test_python_takes_the_core_vocabulary_and_styles_every_segment_kind():
     assert config.Config().profile_name(None) == _core.DEFAULT_PROFILE
     assert config.Config(profile="qwen3").profile_name(None) == "qwen3"
     assert config.Config(profile="qwen3").profile_name("deepseek") == "deepseek"
-    with pytest.raises(tokscan.UsageError, match="did you mean \"loss_mask\""):
+    with pytest.raises(tokscan.UsageError, match='did you mean "loss_mask"'):
         tokscan.scan([], columns={"loss_msk": "m"})

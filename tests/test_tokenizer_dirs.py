@@ -16,7 +16,7 @@ import pytest
 from tokscan.align import align, render_prompts
 from tokscan.api import default_tokenizer_dir
 from tokscan.errors import InputError, UsageError
-from tokscan.tokenizer import load_tokenizer, render
+from tokscan.tokenizer import _legacy_import_paths, load_tokenizer, render
 
 from conftest import run_cli
 
@@ -394,34 +394,41 @@ def test_parallel_rendering_loads_remote_code_in_the_workers(qwen_dir):
     assert parallel == serial and len(serial) == 2100
 
 
-@pytest.mark.parametrize("config", [True, False], ids=["PreTrainedTokenizerFast", "no-config"])
-def test_plain_tokenizer_json_dirs_load_without_the_model_machinery(tmp_path, config):
-    """A directory that is tokenizer.json and nothing else (DeepSeek-V4 names PreTrainedTokenizerFast) loads
-    without AutoTokenizer, whose import pulls in transformers' model configs and torch (~1.4 s of every CLI call
-    that decodes), and gives the tokenizer AutoTokenizer gives."""
+@pytest.mark.parametrize("kind", ["PreTrainedTokenizerFast", "no-config", "remote-code"])
+def test_tokenizer_dirs_load_without_the_model_machinery(tmp_path, kind):
+    """A directory that is tokenizer.json and nothing else (DeepSeek-V4 names PreTrainedTokenizerFast), or whose
+    class is code in the directory (auto_map), loads without AutoTokenizer, whose import pulls in transformers'
+    model configs and torch (~1.4 s of every CLI call that decodes), and gives the tokenizer AutoTokenizer gives."""
     import subprocess
     import sys
 
     from transformers import AutoTokenizer
 
-    d = tmp_path / "tok"
-    d.mkdir()
-    shutil.copy(DS / "tokenizer.json", d / "tokenizer.json")
-    if config:
-        shutil.copy(DS / "tokenizer_config.json", d / "tokenizer_config.json")
-        (d / "chat_template.jinja").write_text(DS_TEMPLATE_NO_BOS)
-    text = f"{BOS}{USER}Hi 你好{ASSISTANT}{THINK}x</think> ok"
+    if kind == "remote-code":
+        d = qwen_tiktoken_dir(tmp_path)
+        text = "<|im_start|>user\nHi 你好<|im_end|>\n<|im_start|>assistant\n<think>x</think> ok"
+    else:
+        d = tmp_path / "tok"
+        d.mkdir()
+        shutil.copy(DS / "tokenizer.json", d / "tokenizer.json")
+        if kind == "PreTrainedTokenizerFast":
+            shutil.copy(DS / "tokenizer_config.json", d / "tokenizer_config.json")
+            (d / "chat_template.jinja").write_text(DS_TEMPLATE_NO_BOS)
+        text = f"{BOS}{USER}Hi 你好{ASSISTANT}{THINK}x</think> ok"
     probe = (
         "import json, sys\n"
         "from tokscan.tokenizer import load_tokenizer\n"
-        f"tok = load_tokenizer({str(d)!r})\n"
+        f"tok = load_tokenizer({str(d)!r}, trust_remote_code=True)\n"
         f"ids = tok({text!r}, add_special_tokens=False)['input_ids']\n"
         "heavy = [m for m in ('torch', 'transformers.models.auto.tokenization_auto') if m in sys.modules]\n"
-        "print(json.dumps([ids, tok.decode(ids), tok.bos_token, tok.chat_template, len(tok), heavy]))\n"
+        "print(json.dumps([type(tok).__name__, ids, tok.decode(ids), tok.bos_token, tok.eos_token,\n"
+        "                  tok.chat_template, len(tok), heavy]))\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    ids, decoded, bos, template, size, heavy = json.loads(out)
+    cls, ids, decoded, bos, eos, template, size, heavy = json.loads(out)
     assert heavy == []
-    auto = AutoTokenizer.from_pretrained(str(d), local_files_only=True)
+    _legacy_import_paths()  # what load_tokenizer does for code written for transformers 4
+    auto = AutoTokenizer.from_pretrained(str(d), local_files_only=True, trust_remote_code=True)
+    assert cls == type(auto).__name__
     assert ids == auto(text, add_special_tokens=False)["input_ids"] and decoded == auto.decode(ids) == text
-    assert (bos, template, size) == (auto.bos_token, auto.chat_template, len(auto))
+    assert (bos, eos, template, size) == (auto.bos_token, auto.eos_token, auto.chat_template, len(auto))

@@ -53,8 +53,8 @@ def remote_code_class(cfg: dict[str, Any]) -> str | None:
         entry = auto_map
     if isinstance(entry, str):
         return entry
-    if isinstance(entry, list):
-        return next((e for e in entry if isinstance(e, str)), None)
+    if isinstance(entry, list):  # [slow, fast]: AutoTokenizer takes the fast class when there is one
+        return next((e for e in reversed(entry) if isinstance(e, str)), None)
     return None
 
 
@@ -123,6 +123,12 @@ def load_tokenizer(path: str | os.PathLike[str], trust_remote_code: bool = False
     try:
         if generic:
             tok = PreTrainedTokenizerFast.from_pretrained(str(p), local_files_only=True)
+        elif custom is not None:
+            # What AutoTokenizer does with an auto_map, without importing AutoTokenizer (and torch with it).
+            from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+            cls = get_class_from_dynamic_module(custom, str(p), local_files_only=True)
+            tok = cls.from_pretrained(str(p), local_files_only=True, trust_remote_code=True)
         else:
             from transformers import AutoTokenizer  # imports torch when it is installed
 
