@@ -171,3 +171,13 @@ def test_a_quiet_json_scan_imports_no_terminal_or_validation_library(ds, tmp_pat
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.split() == ["1", "[]"], (proc.stdout, proc.stderr)
     assert json.loads(out.read_text())["n_samples"] == 240
+
+
+def test_the_readme_code_table_is_the_cores():
+    """Issue 21: the README's table of codes is `tokscan codes --markdown`, generated from the core's catalogue
+    (name, severity, scope, meaning in one row per code); editing either alone fails here."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Anomaly codes\n") : readme.index("\n## ", readme.index("## Anomaly codes\n") + 1)]
+    table = run_cli("codes", "--markdown").stdout
+    assert table.count("\n") == 2 + len(tokscan._core.codes())
+    assert table in section, "README.md's code table differs from `tokscan codes --markdown`: paste it again"

@@ -25,6 +25,7 @@ __all__ = [
     "check_one",
     "code_scopes",
     "codes",
+    "codes_markdown",
     "discover_inputs",
     "encode_prompts",
     "fetch_objects",
@@ -161,6 +162,7 @@ def paired_record(
     chat_template: str | None = None,
 ) -> str | None: ...
 def code_scopes() -> dict[str, str]: ...
+def codes_markdown() -> str: ...
 def not_checked(profile: Profile, layouts: list[str]) -> dict[str, str]: ...
 def encode_prompts(
     tokenizer_dir: str | os.PathLike[str], records: list[str], template: str | None = None

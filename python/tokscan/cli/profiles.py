@@ -2,6 +2,7 @@
 a profile fits a model's real tokenizer and chat template."""
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -157,7 +158,14 @@ def print_check(r, console=out) -> None:
 
 
 @app.command()
-def codes() -> None:
+def codes(
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="The full table in Markdown, as in the README (with scopes).")
+    ] = False,
+) -> None:
     """List the anomaly codes with their default severities."""
+    if markdown:
+        sys.stdout.write(_core.codes_markdown())
+        return
     for name, _bit, sev, desc in _core.codes():
         out.print(f"[bold]{name:<22}[/] {sev:<8} {desc}", highlight=False)

@@ -34,7 +34,7 @@ impl Severity {
 }
 
 macro_rules! codes {
-    ($( $variant:ident = $bit:literal, $name:literal, $sev:ident, $doc:literal; )*) => {
+    ($( $variant:ident = $bit:literal, $name:literal, $sev:ident, $scope:ident, $doc:literal, $long:literal; )*) => {
         /// One anomaly class. The discriminant is the bit in a per-sample `u64` mask and never changes.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(u8)]
@@ -55,8 +55,19 @@ macro_rules! codes {
                 match self { $( Code::$variant => Severity::$sev, )* }
             }
 
+            /// One line: the report's `description` and `tokscan codes`.
             pub fn description(self) -> &'static str {
                 match self { $( Code::$variant => $doc, )* }
+            }
+
+            /// The full meaning, Markdown: the README's table of codes (`tokscan codes --markdown`).
+            pub fn explanation(self) -> &'static str {
+                match self { $( Code::$variant => $long, )* }
+            }
+
+            /// Where the code is decided.
+            pub fn scope(self) -> Scope {
+                match self { $( Code::$variant => Scope::$scope, )* }
             }
 
             pub fn parse(s: &str) -> Option<Code> {
@@ -67,44 +78,95 @@ macro_rules! codes {
 }
 
 codes! {
-    MissingSystem = 0, "missing_system", Error, "no system turn in the prompt (profile rule)";
-    MissingUser = 1, "missing_user", Error, "no user turn in the prompt";
-    UnterminatedThinking = 2, "unterminated_thinking", Error, "the turn ended while thinking was still open (not closed by think-end nor by a legal tool-call section)";
-    EmptyResponse = 3, "empty_response", Warning, "thinking closed, then nothing but the end of turn";
-    MultipleThinkEnd = 4, "multiple_think_end", Error, "more than one think-end in one completion";
-    Truncated = 5, "truncated", Error, "the completion does not end with an end-of-turn / EOS token (length limit hit)";
-    TrailingTokens = 6, "trailing_tokens", Error, "tokens after the completion's end of turn";
-    EmptyCompletion = 7, "empty_completion", Error, "a completion of zero tokens";
-    OutOfVocab = 8, "out_of_vocab", Error, "an id < 0 or >= the profile's vocab size";
-    StraySpecial = 9, "stray_special", Error, "a role-start / separator / BOS token inside the completion";
-    PadInside = 10, "pad_inside", Error, "a PAD token anywhere but trailing padding";
-    UnbalancedToolCall = 11, "unbalanced_tool_call", Error, "tool-call tokens out of order, unclosed, or outside a section";
-    Repetition = 12, "repetition", Warning, "a degenerate loop: a block of up to max_period tokens (a phrase, a sentence, a paragraph) repeated back to back";
-    Duplicate = 13, "duplicate", Warning, "the completion is identical to an earlier sample's";
-    SampleIdDuplicate = 14, "sample_id_duplicate", Error, "the same sample_id appears more than once";
-    LossMaskMisaligned = 15, "loss_mask_misaligned", Error, "mask length differs from the ids, mask 1 outside assistant turns, or 0 inside the final completion";
-    LengthOutlier = 16, "length_outlier", Info, "total length far outside its category's distribution (log-scale Tukey far-out fence)";
-    SpelledSpecial = 17, "spelled_special", Error, "a special token's string encoded as ordinary pieces (e.g. </think> written as text); needs a tokenizer";
-    MalformedLine = 18, "malformed_line", Error, "a JSONL line that is not a JSON object with integer token ids (position: the line number)";
-    FinishReasonMismatch = 19, "finish_reason_mismatch", Error, "the generator's finish_reason disagrees with the ids: length on a completion that ended, stop on one that did not";
-    TokenCountMismatch = 20, "token_count_mismatch", Error, "the generator's prompt_tokens / completion_tokens disagree with the stored ids";
-    PromptMissing = 21, "prompt_missing", Error, "no record of the paired prompts file belongs to this sample (its id, or its line when pairing by position, is not there)";
-    PromptMismatch = 22, "prompt_mismatch", Error, "the paired prompt record disagrees with the sample's prompt: its turns (system prompt, user and assistant turns) or sizes (bytes per token far from the corpus's), or with a tokenizer its rendered tokens (position: the first difference)";
-    PromptsShifted = 23, "prompts_shifted", Error, "one of a run of samples that each match the prompt record at the same offset from their own: the prompts file is shifted or reordered (the offset is in the report's pairing section)";
-    DepartsFromCategory = 24, "departs_from_category", Warning, "a structural feature (system prompt, thinking, tool turns, tool calls, pre-fill, mask start, end of turn trained) differs from a strong majority of its category (the feature and the majority are in the report)";
-    SpecialInPrompt = 25, "special_in_prompt", Error, "a role, BOS, end-of-turn, reasoning or tool-call token inside the text of a system, user or tool turn, where the chat template writes none (text that held the token's string, encoded as the real token; a doubled BOS)";
-    PromptDuplicate = 26, "prompt_duplicate", Warning, "the same prompt (system, user and earlier turns, not the pre-fill) as an earlier sample, answered with a different completion: a prompt generated twice (the kept first is in prompt_of)";
-    PromptCrossCategory = 27, "prompt_cross_category", Warning, "the same prompt as an earlier sample filed under another category (the kept first and its category are in prompt_of)";
-    Contaminated = 28, "contaminated", Error, "the prompt or the completion shares a token n-gram (13 by default) with an item of a --contamination benchmark file (the file and item are in the flagged entry)";
-    NearDuplicate = 29, "near_duplicate", Warning, "with --near-dup: the completion's token n-gram set has Jaccard >= the threshold (0.8) with another sample's, in a cluster whose representative (lowest row) is kept (in near_duplicate_of)";
-    DraftVocabStale = 30, "draft_vocab_stale", Error, "the draft-vocabulary mapping given to --check-vocab does not fit this corpus: its t2d is not the size of the profile's vocabulary, its d2t and t2d disagree, or its coverage of the loss-bearing tokens falls short of the best top-K of the same size by more than the tolerance (details in the report's draft_vocab.check)";
-    ToolCallArguments = 31, "tool_call_arguments", Error, "a complete tool call whose arguments, decoded with the tokenizer, are not valid JSON or not a JSON object (or not fenced as the profile's layout says); position: the token of the broken spot; needs a tokenizer";
-    ToolCallName = 32, "tool_call_name", Error, "a complete tool call whose function name is empty or malformed (not letters, digits, _ - .; no functions. prefix or :IDX where the layout has them; no name key); needs a tokenizer";
-    ToolCallUndeclared = 33, "tool_call_undeclared", Error, "a tool call to a function the sample's tool declaration (Kimi's tool_declare turn, Qwen3's <tools> in the system turn) does not declare; needs a tokenizer";
+    MissingSystem = 0, "missing_system", Error, Sample, "no system turn in the prompt (profile rule)",
+        r#"no system turn in the prompt (when the profile requires one)"#;
+    MissingUser = 1, "missing_user", Error, Sample, "no user turn in the prompt",
+        r#"no user turn in the prompt"#;
+    UnterminatedThinking = 2, "unterminated_thinking", Error, Sample, "the turn ended while thinking was still open (not closed by think-end nor by a legal tool-call section)",
+        r#"the turn ended (end-of-turn present) while thinking was still open, not closed by think-end nor by a legal tool-call section. A completion cut inside its reasoning is `truncated` instead"#;
+    EmptyResponse = 3, "empty_response", Warning, Sample, "thinking closed, then nothing but the end of turn",
+        r#"thinking closed, then nothing but the end of turn (no text, no tool call)"#;
+    MultipleThinkEnd = 4, "multiple_think_end", Error, Sample, "more than one think-end in one completion",
+        r#"more than one think-end in one completion (position: the second)"#;
+    Truncated = 5, "truncated", Error, Sample, "the completion does not end with an end-of-turn / EOS token (length limit hit)",
+        r#"the completion does not end with the end-of-turn / EOS token: it hit the length limit. Where it was cut (inside the reasoning, inside a tool call, in the response) is in the flagged entry (`cut_in`), per category (`truncated_in`), in the terminal summary ("truncated samples were cut in the reasoning N · in a tool call N · in the response N") and in `show`"#;
+    TrailingTokens = 6, "trailing_tokens", Error, Sample, "tokens after the completion's end of turn",
+        r#"tokens after the completion's end of turn (other than the profile's `trailing_allowed`)"#;
+    EmptyCompletion = 7, "empty_completion", Error, Sample, "a completion of zero tokens",
+        r#"a completion of zero tokens"#;
+    OutOfVocab = 8, "out_of_vocab", Error, Sample, "an id < 0 or >= the profile's vocab size",
+        r#"an id < 0 or ≥ vocab size (position: the first)"#;
+    StraySpecial = 9, "stray_special", Error, Sample, "a role-start / separator / BOS token inside the completion",
+        r#"a role-start / separator / BOS token inside the completion: the model began a new turn"#;
+    PadInside = 10, "pad_inside", Error, Sample, "a PAD token anywhere but trailing padding",
+        r#"a PAD token anywhere but trailing padding (trailing padding is ignored)"#;
+    UnbalancedToolCall = 11, "unbalanced_tool_call", Error, Sample, "tool-call tokens out of order, unclosed, or outside a section",
+        r#"tool-call tokens out of order, unclosed, or outside a section. A section left open by a `truncated` completion is not reported again"#;
+    Repetition = 12, "repetition", Warning, Sample, "a degenerate loop: a block of up to max_period tokens (a phrase, a sentence, a paragraph) repeated back to back",
+        r#"a block of 1 to `max_period` (1024) tokens repeated back to back over ≥ `max(min_span, min_repeats × period)` tokens (64, 4 repeats) in the completion, e.g. a paragraph looping until the length limit; the earliest such loop, ties to the shorter period (position: loop start; the flagged entry's `repetition` gives `period` and `span`)"#;
+    Duplicate = 13, "duplicate", Warning, Corpus, "the completion is identical to an earlier sample's",
+        r#"the completion is identical (xxh3-64 + length) to an earlier sample's; `duplicate_of` names the first"#;
+    SampleIdDuplicate = 14, "sample_id_duplicate", Error, Corpus, "the same sample_id appears more than once",
+        r#"a `sample_id` seen on an earlier row"#;
+    LossMaskMisaligned = 15, "loss_mask_misaligned", Error, Sample, "mask length differs from the ids, mask 1 outside assistant turns, or 0 inside the final completion",
+        r#"mask length ≠ ids length, a 1 outside assistant turns (system, user, tool results, headers), a 0 inside the final completion, a mask with no 1 at all, or a mask shifted by a few tokens. What trainers write passes: all assistant turns trained or only the last; the end of turn and the `mask_boundary` tokens after it either way; the pre-fill either way as a whole (a one-token pre-fill trained while the end of turn is not reads as a shift by one and is flagged); an earlier turn trained from its start (or after its pre-fill / empty `<think></think>`) to its end, or not at all. With `labels`, -100 is 0. A shift that turns one convention into another (SpecForge's mask one token late on a single-turn sample *is* the completion-only mask) cannot be seen"#;
+    LengthOutlier = 16, "length_outlier", Info, Corpus, "total length far outside its category's distribution (log-scale Tukey far-out fence)",
+        r#"total length outside the Tukey far-out fence (Q1 − 3·IQR, Q3 + 3·IQR) of log2 lengths of its category (≥ 20 samples; IQR floored at 0.5)"#;
+    SpelledSpecial = 17, "spelled_special", Error, Sample, "a special token's string encoded as ordinary pieces (e.g. </think> written as text); needs a tokenizer",
+        r#"a special token's string written as ordinary text (e.g. `</think>` rendered to text and re-tokenized without special-token handling), wherever BPE split it: in running text the tag merges with its neighbours (DeepSeek-V4 encodes `a.</think>` with `.</` as one token). Needs `--tokenizer DIR` with a vocabulary (`tokenizer.json`, or a tiktoken file such as `tiktoken.model`): a per-id byte table is built once, and each sample's ordinary tokens stream their bytes through one byte-level Aho-Corasick automaton, state carried across tokens; special tokens are not text and restart it. Position = the token where the string starts"#;
+    MalformedLine = 18, "malformed_line", Error, Source, "a JSONL line that is not a JSON object with integer token ids (position: the line number)",
+        r#"a JSONL line that is not a JSON object with integer token ids; position: the 1-based line number (the sample is only this)"#;
+    FinishReasonMismatch = 19, "finish_reason_mismatch", Error, Source, "the generator's finish_reason disagrees with the ids: length on a completion that ended, stop on one that did not",
+        r#"the generator's finish reason disagrees with the ids: `length` on a completion that ended with its end of turn, `stop` on one that did not (`truncated`)"#;
+    TokenCountMismatch = 20, "token_count_mismatch", Error, Source, "the generator's prompt_tokens / completion_tokens disagree with the stored ids",
+        r#"the generator's `meta_info.prompt_tokens` / `completion_tokens` differ from the stored prompt / completion ids"#;
+    PromptMissing = 21, "prompt_missing", Error, Corpus, "no record of the paired prompts file belongs to this sample (its id, or its line when pairing by position, is not there)",
+        r#"the sample's input pairs with a prompts file (see "The drafter layout") that has no record for it: its id is not there, or (pairing by line) the file has fewer lines than the folder has samples"#;
+    PromptMismatch = 22, "prompt_mismatch", Error, Corpus, "the paired prompt record disagrees with the sample's prompt: its turns (system prompt, user and assistant turns) or sizes (bytes per token far from the corpus's), or with a tokenizer its rendered tokens (position: the first difference)",
+        r#"the paired record disagrees with the sample's prompt: a system prompt on one side only, another number of user or assistant turns, or sizes far from the corpus's calibrated bytes-per-token ratio"#;
+    PromptsShifted = 23, "prompts_shifted", Error, Corpus, "one of a run of samples that each match the prompt record at the same offset from their own: the prompts file is shifted or reordered (the offset is in the report's pairing section)",
+        r#"one of a run of ≥ 3 samples that each fit the record at the same offset (±1 to ±3 lines) from their own: the prompts file is shifted or reordered; the offset and the run are in the report's `pairing` section"#;
+    DepartsFromCategory = 24, "departs_from_category", Warning, Corpus, "a structural feature (system prompt, thinking, tool turns, tool calls, pre-fill, mask start, end of turn trained) differs from a strong majority of its category (the feature and the majority are in the report)",
+        r#"a structural feature differs from what ≥ 99 % of its category's samples (at least 100) share: `system` (present/absent), `thinking` (present/empty/absent), `tool_turns`, `tool_calls`, `prefill` (its length), `mask_start` (at the completion / in the pre-fill / later), `end_of_turn_trained`. The flagged entry's `departs` names the feature, its value and the majority. A feature the sample's own codes already explain (e.g. `missing_system`, `truncated`, `loss_mask_misaligned`) is not repeated. Thresholds: `[rules] consistency_majority` and `consistency_min_samples` in a profile"#;
+    SpecialInPrompt = 25, "special_in_prompt", Error, Sample, "a role, BOS, end-of-turn, reasoning or tool-call token inside the text of a system, user or tool turn, where the chat template writes none (text that held the token's string, encoded as the real token; a doubled BOS)",
+        r#"a special token where the chat template writes text: a reasoning or tool-call token inside a system, user or tool turn (a pasted log holding `</think>`, a tool result that printed `<tool_call>` in a profile whose tool results are turns, as Kimi's and Qwen3's are: a Hugging Face tokenizer encodes such strings as the real token), a BOS inside a prompt turn's text or right after another BOS (a doubled BOS), an end of turn with more text after it before the next role token (text that held the end-of-turn string cut its turn short), and with `[rules] every_turn_closed` a role token that opens a turn while a prompt turn is still open (a tool output that printed `<|im_start|>assistant`). Tokens the template itself writes into a turn are listed in the profile's `[content_allowed]` (Qwen3: `<tool_call>` `</tool_call>` in the system turn's tool instructions; DeepSeek: the tool-call tokens V3.1's tool instructions spell out in the system text; `tokscan profiles infer` drafts it from the template's tool rendering); position: the first"#;
+    PromptDuplicate = 26, "prompt_duplicate", Warning, Corpus, "the same prompt (system, user and earlier turns, not the pre-fill) as an earlier sample, answered with a different completion: a prompt generated twice (the kept first is in prompt_of)",
+        r#"the same prompt as an earlier sample, answered with a different completion: a prompt generated twice (a regeneration job resumed after a crash re-runs prompts it had written). The prompt is what the profile's parsing puts before the completion: the implicit system prompt and every turn before the final assistant turn (system, user, earlier assistant and tool turns, role tokens included), **not** the generation-prompt pre-fill; two prompts are the same when their xxh3-64 and token count are. The first sample of the group (lowest row) is kept; a later one whose completion (xxh3-64 + length) differs from the first's is flagged; a later one with the first's completion is a plain `duplicate`. `prompt_of` {`row`, `sample_id`, `category`} names the kept first; the report's `prompt_groups` lists the groups"#;
+    PromptCrossCategory = 27, "prompt_cross_category", Warning, Corpus, "the same prompt as an earlier sample filed under another category (the kept first and its category are in prompt_of)",
+        r#"the same prompt as an earlier sample filed under another category (whatever the completions): the sample's category differs from the prompt group's first's. A group whose samples all share the first's completion and category is not a prompt group (those are `duplicate`s)"#;
+    Contaminated = 28, "contaminated", Error, Reference, "the prompt or the completion shares a token n-gram (13 by default) with an item of a --contamination benchmark file (the file and item are in the flagged entry)",
+        r#"with `--contamination FILE`: the prompt or the completion shares a token n-gram with an item of the benchmark file (see *Benchmark contamination*); position: the first matching window; the flagged entry's `contamination` names the `file`, the `item`, the `part` (`prompt` or `completion`) and how many of the part's `windows` matched (`ngrams`)"#;
+    NearDuplicate = 29, "near_duplicate", Warning, Corpus, "with --near-dup: the completion's token n-gram set has Jaccard >= the threshold (0.8) with another sample's, in a cluster whose representative (lowest row) is kept (in near_duplicate_of)",
+        r#"with `--near-dup`: the completion's set of token n-grams has exact Jaccard ≥ the threshold with another sample's; near-duplicate pairs are joined into clusters, each keeps its representative (lowest row) and flags the others; `near_duplicate_of` {`row`, `sample_id`} names the representative (see *Near-duplicate completions*)"#;
+    DraftVocabStale = 30, "draft_vocab_stale", Error, Corpus, "the draft-vocabulary mapping given to --check-vocab does not fit this corpus: its t2d is not the size of the profile's vocabulary, its d2t and t2d disagree, or its coverage of the loss-bearing tokens falls short of the best top-K of the same size by more than the tolerance (details in the report's draft_vocab.check)",
+        r#"the mapping given to `--check-vocab` does not fit this corpus: its `t2d` is not as long as the profile's vocabulary, its `d2t` and `t2d` disagree, or it covers the corpus's loss-bearing tokens more than 1 percentage point less than the corpus's own top-K of the same size (built from another corpus). One finding for the corpus (count 1), no sample is flagged; the reasons, both coverages and the most frequent ids it misses are in `draft_vocab.check`"#;
+    ToolCallArguments = 31, "tool_call_arguments", Error, Sample, "a complete tool call whose arguments, decoded with the tokenizer, are not valid JSON or not a JSON object (or not fenced as the profile's layout says); position: the token of the broken spot; needs a tokenizer",
+        r#"a complete tool call (call-begin … call-end) whose arguments, decoded with the tokenizer's vocabulary, are not valid JSON (a brace missing, a value cut) or not a JSON object, or not fenced as the profile's layout says (DeepSeek's ` ```json … ``` `); position: the token holding the broken byte. Needs `--tokenizer DIR` with a vocabulary (see *Tool-call payloads*)"#;
+    ToolCallName = 32, "tool_call_name", Error, Sample, "a complete tool call whose function name is empty or malformed (not letters, digits, _ - .; no functions. prefix or :IDX where the layout has them; no name key); needs a tokenizer",
+        r#"a complete tool call whose function name is empty or malformed: not ASCII letters, digits, `_`, `-` and `.`, without Kimi-K2's `functions.` prefix or `:IDX` suffix, DeepSeek's header not `function`, Qwen3's JSON without a string `name`; position: the name's first token (the call-begin when it is empty). Needs `--tokenizer DIR`"#;
+    ToolCallUndeclared = 33, "tool_call_undeclared", Error, Sample, "a tool call to a function the sample's tool declaration (Kimi's tool_declare turn, Qwen3's <tools> in the system turn) does not declare; needs a tokenizer",
+        r#"a well-formed call to a function the sample's tool declaration does not name (Kimi-K2's `tool_declare` turn, Qwen3's `<tools>…</tools>` in the system turn); not checked when the sample declares no tools. Position: the name's first token. Needs `--tokenizer DIR`"#;
 }
 
 /// Number of codes; per-sample arrays are sized by it.
 pub const N_CODES: usize = Code::ALL.len();
+
+/// The table of codes in Markdown, one row per code in bit order: the README's (`tokscan codes --markdown`).
+/// A `|` in an explanation (`<|im_end|>`) is escaped: in a table it ends the cell even inside backticks.
+pub fn markdown_table() -> String {
+    let mut out =
+        String::from("| code | default severity | decided from | meaning |\n|---|---|---|---|\n");
+    for c in Code::ALL {
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            c.as_str(),
+            c.default_severity().as_str(),
+            c.scope().as_str(),
+            c.explanation().replace('|', "\\|")
+        ));
+    }
+    out
+}
 
 /// Where a code is decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,27 +193,6 @@ impl Scope {
 }
 
 impl Code {
-    pub fn scope(self) -> Scope {
-        match self {
-            Code::Duplicate
-            | Code::SampleIdDuplicate
-            | Code::LengthOutlier
-            | Code::PromptMissing
-            | Code::PromptMismatch
-            | Code::PromptsShifted
-            | Code::DepartsFromCategory
-            | Code::PromptDuplicate
-            | Code::PromptCrossCategory
-            | Code::NearDuplicate
-            | Code::DraftVocabStale => Scope::Corpus,
-            Code::MalformedLine | Code::FinishReasonMismatch | Code::TokenCountMismatch => {
-                Scope::Source
-            }
-            Code::Contaminated => Scope::Reference,
-            _ => Scope::Sample,
-        }
-    }
-
     pub fn bit(self) -> u64 {
         1u64 << (self as u8)
     }
@@ -180,5 +221,22 @@ mod tests {
             assert_eq!(Code::parse(c.as_str()), Some(*c));
         }
         assert_eq!(Code::parse("nope"), None);
+    }
+
+    #[test]
+    fn the_markdown_table_has_one_well_formed_row_per_code() {
+        let table = markdown_table();
+        let rows: Vec<&str> = table.lines().collect();
+        assert_eq!(rows.len(), 2 + N_CODES);
+        for (row, c) in rows[2..].iter().zip(Code::ALL) {
+            assert!(row.starts_with(&format!("| `{}` | ", c.as_str())), "{row}");
+            // Four cells: five unescaped pipes.
+            let pipes = row
+                .match_indices('|')
+                .filter(|(i, _)| !row[..*i].ends_with('\\'));
+            assert_eq!(pipes.count(), 5, "{row}");
+            assert!(!c.explanation().is_empty() && !c.explanation().contains('\n'));
+        }
+        assert!(table.contains(r"<\|im_start\|>assistant"));
     }
 }

@@ -602,6 +602,12 @@ fn not_checked(
 
 /// Where each code is decided: `sample` (the per-sample rules), `corpus` (the corpus-wide checks: never set
 /// by `Validator.check`), `source` (the input's reader: JSONL generator metadata).
+/// The README's table of codes (Markdown), from the core's catalogue.
+#[pyfunction]
+fn codes_markdown() -> String {
+    tokscan_core::anomaly::markdown_table()
+}
+
 #[pyfunction]
 fn code_scopes() -> HashMap<&'static str, &'static str> {
     Code::ALL
@@ -667,6 +673,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(paired_record, m)?)?;
     m.add_function(wrap_pyfunction!(not_checked, m)?)?;
     m.add_function(wrap_pyfunction!(code_scopes, m)?)?;
+    m.add_function(wrap_pyfunction!(codes_markdown, m)?)?;
     m.add_function(wrap_pyfunction!(prompt::encode_prompts, m)?)?;
     m.add_function(wrap_pyfunction!(prompt::render_prompts, m)?)?;
     m.add_class::<distributed::PyTaskScan>()?;
