@@ -244,32 +244,49 @@ def test_check_each_takes_one_buffer_per_sample(samples, truth):
         v.check_each([ids[0]], [masks[0], masks[1]])
 
 
-def _check_in_child(v, ids, offsets, q) -> None:
+#: Run in a fresh interpreter: the forked child must inherit tokscan's state and nothing else. Forked from the
+#: long-lived pytest process on Python 3.13, the child died of SIGSEGV before running any of its code (after the
+#: suite had loaded torch, Ray and gRPC, whose fork handlers run in the child), which is not what this tests.
+FORK_SCRIPT = """
+import multiprocessing, queue, sys
+import numpy as np
+import tokscan
+
+ids, offsets = np.load(sys.argv[1]), np.load(sys.argv[2])
+v = tokscan.Validator("kimi-k2", threads=2)
+want = v.check(ids, offsets).flags.tolist()  # the pool is built in this process
+
+
+def child(q):
     q.put(v.check(ids, offsets).flags.tolist())
 
 
-def test_a_pool_built_before_fork_is_rebuilt_in_the_child(samples):
+ctx = multiprocessing.get_context("fork")
+q = ctx.Queue()
+p = ctx.Process(target=child, args=(q,))
+p.start()
+try:
+    got = q.get(timeout=60)
+except queue.Empty:
+    p.join(5)
+    sys.exit(f"the forked child hung or died (exit code {p.exitcode})")
+p.join(30)
+sys.exit(0 if got == want and p.exitcode == 0 else f"child: exit code {p.exitcode}, same flags: {got == want}")
+"""
+
+
+def test_a_pool_built_before_fork_is_rebuilt_in_the_child(samples, tmp_path):
     """A forked DataLoader worker inherits the validator but not its pool's threads; reusing that pool would
     hang forever, so the child must build its own."""
-    import multiprocessing
-    import queue
+    import subprocess
+    import sys
 
-    v = tokscan.Validator("kimi-k2", threads=2)
-    ids, offsets, _ = flat(samples, np.int64)
-    want = v.check(ids, offsets).flags.tolist()  # 434 rows: the pool is built in this process
-    ctx = multiprocessing.get_context("fork")
-    q = ctx.Queue()
-    child = ctx.Process(target=_check_in_child, args=(v, ids, offsets, q))
-    child.start()
-    try:
-        got = q.get(timeout=60)
-    except queue.Empty:
-        pytest.fail("the forked child hung on the parent's thread pool")
-    finally:
-        child.join(5)
-        if child.is_alive():
-            child.kill()
-    assert got == want and child.exitcode == 0
+    ids, offsets, _ = flat(samples, np.int64)  # 434 rows
+    np.save(tmp_path / "ids.npy", ids)
+    np.save(tmp_path / "offsets.npy", offsets)
+    args = [sys.executable, "-c", FORK_SCRIPT, str(tmp_path / "ids.npy"), str(tmp_path / "offsets.npy")]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_float_ids_and_offsets_are_refused_not_truncated():
