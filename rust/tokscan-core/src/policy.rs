@@ -24,9 +24,7 @@ impl FailOn {
         match s {
             "never" => Ok(FailOn::Never),
             _ => Severity::parse(s).map(FailOn::At).ok_or_else(|| {
-                let hint = closest(s, FailOn::LEVELS)
-                    .map(|c| format!("; did you mean {c:?}?"))
-                    .unwrap_or_default();
+                let hint = did_you_mean(s, FailOn::LEVELS);
                 Error::Usage(format!(
                     "fail_on must be one of {}; got {s:?}{hint}",
                     FailOn::LEVELS.join(", ")
@@ -182,9 +180,7 @@ impl Policy {
         let mut table = BTreeMap::new();
         for (code, value) in entries {
             let c = Code::parse(code).ok_or_else(|| {
-                let hint = closest(code, Code::ALL.iter().map(|c| c.as_str()))
-                    .map(|c| format!("; did you mean {c:?}?"))
-                    .unwrap_or_default();
+                let hint = did_you_mean(code, Code::ALL.iter().map(|c| c.as_str()));
                 Error::Usage(format!(
                     "policy: unknown anomaly code {code:?}{hint} (see `tokscan codes`)"
                 ))
@@ -262,6 +258,13 @@ impl Policy {
             })
             .fold(0, |m, c| m | c.bit())
     }
+}
+
+/// `; did you mean "X"?` for the choice nearest to a mistyped `word` (see [`closest`]), or nothing.
+pub fn did_you_mean<'a>(word: &str, choices: impl IntoIterator<Item = &'a str>) -> String {
+    closest(word, choices)
+        .map(|c| format!("; did you mean {c:?}?"))
+        .unwrap_or_default()
 }
 
 /// The choice nearest to a mistyped `word` (edit distance at most a third of its length, and at least 1), for
@@ -354,6 +357,16 @@ mod tests {
             assert!(e.to_string().contains(code), "{e}");
         }
         assert!(Policy::new([], "fatal").is_err());
+    }
+
+    #[test]
+    fn fail_on_levels_are_the_severities_then_never() {
+        let sev: Vec<&str> = Severity::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(FailOn::LEVELS[..sev.len()], sev[..]);
+        assert_eq!(FailOn::LEVELS[sev.len()..], ["never"]);
+        for l in FailOn::LEVELS {
+            assert_eq!(FailOn::parse(l).unwrap().as_str(), l);
+        }
     }
 
     #[test]

@@ -600,14 +600,14 @@ fn not_checked(
     tokscan_core::report::not_checked(&profile.inner, layouts.iter().map(String::as_str))
 }
 
-/// Where each code is decided: `sample` (the per-sample rules), `corpus` (the corpus-wide checks: never set
-/// by `Validator.check`), `source` (the input's reader: JSONL generator metadata).
 /// The README's table of codes (Markdown), from the core's catalogue.
 #[pyfunction]
 fn codes_markdown() -> String {
     tokscan_core::anomaly::markdown_table()
 }
 
+/// Where each code is decided: `sample` (the per-sample rules), `corpus` (the corpus-wide checks: never set
+/// by `Validator.check`), `source` (the input's reader: JSONL generator metadata).
 #[pyfunction]
 fn code_scopes() -> HashMap<&'static str, &'static str> {
     Code::ALL

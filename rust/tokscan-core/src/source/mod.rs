@@ -64,9 +64,7 @@ impl ColumnNames {
             "sample_id" => &mut self.sample_id,
             "category" => &mut self.category,
             _ => {
-                let hint = crate::policy::closest(role, ColumnNames::ROLES)
-                    .map(|c| format!("; did you mean {c:?}?"))
-                    .unwrap_or_default();
+                let hint = crate::policy::did_you_mean(role, ColumnNames::ROLES);
                 return Err(Error::Usage(format!(
                     "unknown column role {role:?} (roles: {}){hint}",
                     ColumnNames::ROLES.join(", ")
