@@ -84,7 +84,9 @@ def test_ctrl_c_stops_a_plain_api_scan(slow_corpus):
         if not (got.startswith("finished") and float(got.split()[2]) < sent_at):
             break
     assert got.startswith("interrupted"), got
-    # Stopped within a batch of the signal (measured from when it was sent, on the shared wall clock), not at
-    # the end of the scan.
+    # Stopped soon after the signal (measured from when it was sent, on the shared wall clock), not at the end
+    # of the scan. A batch is ~10 ms of work, but with the suite's workers on every core the child waits for a
+    # CPU too (0.36 s was seen): the bound is half of what was left of the scan, which a scan that only looks
+    # at signals when it ends can never meet.
     latency = float(got.split()[2]) - sent_at
-    assert latency < max(0.3, 0.25 * full_wall), (latency, full_wall)
+    assert latency < max(0.3, 0.5 * (full_wall - 0.2)), (latency, full_wall)
