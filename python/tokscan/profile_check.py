@@ -15,7 +15,6 @@ sample, and every disagreement is reported:
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,11 +23,6 @@ from typing import Any
 from . import _core
 from .errors import ProfileError, UsageError, install_hint
 from .tokenizer import encode, load_tokenizer, vocabulary, vocabulary_dir
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 TOOLS = [
     {
@@ -158,25 +152,12 @@ def _resolve_through(profile: str, tok: Any) -> str | None:
     return None
 
 
-def _declared_ids(profile: str) -> dict[str, int]:
-    """The `[ids]` table of a TOML profile file ({} for built-ins, whose ids show as their special tokens)."""
-    path = Path(profile)
-    if not path.is_file():
-        return {}
-    try:
-        spec = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}  # Profile.load reports it
-    ids = spec.get("ids", {})
-    return {str(k): int(v) for k, v in ids.items() if isinstance(v, int)} if isinstance(ids, dict) else {}
-
-
 def token_problems(profile_name: str, prof: _core.Profile, tok: Any) -> list[str]:
     """Every profile token whose id disagrees with the tokenizer's id for the same string."""
     vocab = vocabulary(tok)
     problems: list[str] = []
     named = dict(prof.special_tokens)
-    named.update(_declared_ids(profile_name))
+    named.update(prof.declared_ids)
     for name, pid in sorted(named.items(), key=lambda kv: kv[1]):
         tid = vocab.get(name)
         if tid is None:
@@ -684,42 +665,10 @@ def infer_spec(tok: Any, name: str) -> tuple[dict[str, Any], list[str]]:
     return spec, guesses
 
 
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
-    raise TypeError(type(v))
-
-
 def to_toml(spec: dict[str, Any], header: str) -> str:
-    lines = [f"# {line}" for line in header.splitlines()]
-    for key in ("name", "description", "vocab_size", "bos", "eos", "pad", "end_of_turn", "separator",
-                "header_suffix", "think_start", "think_end", "trailing_allowed", "counted"):  # fmt: skip
-        if key in spec:
-            lines.append(f"{key} = {_toml_value(spec[key])}")
-    lines += ["", "[rules]", *(f"{k} = {_toml_value(v)}" for k, v in spec["rules"].items())]
-    if spec.get("tool_call"):
-        lines += ["", "[tool_call]", *(f"{k} = {_toml_value(v)}" for k, v in spec["tool_call"].items())]
-    if spec.get("content_allowed"):
-        lines += ["", "[content_allowed]", *(f"{k} = {_toml_value(v)}" for k, v in spec["content_allowed"].items())]
-    for role in spec["roles"]:
-        lines += ["", "[[roles]]", f"token = {_toml_value(role['token'])}"]
-        if "role" in role:
-            lines.append(f"role = {_toml_value(role['role'])}")
-        else:
-            lines.append(f"other = {_toml_value(role['other'])}")
-            lines.append("names = [")
-            lines += [f"  {_toml_value(n)}," for n in role["names"]]
-            lines.append("]")
-    lines += ["", "[ids]", *(f"{json.dumps(k, ensure_ascii=False)} = {v}" for k, v in spec["ids"].items())]
-    return "\n".join(lines) + "\n"
+    """The draft as a profile file, written by the core from its profile schema (and refused there when it
+    would not load): `header` as comment lines, then the TOML."""
+    return _core.profile_toml(json.dumps(spec), header)
 
 
 def infer(

@@ -166,6 +166,16 @@ impl PyProfile {
             .collect()
     }
 
+    /// `(string, id)` of the profile's own `[ids]` table (after `base` merging), sorted by string.
+    #[getter]
+    fn declared_ids(&self) -> Vec<(String, u32)> {
+        self.inner
+            .declared_ids
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    }
+
     #[getter]
     fn pad_id(&self) -> Option<u32> {
         self.inner.pad
@@ -634,6 +644,15 @@ fn builtin_profiles() -> Vec<&'static str> {
     tokscan_core::profile::BUILTIN_PROFILES.to_vec()
 }
 
+/// A profile spec given as JSON written as a TOML profile file (`header` as comment lines first), checked
+/// as a profile file is when it loads; `ProfileError` when it would not load.
+#[pyfunction]
+fn profile_toml(py: Python<'_>, spec_json: &str, header: &str) -> PyResult<String> {
+    tokscan_core::profile::ProfileSpec::from_json(spec_json)
+        .and_then(|spec| spec.to_toml(header))
+        .map_err(|e| to_py(py, e))
+}
+
 /// (alias, profile) pairs: other names accepted for the built-in profiles.
 #[pyfunction]
 fn profile_aliases() -> Vec<(&'static str, &'static str)> {
@@ -661,6 +680,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codes, m)?)?;
     m.add_function(wrap_pyfunction!(max_threads, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_profiles, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_toml, m)?)?;
     m.add_function(wrap_pyfunction!(profile_aliases, m)?)?;
     m.add_function(wrap_pyfunction!(pretty_json, m)?)?;
     m.add_function(wrap_pyfunction!(policy_statuses, m)?)?;

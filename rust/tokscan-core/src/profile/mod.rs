@@ -112,6 +112,9 @@ pub struct Profile {
     /// The tokenizer's bytes of every ordinary token, when a tokenizer with a vocabulary was given: the tool-call
     /// payload checks decode with it, and are skipped without it.
     pub token_bytes: Option<std::sync::Arc<TokenBytes>>,
+    /// The profile's own `[ids]` table (after `base` merging): the ids its token strings resolve to without a
+    /// tokenizer, which `profiles check` compares with a tokenizer's.
+    pub declared_ids: std::collections::BTreeMap<String, u32>,
 }
 
 impl Profile {
@@ -230,6 +233,43 @@ impl SpecialTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_builtin_spec_is_written_as_toml_that_reads_back_to_it() {
+        for name in BUILTIN_PROFILES {
+            let text = builtin::builtin_toml(name).unwrap();
+            let spec = Profile::parse_spec(text, name).unwrap();
+            let written = spec.to_toml("drafted\nfor a test").unwrap();
+            assert!(
+                written.starts_with("# drafted\n# for a test\n"),
+                "{written}"
+            );
+            let again = Profile::parse_spec(&written, name).unwrap();
+            assert_eq!(again, spec, "{name}:\n{written}");
+            // Through JSON (the draft's way in) too.
+            let json = serde_json::to_string(&spec).unwrap();
+            assert_eq!(ProfileSpec::from_json(&json).unwrap(), spec);
+            assert_eq!(
+                Profile::load(name, None).unwrap().declared_ids,
+                spec.ids,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_spec_that_would_not_load_is_not_written() {
+        let mut spec = Profile::parse_spec(builtin::builtin_toml("qwen3").unwrap(), "q").unwrap();
+        spec.end_of_turn = vec![TokenRef::Str("<|no such token|>".into())];
+        let err = spec.to_toml("").unwrap_err().to_string();
+        assert!(err.contains("<|no such token|>"), "{err}");
+        let err = ProfileSpec::from_json(
+            r#"{"name": "x", "vocab_size": 10, "end_of_turn": [], "roles": [], "colour": 1}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("colour"), "{err}");
+    }
 
     #[test]
     fn builtins_load_with_reference_ids() {

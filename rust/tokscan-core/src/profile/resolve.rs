@@ -71,6 +71,27 @@ fn merge_tables(base: &mut toml::Table, over: toml::Table) {
     }
 }
 
+impl ProfileSpec {
+    /// A spec given as JSON (what `profiles infer` drafts), read with the TOML schema's rules: unknown keys
+    /// and wrong types are errors naming the key.
+    pub fn from_json(text: &str) -> Result<ProfileSpec> {
+        serde_json::from_str(text)
+            .map_err(|e| Error::profile("draft", format!("invalid profile spec: {e}")))
+    }
+
+    /// The spec as a profile file that [`Profile::load`] reads back to the same spec: `header` as `# `
+    /// comment lines, then the TOML. It is resolved first (its token strings through its own `[ids]`), so a
+    /// spec that would not load is an error here rather than a file that fails later.
+    pub fn to_toml(&self, header: &str) -> Result<String> {
+        Profile::from_spec(self, None)?;
+        let body = toml::to_string(self)
+            .map_err(|e| Error::profile(&self.name, format!("cannot write as TOML: {e}")))?;
+        let mut out: String = header.lines().map(|l| format!("# {l}\n")).collect();
+        out.push_str(&body);
+        Ok(out)
+    }
+}
+
 impl Profile {
     /// A built-in profile by name, a path to a TOML profile file, optionally resolved through a tokenizer.
     pub fn load(name_or_path: &str, vocab: Option<&Vocabulary>) -> Result<Profile> {
@@ -363,6 +384,7 @@ impl Profile {
             payload: spec.tool_call.payload.clone(),
             declaration: spec.tool_call.declaration.clone(),
             token_bytes: vocab.and_then(|v| v.bytes.clone()),
+            declared_ids: spec.ids.clone(),
         })
     }
 }
