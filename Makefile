@@ -39,7 +39,7 @@ venv: $(VENV)/.runtime ## create the virtualenv with what the demo needs (runtim
 
 # The Cargo profile `make` builds in (Cargo.toml): `fast` has the release optimizations without fat LTO, so the
 # demo, the Rust tests, the extension the Python tests load and lint share one compilation of the dependencies
-# (~6 min on 2 cores from scratch, the extension then ~20 s; fat LTO took ~8 + 4 min). `make bench` and a wheel
+# (~5.5 min on 2 cores from scratch, the extension then ~20 s; fat LTO took ~8 + 4 min). `make bench` and a wheel
 # (`maturin build --release`, `pip install .`) use `release`, with fat LTO.
 PROFILE ?= fast
 # PIP_QUIET: maturin installs the package's dependencies with pip, which otherwise prints a line per requirement
