@@ -120,7 +120,7 @@ pub fn plan_corpus(corpus: &Corpus, n_tasks: usize) -> Plan {
         });
         current_rows += rows;
         let next_same_source = units.get(i + 1).is_some_and(|n| n.source == u.source);
-        let splittable = src.format() != Format::Jsonl || !next_same_source;
+        let splittable = src.format().spec().splits_across_tasks || !next_same_source;
         if current_rows >= target && splittable {
             tasks.push(std::mem::take(&mut current));
             current_rows = 0;
@@ -171,7 +171,7 @@ mod tests {
             sources: vec![TaskSource {
                 index: 3,
                 path: "/data/category=code/part-0.parquet".into(),
-                format: Format::Parquet,
+                format: Format::of(&crate::source::parquet::FORMAT),
                 hive_category: Some("code".into()),
             }],
             units: vec![TaskUnit {

@@ -610,6 +610,15 @@ fn not_checked(
     tokscan_core::report::not_checked(&profile.inner, layouts.iter().map(String::as_str))
 }
 
+/// `(name, how errors list it)` of every input format, in the registry's order.
+#[pyfunction]
+fn formats() -> Vec<(&'static str, &'static str)> {
+    tokscan_core::source::FORMATS
+        .iter()
+        .map(|f| (f.name, f.shown_as))
+        .collect()
+}
+
 /// The README's table of codes (Markdown), from the core's catalogue.
 #[pyfunction]
 fn codes_markdown() -> String {
@@ -694,6 +703,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(not_checked, m)?)?;
     m.add_function(wrap_pyfunction!(code_scopes, m)?)?;
     m.add_function(wrap_pyfunction!(codes_markdown, m)?)?;
+    m.add_function(wrap_pyfunction!(formats, m)?)?;
     m.add_function(wrap_pyfunction!(prompt::encode_prompts, m)?)?;
     m.add_function(wrap_pyfunction!(prompt::render_prompts, m)?)?;
     m.add_class::<distributed::PyTaskScan>()?;

@@ -21,6 +21,7 @@ use arrow_ipc::{Block, MessageHeader, MetadataVersion};
 use arrow_schema::SchemaRef;
 use memmap2::Mmap;
 
+use super::format::{self, FormatSpec, Found};
 use super::parquet::{detect_layout, record_batch, sample_ids, Layout};
 use super::{Batch, ColumnNames, Format, Source, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
@@ -31,6 +32,59 @@ pub const FILE_MAGIC: &[u8; 6] = b"ARROW1";
 const CONTINUATION: [u8; 4] = [0xff; 4];
 /// Rows handed to the checker at a time (a record batch is sliced, without copying, into pieces this size).
 const MAX_BATCH_ROWS: usize = 1024;
+
+/// Arrow IPC in the format registry: recognised by its magic or its first message, or by its extension;
+/// a `datasets` `save_to_disk` folder is read through the files its `state.json` lists.
+pub static FORMAT: FormatSpec = FormatSpec {
+    name: "arrow",
+    shown_as: "Arrow IPC *.arrow / *.feather",
+    sniff: |head, _| sniff(head).is_some(),
+    named: is_ipc_name,
+    input_path: format::same_path,
+    found: |path| {
+        Ok(if is_ipc_name(&format::file_name(path)) {
+            Found::Input(path.to_path_buf())
+        } else {
+            Found::No
+        })
+    },
+    folder: hf_data_files,
+    prefix: format::no_prefix,
+    splits_across_tasks: true,
+    open: |path, columns| Ok(Box::new(IpcShard::open(path, columns)?)),
+};
+
+fn is_ipc_name(name: &str) -> bool {
+    format::has_extension(name, &["arrow", "arrows", "feather", "ipc"])
+}
+
+/// The data files a Hugging Face `save_to_disk` directory lists in its `state.json` (`_data_files`), when it
+/// has one; a directory of `datasets` cache files is read whole instead.
+fn hf_data_files(dir: &Path) -> Result<Option<Vec<PathBuf>>> {
+    let state = dir.join("state.json");
+    if !state.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&state).map_err(|e| Error::io(&state, e))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| Error::invalid(&state, format!("not a datasets state.json: {e}")))?;
+    let Some(files) = v.get("_data_files").and_then(|f| f.as_array()) else {
+        return Ok(None);
+    };
+    files
+        .iter()
+        .map(|f| {
+            f.get("filename")
+                .and_then(|n| n.as_str())
+                .filter(|n| !n.contains('/') && !n.contains('\\') && !n.starts_with('.'))
+                .map(|n| dir.join(n))
+                .ok_or_else(|| {
+                    Error::invalid(&state, "a _data_files entry without a plain filename")
+                })
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
 
 /// Which of the two IPC formats a file is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -512,7 +566,7 @@ impl Source for IpcShard {
     }
 
     fn format(&self) -> Format {
-        Format::Arrow
+        Format::of(&FORMAT)
     }
 
     fn layout(&self) -> String {

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use serde_json::value::RawValue;
 
+use super::format::{self, FormatSpec, Found};
 use super::{
     plan_units, Batch, ColumnNames, Finding, Finish, Format, Offsets, Ragged, RaggedMask, Source,
     Tokens, UnitSpan, WriteStats,
@@ -37,6 +38,29 @@ fn codec(path: &Path) -> &'static str {
         ""
     }
 }
+
+/// JSONL in the format registry: by its name (`.jsonl`, `.ndjson`, optionally `.gz` / `.zst`); in a folder, a
+/// file whose first record is a prompt (`messages`, no token ids) is a prompts file, not a shard.
+pub static FORMAT: FormatSpec = FormatSpec {
+    name: "jsonl",
+    shown_as: "JSONL *.jsonl[.gz|.zst]",
+    sniff: |_, _| false,
+    named: |name| is_jsonl_name(Path::new(name)),
+    input_path: format::same_path,
+    found: |path| {
+        Ok(if !is_jsonl_name(path) {
+            Found::No
+        } else if is_prompts_file(path)? {
+            Found::Prompts
+        } else {
+            Found::Input(path.to_path_buf())
+        })
+    },
+    folder: format::no_folder,
+    prefix: format::no_prefix,
+    splits_across_tasks: false,
+    open: |path, columns| Ok(Box::new(JsonlShard::open(path, columns)?)),
+};
 
 /// Is this a JSONL file name (`.jsonl`, `.ndjson`, optionally `.gz` / `.zst`)?
 pub fn is_jsonl_name(path: &Path) -> bool {
@@ -655,7 +679,7 @@ impl Source for JsonlShard {
     }
 
     fn format(&self) -> Format {
-        Format::Jsonl
+        Format::of(&FORMAT)
     }
 
     fn layout(&self) -> String {

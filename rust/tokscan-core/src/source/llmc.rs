@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 use rayon::prelude::*;
 
+use super::format::{self, FormatSpec, Found};
 use super::{plan_units, Batch, Format, Offsets, Ragged, Source, Tokens, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
 
@@ -30,6 +31,31 @@ pub const GPT2_DELIMITER: u32 = 50256;
 pub const LLAMA3_DELIMITER: u32 = 128000;
 /// Tokens per chunk of the boundary pass.
 const CHUNK: usize = 1 << 20;
+
+/// llm.c in the format registry: a `.bin` with the llm.c magic (a `.bin` named explicitly without it, and
+/// without an `.idx` beside it, is read as llm.c so that its reader says what is wrong with it).
+pub static FORMAT: FormatSpec = FormatSpec {
+    name: "llmc",
+    shown_as: "llm.c *.bin",
+    sniff: |head, _| has_magic(head),
+    named: |name| name.ends_with(".bin"),
+    input_path: format::same_path,
+    found: |path| {
+        if path.extension().is_none_or(|e| e != "bin") {
+            return Ok(Found::No);
+        }
+        Ok(if file_has_magic(path) {
+            Found::Input(path.to_path_buf())
+        } else {
+            // Model weights and other binaries are not llm.c token files.
+            Found::Refused("a .bin file that is neither llm.c tokens nor half of a Megatron pair")
+        })
+    },
+    folder: format::no_folder,
+    prefix: format::no_prefix,
+    splits_across_tasks: true,
+    open: |path, _| Ok(Box::new(LlmcShard::open(path)?)),
+};
 
 /// True when `head` starts with the llm.c magic.
 pub fn has_magic(head: &[u8]) -> bool {
@@ -217,7 +243,7 @@ impl Source for LlmcShard {
     }
 
     fn format(&self) -> Format {
-        Format::Llmc
+        Format::of(&FORMAT)
     }
 
     fn layout(&self) -> String {
@@ -454,21 +480,27 @@ mod tests {
         let found = discover(&[d.display().to_string()]).unwrap();
         let got: Vec<_> = found
             .iter()
-            .map(|i| (i.path.file_name().unwrap().to_str().unwrap(), i.format))
+            .map(|i| {
+                (
+                    i.path.file_name().unwrap().to_str().unwrap(),
+                    i.format.name(),
+                )
+            })
             .collect();
-        assert_eq!(
-            got,
-            vec![("a.bin", Format::Llmc), ("m.bin", Format::Megatron)]
-        );
+        assert_eq!(got, vec![("a.bin", "llmc"), ("m.bin", "megatron")]);
         let m = super::super::open(&found[1], &Default::default()).unwrap();
         assert_eq!(m.tokens_hint(), Some(good.len() as u64));
 
         // Named explicitly, a .bin with no .idx is read as llm.c, so a bad one says why.
-        let one = |name: &str| discover(&[d.join(name).display().to_string()]).unwrap()[0].format;
-        assert_eq!(one("a.bin"), Format::Llmc);
-        assert_eq!(one("m.bin"), Format::Megatron);
+        let one = |name: &str| {
+            discover(&[d.join(name).display().to_string()]).unwrap()[0]
+                .format
+                .name()
+        };
+        assert_eq!(one("a.bin"), "llmc");
+        assert_eq!(one("m.bin"), "megatron");
         let junk = &discover(&[d.join("pytorch_model.bin").display().to_string()]).unwrap()[0];
-        assert_eq!(junk.format, Format::Llmc);
+        assert_eq!(junk.format.name(), "llmc");
         let e = super::super::open(junk, &Default::default()).err().unwrap();
         assert!(e.to_string().contains("bad magic"), "{e}");
 

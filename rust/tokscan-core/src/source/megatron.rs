@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
+use super::format::{self, FormatSpec, Found};
 use super::{plan_units, Batch, Format, Offsets, Ragged, Source, Tokens, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
 
@@ -81,6 +82,50 @@ fn with_ext(path: &Path, ext: &str) -> PathBuf {
         p.push(ext);
         PathBuf::from(p)
     }
+}
+
+/// Megatron in the format registry: an `.idx` with the index magic stands for its `.bin` (a `.bin` whose `.idx`
+/// is beside it is taken with it), and so does a data prefix (`data_text_document`) that names neither file.
+pub static FORMAT: FormatSpec = FormatSpec {
+    name: "megatron",
+    shown_as: "Megatron *.bin + *.idx",
+    sniff: |head, path| head.starts_with(IDX_MAGIC) || (is_bin(path) && idx_path(path).is_file()),
+    named: |_| false,
+    input_path: bin_path,
+    found: |path| {
+        if path.extension().is_some_and(|e| e == "idx") {
+            // An index found in a folder that cannot be read is an error naming it, not a file passed over.
+            use std::io::Read;
+            let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+            let mut magic = [0u8; 9];
+            return Ok(if f.read_exact(&mut magic).is_ok() && &magic == IDX_MAGIC {
+                Found::Input(bin_path(path))
+            } else {
+                Found::Refused("an .idx file that is not a Megatron index")
+            });
+        }
+        Ok(if is_bin(path) && has_index(path) {
+            Found::Part
+        } else {
+            Found::No
+        })
+    },
+    folder: format::no_folder,
+    prefix: |path| has_index(path).then(|| bin_path(path)),
+    splits_across_tasks: true,
+    open: |path, _| Ok(Box::new(MegatronShard::open(path)?)),
+};
+
+fn is_bin(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "bin")
+}
+
+/// Whether the `.idx` of `path` (a `.bin` or a prefix) exists and starts with the index magic.
+fn has_index(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 9];
+    File::open(idx_path(path)).is_ok_and(|mut f| f.read_exact(&mut magic).is_ok())
+        && &magic == IDX_MAGIC
 }
 
 /// The `.bin` of an `.idx` (or of a prefix, or the `.bin` itself).
@@ -351,7 +396,7 @@ impl Source for MegatronShard {
     }
 
     fn format(&self) -> Format {
-        Format::Megatron
+        Format::of(&FORMAT)
     }
 
     fn layout(&self) -> String {

@@ -6,12 +6,14 @@
 //!
 //! **Adding a format**: one new file in this folder implementing [`Source`] (open with validation and plan
 //! the units; `read_rows`; `write_filtered`; `scan_unit` only when a unit decodes as a whole; `sample_ids`
-//! when the format has ids), one [`Format`] variant with its detection in `discover_path` and
-//! its constructor in [`open`], and its tests (a reader and writer unit test here, the corrupt-input,
-//! layout and clean suites in `tests/`). Nothing else in the core or in Python matches on the format.
+//! when the format has ids) and declaring its [`FormatSpec`] (how a file or folder is recognised, how it
+//! opens), and one line in [`format::FORMATS`]; its tests are a reader and writer unit test in its file and a
+//! builder in `tests/formats.py`, which the corrupt-input, layout and clean suites take from the registry.
+//! Nothing else in the core or in Python names a format.
 
 pub mod arrow;
 mod fault;
+pub mod format;
 pub mod ipc;
 pub mod jsonl;
 pub mod llmc;
@@ -23,6 +25,8 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+pub use format::{Format, FormatSpec, Found, FORMATS};
 
 use crate::error::{Error, Result};
 use crate::sample_id::SampleId;
@@ -78,35 +82,6 @@ impl ColumnNames {
 
 /// Category of samples that have none (no column, no `category=` folder, no meta.parquet).
 pub const DEFAULT_CATEGORY: &str = "default";
-
-/// What kind of input a path is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    Parquet,
-    Numpy,
-    /// Arrow IPC, file (Feather v2) or stream format (Hugging Face `datasets`).
-    Arrow,
-    /// Megatron-LM / NeMo indexed dataset (`.bin` + `.idx`).
-    Megatron,
-    /// One JSON object per line (plain, `.gz`, `.zst`).
-    Jsonl,
-    /// nanoGPT / llm.c token file (`.bin` with a 1024-byte header, magic 20240520).
-    Llmc,
-}
-
-impl Format {
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Parquet => "parquet",
-            Format::Numpy => "numpy",
-            Format::Arrow => "arrow",
-            Format::Megatron => "megatron",
-            Format::Jsonl => "jsonl",
-            Format::Llmc => "llmc",
-        }
-    }
-}
 
 /// A unit of parallel work inside one source: `rows` rows starting at local row `first_row`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -328,14 +303,7 @@ pub fn check_keep(source: &dyn Source, keep: &[bool]) -> Result<()> {
 
 /// Opens `input` with the reader of its format, validating headers and schemas.
 pub fn open(input: &Input, columns: &ColumnNames) -> Result<Box<dyn Source>> {
-    Ok(match input.format {
-        Format::Parquet => Box::new(parquet::ParquetShard::open(&input.path, columns)?),
-        Format::Numpy => Box::new(numpy::NumpyShard::open(&input.path)?),
-        Format::Arrow => Box::new(ipc::IpcShard::open(&input.path, columns)?),
-        Format::Megatron => Box::new(megatron::MegatronShard::open(&input.path)?),
-        Format::Jsonl => Box::new(jsonl::JsonlShard::open(&input.path, columns)?),
-        Format::Llmc => Box::new(llmc::LlmcShard::open(&input.path)?),
-    })
+    (input.format.spec().open)(&input.path, columns)
 }
 
 /// One input found by discovery.
@@ -512,9 +480,12 @@ pub fn discover_all(paths: &[String]) -> Result<Discovery> {
         let path = Path::new(p);
         if path.exists() {
             w.path(path, path)?;
-        } else if is_megatron_idx(&megatron::idx_path(path)) {
-            // A Megatron data prefix (`data_text_document` for `data_text_document.{bin,idx}`).
-            w.push(path, megatron::bin_path(path), Format::Megatron, path);
+        } else if let Some((input, format)) = FORMATS
+            .iter()
+            .find_map(|f| (f.prefix)(path).map(|input| (input, Format::of(f))))
+        {
+            // A path that names an input without being a file (a Megatron data prefix).
+            w.push(path, input, format, path);
         } else if p.contains(['*', '?', '[']) {
             let matches =
                 glob::glob(p).map_err(|e| Error::Usage(format!("{p}: bad glob pattern: {e}")))?;
@@ -650,24 +621,16 @@ impl Walk {
     fn path(&mut self, root: &Path, path: &Path) -> Result<()> {
         let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
         if meta.is_file() {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if name == "tokens.npy" {
-                let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
-                self.push(root, dir.clone(), Format::Numpy, &dir);
-            } else {
-                // A file named explicitly is recognised by its content, else its extension; anything else is
-                // refused with the list of formats.
-                let format = match sniff_file(path)? {
-                    Some(f) => f,
-                    None => return Err(Error::invalid(path, NOT_A_CORPUS_FILE)),
-                };
-                let p = if format == Format::Megatron {
-                    megatron::bin_path(path)
-                } else {
-                    path.to_path_buf()
-                };
-                self.push(root, p, format, path);
-            }
+            // A file named explicitly is recognised by its content, else its name; anything else is refused
+            // with the list of formats.
+            let Some(format) = sniff_file(path)? else {
+                let why = format!(
+                    "not a corpus file (no known format: {})",
+                    format::formats_list()
+                );
+                return Err(Error::invalid(path, why));
+            };
+            self.push(root, (format.spec().input_path)(path), format, path);
             return Ok(());
         }
         if !meta.is_dir() {
@@ -681,7 +644,7 @@ impl Walk {
         if self.inputs.len() == before && path == root {
             return Err(Error::invalid(
                 path,
-                format!("no corpus found ({FORMATS_LIST})"),
+                format!("no corpus found ({})", format::formats_list()),
             ));
         }
         Ok(())
@@ -693,15 +656,13 @@ impl Walk {
         if !self.dirs.insert(canon) {
             return Ok(()); // a symlink loop or a directory reached twice
         }
-        if is_numpy_dir(path) {
-            self.push(root, path.to_path_buf(), Format::Numpy, path);
-            return Ok(());
-        }
-        if let Some(files) = hf_data_files(path)? {
-            for f in files {
-                self.push(root, f.clone(), Format::Arrow, &f);
+        for f in FORMATS {
+            if let Some(inputs) = (f.folder)(path)? {
+                for input in inputs {
+                    self.push(root, input.clone(), Format::of(f), &input);
+                }
+                return Ok(());
             }
-            return Ok(());
         }
         if path != root && is_tokenizer_dir(path) {
             self.skip(path, "a tokenizer directory");
@@ -746,45 +707,31 @@ impl Walk {
                 self.skip(&entry, "a tokenizer file");
                 continue;
             }
-            if name.ends_with(".idx") && megatron_idx_in_dir(&entry)? {
-                self.push(root, megatron::bin_path(&entry), Format::Megatron, &entry);
-            } else if is_bin(&entry) && is_megatron_idx(&megatron::idx_path(&entry)) {
-                // The data half of a Megatron pair: taken with its `.idx`.
-            } else if is_bin(&entry) {
-                if llmc::file_has_magic(&entry) {
-                    self.push(root, entry.clone(), Format::Llmc, &entry);
-                } else {
-                    // Model weights and other binaries are not llm.c token files.
-                    self.skip(
-                        &entry,
-                        "a .bin file that is neither llm.c tokens nor half of a Megatron pair",
-                    );
-                }
-            } else if let Some(format) = by_extension(&entry) {
-                if format == Format::Jsonl && jsonl::is_prompts_file(&entry)? {
-                    self.prompts.push(PromptsFile {
-                        path: entry.clone(),
-                        dir: path.to_path_buf(),
-                        names_category: path != root,
-                    });
-                    continue;
-                }
-                self.push(root, entry.clone(), format, &entry);
-            } else if name.ends_with(".idx") {
-                self.skip(&entry, "an .idx file that is not a Megatron index");
-            } else {
-                self.skip(&entry, "not a corpus file (no known format)");
-            }
+            self.file(root, path, &entry)?;
         }
         Ok(())
     }
+
+    /// A file met in `dir`: the first format that claims it says what it is.
+    fn file(&mut self, root: &Path, dir: &Path, entry: &Path) -> Result<()> {
+        for f in FORMATS {
+            match (f.found)(entry)? {
+                Found::No => continue,
+                Found::Input(input) => self.push(root, input, Format::of(f), entry),
+                Found::Part => {}
+                Found::Prompts => self.prompts.push(PromptsFile {
+                    path: entry.to_path_buf(),
+                    dir: dir.to_path_buf(),
+                    names_category: dir != root,
+                }),
+                Found::Refused(why) => self.skip(entry, why),
+            }
+            return Ok(());
+        }
+        self.skip(entry, "not a corpus file (no known format)");
+        Ok(())
+    }
 }
-
-/// The formats a folder is searched for.
-const FORMATS_LIST: &str = "Parquet *.parquet, Arrow IPC *.arrow / *.feather, Megatron *.bin + *.idx, llm.c *.bin, JSONL *.jsonl[.gz|.zst], NumPy tokens.npy";
-
-/// Why a file named explicitly is refused when neither its content nor its extension says its format.
-const NOT_A_CORPUS_FILE: &str = "not a corpus file (no known format: Parquet *.parquet, Arrow IPC *.arrow / *.feather, Megatron *.bin + *.idx, llm.c *.bin, JSONL *.jsonl[.gz|.zst], NumPy tokens.npy)";
 
 /// The innermost `category=NAME` folder on the path, if any.
 fn hive_category(_root: &Path, path: &Path) -> Option<String> {
@@ -796,10 +743,6 @@ fn hive_category(_root: &Path, path: &Path) -> Option<String> {
         })
         .next_back()
         .map(str::to_string)
-}
-
-fn is_numpy_dir(dir: &Path) -> bool {
-    dir.join("tokens.npy").is_file()
 }
 
 /// The first bytes of a file (enough to recognise every format by its content).
@@ -818,47 +761,16 @@ fn head(path: &Path) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-fn is_megatron_idx(idx: &Path) -> bool {
-    use std::io::Read;
-    let mut magic = [0u8; 9];
-    std::fs::File::open(idx).is_ok_and(|mut f| f.read_exact(&mut magic).is_ok())
-        && &magic == megatron::IDX_MAGIC
-}
-
-/// Like [`is_megatron_idx`] for a file found in a folder: one that exists but cannot be read is an error
-/// naming it, not a file silently passed over.
-fn megatron_idx_in_dir(idx: &Path) -> Result<bool> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(idx).map_err(|e| Error::io(idx, e))?;
-    let mut magic = [0u8; 9];
-    Ok(f.read_exact(&mut magic).is_ok() && &magic == megatron::IDX_MAGIC)
-}
-
-fn is_bin(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e == "bin")
-}
-
-/// The format of a file by its content, else by its extension; `None` when neither says.
+/// The format of a file named explicitly: the first whose sniffer recognises its content (and path), else the
+/// first whose name it has; `None` when neither says.
 fn sniff_file(path: &Path) -> Result<Option<Format>> {
     let head = head(path)?;
-    if head.starts_with(megatron::IDX_MAGIC) || (is_bin(path) && megatron::idx_path(path).is_file())
-    {
-        return Ok(Some(Format::Megatron));
-    }
-    if llmc::has_magic(&head) {
-        return Ok(Some(Format::Llmc));
-    }
-    if head.starts_with(b"PAR1") {
-        return Ok(Some(Format::Parquet));
-    }
-    if ipc::sniff(&head).is_some() {
-        return Ok(Some(Format::Arrow));
-    }
-    if is_bin(path) {
-        // A `.bin` with no `.idx` beside it and no magic: the llm.c reader says what is wrong with it.
-        return Ok(Some(Format::Llmc));
-    }
-    Ok(by_extension(path))
+    let name = format::file_name(path);
+    Ok(FORMATS
+        .iter()
+        .find(|f| (f.sniff)(&head, path))
+        .or_else(|| FORMATS.iter().find(|f| (f.named)(&name)))
+        .map(|f| Format::of(f)))
 }
 
 /// A path as the report names it: as it is when it is valid UTF-8, else with each byte that is not written
@@ -884,51 +796,6 @@ pub fn path_text(path: &Path) -> String {
     {
         path.display().to_string()
     }
-}
-
-fn by_extension(path: &Path) -> Option<Format> {
-    if jsonl::is_jsonl_name(path) {
-        return Some(Format::Jsonl);
-    }
-    // Lossy is enough to read the extension: a name that is not UTF-8 is still a shard by its extension.
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    let ext = name.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
-    match ext {
-        "parquet" | "pq" => Some(Format::Parquet),
-        "arrow" | "arrows" | "feather" | "ipc" => Some(Format::Arrow),
-        _ => None,
-    }
-}
-
-/// The data files a Hugging Face `save_to_disk` directory lists in its `state.json` (`_data_files`), when it
-/// has one; a directory of `datasets` cache files is read whole instead.
-fn hf_data_files(dir: &Path) -> Result<Option<Vec<PathBuf>>> {
-    let state = dir.join("state.json");
-    if !state.is_file() {
-        return Ok(None);
-    }
-    let text = std::fs::read_to_string(&state).map_err(|e| Error::io(&state, e))?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| Error::invalid(&state, format!("not a datasets state.json: {e}")))?;
-    let Some(files) = v.get("_data_files").and_then(|f| f.as_array()) else {
-        return Ok(None);
-    };
-    files
-        .iter()
-        .map(|f| {
-            f.get("filename")
-                .and_then(|n| n.as_str())
-                .filter(|n| !n.contains('/') && !n.contains('\\') && !n.starts_with('.'))
-                .map(|n| dir.join(n))
-                .ok_or_else(|| {
-                    Error::invalid(&state, "a _data_files entry without a plain filename")
-                })
-        })
-        .collect::<Result<Vec<_>>>()
-        .map(Some)
 }
 
 /// Picks the typed slice out of a [`Tokens`] when its element type is `Self`.

@@ -10,6 +10,7 @@ use arrow_array::RecordBatchReader;
 use memmap2::Mmap;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
+use super::format::{self, FormatSpec, Found};
 use super::{
     plan_units, Batch, Format, MapGuard, Offsets, Ragged, RaggedMask, Source, Tokens, UnitSpan,
     WriteStats,
@@ -89,6 +90,26 @@ pub struct NpyHeader {
     pub shape: Vec<usize>,
     pub data_offset: usize,
 }
+
+/// NumPy in the format registry: a folder holding `tokens.npy` (with `offsets.npy`, optional `loss_mask.npy`
+/// and `meta.parquet`) is one input; `tokens.npy` named explicitly stands for its folder.
+pub static FORMAT: FormatSpec = FormatSpec {
+    name: "numpy",
+    shown_as: "NumPy tokens.npy",
+    sniff: |_, path| format::file_name(path) == "tokens.npy",
+    named: |name| name == "tokens.npy",
+    input_path: |path| path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+    found: |_| Ok(Found::No),
+    folder: |dir| {
+        Ok(dir
+            .join("tokens.npy")
+            .is_file()
+            .then(|| vec![dir.to_path_buf()]))
+    },
+    prefix: format::no_prefix,
+    splits_across_tasks: true,
+    open: |path, _| Ok(Box::new(NumpyShard::open(path)?)),
+};
 
 /// Parses the header at the start of `bytes` (magic, version, dict). Never panics on any input.
 pub fn parse_header(bytes: &[u8]) -> std::result::Result<NpyHeader, String> {
@@ -436,7 +457,7 @@ impl Source for NumpyShard {
     }
 
     fn format(&self) -> Format {
-        Format::Numpy
+        Format::of(&FORMAT)
     }
 
     fn layout(&self) -> String {

@@ -14,6 +14,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 
 use super::arrow::ListProblem;
+use super::format::{self, FormatSpec, Found};
 use super::{Batch, ColumnNames, Format, Ragged, Source, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
 use crate::sample_id::SampleId;
@@ -77,6 +78,30 @@ pub struct ParquetShard {
     units: Vec<UnitSpan>,
     /// Rows per decoded batch, per row group.
     batch_rows: Vec<usize>,
+}
+
+/// Parquet in the format registry: recognised by its `PAR1` magic or its extension.
+pub static FORMAT: FormatSpec = FormatSpec {
+    name: "parquet",
+    shown_as: "Parquet *.parquet",
+    sniff: |head, _| head.starts_with(b"PAR1"),
+    named: is_parquet_name,
+    input_path: format::same_path,
+    found: |path| {
+        Ok(if is_parquet_name(&format::file_name(path)) {
+            Found::Input(path.to_path_buf())
+        } else {
+            Found::No
+        })
+    },
+    folder: format::no_folder,
+    prefix: format::no_prefix,
+    splits_across_tasks: true,
+    open: |path, columns| Ok(Box::new(ParquetShard::open(path, columns)?)),
+};
+
+fn is_parquet_name(name: &str) -> bool {
+    format::has_extension(name, &["parquet", "pq"])
 }
 
 fn open_file(path: &Path) -> Result<File> {
@@ -487,7 +512,7 @@ impl Source for ParquetShard {
     }
 
     fn format(&self) -> Format {
-        Format::Parquet
+        Format::of(&FORMAT)
     }
 
     fn layout(&self) -> String {
