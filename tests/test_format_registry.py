@@ -19,12 +19,12 @@ from conftest import run_cli
 
 
 def write_megatron(samples: list[synth.Sample], out: Path) -> Path:
-    """A uint32 Megatron pair (the `.idx` as megatron-core's `_IndexWriter` writes it), one document each."""
+    """An int32 Megatron pair (the `.idx` as megatron-core's `_IndexWriter` writes it), one document each."""
     out.mkdir(parents=True)
-    ids = [np.asarray(s.ids, dtype=np.uint32) for s in samples]
+    ids = [np.asarray(s.ids, dtype=np.int32) for s in samples]
     (out / "corpus.bin").write_bytes(b"".join(a.tobytes() for a in ids))
     lengths = np.array([len(a) for a in ids])
-    synth.write_megatron_index(out / "corpus.idx", np.uint32, lengths, np.arange(len(ids) + 1))
+    synth.write_megatron_index(out / "corpus.idx", np.int32, lengths, np.arange(len(ids) + 1))
     return out
 
 
