@@ -5,8 +5,8 @@ A format added to the registry without a builder fails `test_every_registered_fo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest

@@ -31,6 +31,7 @@ __all__ = [
     "fetch_objects",
     "find_repeats",
     "finish_report",
+    "formats",
     "is_object_url",
     "max_threads",
     "merge_partials",
@@ -45,6 +46,7 @@ __all__ = [
     "pretty_json",
     "profile_aliases",
     "profile_toml",
+    "reads_tokenizer_vocabulary",
     "render_prompts",
     "resolve_flagged",
     "write_json",
@@ -168,6 +170,7 @@ def paired_record(
 def code_scopes() -> dict[str, str]: ...
 def codes_markdown() -> str: ...
 def formats() -> list[tuple[str, str]]: ...
+def reads_tokenizer_vocabulary(path: str | os.PathLike[str]) -> bool: ...
 def not_checked(profile: Profile, layouts: list[str]) -> dict[str, str]: ...
 def encode_prompts(
     tokenizer_dir: str | os.PathLike[str], records: list[str], template: str | None = None

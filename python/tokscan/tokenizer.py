@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from . import _core
 from .errors import InputError, UsageError, install_hint
 
 CONFIG = "tokenizer_config.json"
@@ -181,11 +182,6 @@ def vocabulary_dir(tok: Any) -> Iterator[str]:
         yield d
 
 
-def has_tiktoken_vocabulary(directory: Path) -> bool:
-    """True when `directory` holds a tiktoken-format vocabulary the core reads (`tiktoken.model`, `*.tiktoken`)."""
-    return (directory / "tiktoken.model").is_file() or any(directory.glob("*.tiktoken"))
-
-
 @contextmanager
 def profile_vocabulary(path: str | os.PathLike[str], trust_remote_code: bool = False) -> Iterator[str]:
     """A path through which `_core.Profile.load(profile, path)` resolves a profile's token strings: the path
@@ -194,7 +190,7 @@ def profile_vocabulary(path: str | os.PathLike[str], trust_remote_code: bool = F
     `spelled_special`), otherwise the whole vocabulary of the loaded tokenizer (`vocabulary_dir`), so ordinary
     tokens such as the role name "system" resolve through any tokenizer class shipped as code too."""
     p = Path(path)
-    if not p.is_dir() or (p / "tokenizer.json").is_file() or has_tiktoken_vocabulary(p):
+    if _core.reads_tokenizer_vocabulary(p):
         yield str(p)
         return
     with vocabulary_dir(load_tokenizer(p, trust_remote_code)) as d:

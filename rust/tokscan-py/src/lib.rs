@@ -610,6 +610,13 @@ fn not_checked(
     tokscan_core::report::not_checked(&profile.inner, layouts.iter().map(String::as_str))
 }
 
+/// Whether the core reads the vocabulary of the tokenizer at `path` itself (a `tokenizer.json`, or a directory
+/// with one or with a tiktoken vocabulary), so a profile resolves against it without transformers.
+#[pyfunction]
+fn reads_tokenizer_vocabulary(path: std::path::PathBuf) -> bool {
+    tokscan_core::profile::tokenizer_files::reads_vocabulary(&path)
+}
+
 /// `(name, how errors list it)` of every input format, in the registry's order.
 #[pyfunction]
 fn formats() -> Vec<(&'static str, &'static str)> {
@@ -704,6 +711,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(code_scopes, m)?)?;
     m.add_function(wrap_pyfunction!(codes_markdown, m)?)?;
     m.add_function(wrap_pyfunction!(formats, m)?)?;
+    m.add_function(wrap_pyfunction!(reads_tokenizer_vocabulary, m)?)?;
     m.add_function(wrap_pyfunction!(prompt::encode_prompts, m)?)?;
     m.add_function(wrap_pyfunction!(prompt::render_prompts, m)?)?;
     m.add_class::<distributed::PyTaskScan>()?;

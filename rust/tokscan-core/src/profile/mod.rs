@@ -14,7 +14,7 @@ mod builtin;
 mod resolve;
 mod schema;
 mod spelled;
-pub(crate) mod tokenizer_files;
+pub mod tokenizer_files;
 
 pub use builtin::{BUILTIN_PROFILES, DEFAULT_PROFILE, PROFILE_ALIASES};
 pub use schema::{

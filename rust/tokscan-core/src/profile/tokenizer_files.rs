@@ -169,6 +169,31 @@ fn tiktoken_file(dir: &Path) -> Option<PathBuf> {
     found.into_iter().next()
 }
 
+/// The files of a tokenizer directory that are not part of a corpus beside them.
+pub const TOKENIZER_FILE_NAMES: &[&str] = &[
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "tokenizer.model",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+];
+
+/// Whether `dir` holds a tokenizer: a `tokenizer.json`, a `tokenizer_config.json` or a tiktoken vocabulary
+/// (discovery passes over such a folder; a tokenizer argument names one).
+pub fn is_tokenizer_dir(dir: &Path) -> bool {
+    dir.join("tokenizer_config.json").is_file()
+        || dir.join("tokenizer.json").is_file()
+        || tiktoken_file(dir).is_some()
+}
+
+/// Whether the core reads the vocabulary of `path` itself: a `tokenizer.json` file, or a directory with one or
+/// with a tiktoken vocabulary. A directory with only a tokenizer class shipped as code needs transformers to
+/// export its vocabulary first.
+pub fn reads_vocabulary(path: &Path) -> bool {
+    !path.is_dir() || path.join("tokenizer.json").is_file() || tiktoken_file(path).is_some()
+}
+
 /// Where each file of a tokenizer directory is (the one place that knows the layout). `tokenizer.json` is
 /// used when present, a tiktoken vocabulary only without one.
 #[derive(Debug, Clone)]

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 pub use format::{Format, FormatSpec, Found, FORMATS};
 
 use crate::error::{Error, Result};
+use crate::profile::tokenizer_files;
 use crate::sample_id::SampleId;
 use crate::token::MaskSlice;
 
@@ -564,28 +565,6 @@ fn file_key(path: &Path, meta: &std::fs::Metadata) -> (u64, u64) {
     }
 }
 
-/// Files in a folder that belong to a tokenizer, not to the corpus.
-const TOKENIZER_FILES: &[&str] = &[
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "tokenizer.model",
-    "special_tokens_map.json",
-    "vocab.json",
-    "merges.txt",
-];
-
-fn is_tokenizer_dir(dir: &Path) -> bool {
-    dir.join("tokenizer_config.json").is_file()
-        || dir.join("tokenizer.json").is_file()
-        || std::fs::read_dir(dir).is_ok_and(|rd| {
-            rd.flatten().any(|e| {
-                e.file_name()
-                    .to_str()
-                    .is_some_and(|n| n.ends_with(".tiktoken"))
-            })
-        })
-}
-
 impl Walk {
     fn skip(&mut self, path: &Path, reason: impl Into<String>) {
         self.skipped.push(Skipped {
@@ -664,7 +643,7 @@ impl Walk {
                 return Ok(());
             }
         }
-        if path != root && is_tokenizer_dir(path) {
+        if path != root && tokenizer_files::is_tokenizer_dir(path) {
             self.skip(path, "a tokenizer directory");
             return Ok(());
         }
@@ -673,7 +652,7 @@ impl Walk {
             .map(|e| e.map(|e| e.path()).map_err(|e| Error::io(path, e)))
             .collect::<Result<_>>()?;
         entries.sort();
-        let tokenizer_here = path == root && is_tokenizer_dir(path);
+        let tokenizer_here = path == root && tokenizer_files::is_tokenizer_dir(path);
         for entry in entries {
             let name = entry
                 .file_name()
@@ -703,7 +682,7 @@ impl Walk {
                 );
                 continue;
             }
-            if tokenizer_here && TOKENIZER_FILES.contains(&name.as_str()) {
+            if tokenizer_here && tokenizer_files::TOKENIZER_FILE_NAMES.contains(&name.as_str()) {
                 self.skip(&entry, "a tokenizer file");
                 continue;
             }
