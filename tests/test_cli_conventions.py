@@ -181,3 +181,52 @@ def test_the_readme_code_table_is_the_cores():
     table = run_cli("codes", "--markdown").stdout
     assert table.count("\n") == 2 + len(tokscan._core.codes())
     assert table in section, "README.md's code table differs from `tokscan codes --markdown`: paste it again"
+
+
+def test_a_scan_keeps_the_corpus_it_read(ds, tmp_path):
+    """The report of a local scan holds the corpus the scan opened: its samples are fetched without opening
+    the inputs again; a report read back from JSON, or pickled, has none."""
+    import pickle
+
+    _root, path, profile = ds
+    report = tokscan.scan(path, profile)
+    corpus = report.corpus
+    assert corpus is not None and len(corpus) == report.n_samples
+    row = report.flagged[0]["row"]
+    from tokscan.forensics import Corpus
+
+    assert list(corpus.fetch(row).ids) == list(Corpus([str(path)]).fetch(row).ids)
+    assert tokscan.scan(corpus, profile).findings == report.findings
+    report.write_json(tmp_path / "r.json")
+    assert tokscan.Report.load(tmp_path / "r.json").corpus is None
+    again = pickle.loads(pickle.dumps(report))
+    assert again.corpus is None and again.data == report.data
+
+
+def test_the_cli_opens_the_corpus_and_loads_the_profile_once(ds, tmp_path, monkeypatch):
+    """`scan --decode` with the wrong profile (so both hints probe the corpus) discovers and opens its inputs
+    once and loads the profile once: the hint before the scan, the scan, the decoded excerpts and the hint
+    after it share them."""
+    from tokscan import _core, api
+
+    _root, path, _profile = ds
+    opened, loaded = [], []
+    real_corpus, real_load = _core.Corpus, api.load_profile
+
+    class Counted(type):
+        def __instancecheck__(cls, obj: object) -> bool:
+            return isinstance(obj, real_corpus)
+
+    class CountedCorpus(metaclass=Counted):
+        def __new__(cls, *a, **k):
+            opened.append(a)
+            return real_corpus(*a, **k)
+
+    monkeypatch.setattr(_core, "Corpus", CountedCorpus)
+    monkeypatch.setattr(api, "load_profile", lambda *a, **k: loaded.append(a) or real_load(*a, **k))
+    code = execute(ScanArgs(paths=[str(path)], profile="kimi-k2", decode=1, json_out=tmp_path / "r.json"))
+    assert code == 1
+    assert len(opened) == 1 and len(loaded) == 1, (opened, loaded)
+    decoded = json.loads((tmp_path / "r.json").read_text())["decoded"]
+    assert decoded and all(entries for entries in decoded.values())
+    assert json.loads((tmp_path / "r.json").read_text())["run"]["profile_source"] == "kimi-k2"

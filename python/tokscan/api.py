@@ -143,6 +143,15 @@ def scan(
         raise UsageError(f"flagged_detail must be an integer >= 0 (0: no limit), got {flagged_detail!r}")
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise UsageError(f"threads must be an integer >= 0 (0: one per core), got {threads!r}")
+    # A corpus opened already (a `tokscan.forensics.Corpus`, or the core's `_core.Corpus` opened with
+    # `columns`): scanned as it was opened. The CLI opens it once for the hint before the scan, the scan,
+    # `--decode` and the hint after it.
+    opened = getattr(paths, "core", paths)
+    if isinstance(opened, _core.Corpus):
+        columns = getattr(paths, "columns", columns)
+        paths = [path for path, *_rest in opened.inputs]
+    else:
+        opened = None
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     elif _is_hf_dataset(paths):
@@ -210,9 +219,9 @@ def scan(
     prof = profile if isinstance(profile, _core.Profile) else load_profile(profile, tokenizer, trust_remote_code)
     from .remote import relabel, staged
 
-    with staged(path_list) as (local_paths, bases):
+    with staged([] if opened is not None else path_list) as (local_paths, bases):
         report = _run_local(
-            local_paths,
+            opened if opened is not None else local_paths,
             prof,
             columns,
             threads,
@@ -230,13 +239,13 @@ def scan(
             progress,
             poll_interval,
             _command(command),
-            None if isinstance(profile, _core.Profile) else os.fspath(profile),
+            profile.source if isinstance(profile, _core.Profile) else os.fspath(profile),
         )
     return Report(relabel(report.data, bases)) if bases else report
 
 
 def _run_local(
-    path_list: list[str],
+    inputs: list[str] | _core.Corpus,
     prof: _core.Profile,
     columns: Mapping[str, str] | None,
     threads: int,
@@ -256,9 +265,10 @@ def _run_local(
     command: list[str] | None = None,
     profile_source: str | None = None,
 ) -> Report:
-    """The local engine's scan of `path_list` (files on disk)."""
+    """The local engine's scan of `inputs`, files on disk or a corpus opened already. The report keeps the
+    corpus the scan read (`Report.corpus`)."""
     job = _core.Scan(
-        path_list,
+        inputs,
         prof,
         dict(columns or {}),
         threads,
@@ -276,8 +286,12 @@ def _run_local(
         command,
         profile_source,
     )
+
+    def kept(text: str) -> Report:
+        return Report._from_core(text, job.corpus, columns)
+
     if progress is None:
-        return Report._from_core(job.run())
+        return kept(job.run())
 
     result: dict[str, object] = {}
 
@@ -300,7 +314,7 @@ def _run_local(
     progress(job.progress())
     if "error" in result:
         raise result["error"]  # type: ignore[misc]
-    return Report._from_core(str(result["json"]))
+    return kept(str(result["json"]))
 
 
 def _is_hf_dataset(x: object) -> bool:

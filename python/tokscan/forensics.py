@@ -89,8 +89,19 @@ class Corpus:
     scan reads, with the same column overrides. Only the rows asked for are decoded."""
 
     def __init__(self, paths: list[str], columns: Mapping[str, str] | None = None):
+        self._wrap(_core.Corpus(utf8_paths(paths), dict(columns or {})), columns)
+
+    @classmethod
+    def of(cls, core: _core.Corpus, columns: Mapping[str, str] | None = None) -> Corpus:
+        """A view over a corpus the core has open already (the one a scan read: `Report.corpus`), opened with
+        `columns`."""
+        corpus = cls.__new__(cls)
+        corpus._wrap(core, columns)
+        return corpus
+
+    def _wrap(self, core: _core.Corpus, columns: Mapping[str, str] | None) -> None:
         self.columns = dict(columns or {})
-        self.core = _core.Corpus(utf8_paths(paths), self.columns)
+        self.core = core
         described = self.core.inputs
         #: `(path, format, hive category)` per input, in scan order.
         self.inputs = [(path, fmt, hive) for path, fmt, _layout, _rows, _first, hive in described]
@@ -298,7 +309,7 @@ def _near_clusters(
 
 def decode_flagged(
     report: Any,
-    paths: list[str],
+    paths: list[str] | Corpus,
     tok: Decoder | None,
     per_code: int,
     columns: Mapping[str, str] | None = None,
@@ -309,8 +320,9 @@ def decode_flagged(
     `tokscan show`), the flagged token a segment of its own. Only those samples are read and decoded.
 
     Without a tokenizer (`tok=None`) the excerpts are ids, special tokens by name when `profile` is given
-    (`decoder` is then "ids" and segments carry their `ids`). Ids outside the vocabulary show as `⟨oov N⟩`."""
-    corpus = Corpus(paths, columns)
+    (`decoder` is then "ids" and segments carry their `ids`). Ids outside the vocabulary show as `⟨oov N⟩`.
+    `paths` is the open corpus the scan read (`report.corpus`), or its paths."""
+    corpus = paths if isinstance(paths, Corpus) else Corpus(paths, columns)
     dec: Decoder = tok if tok is not None else IdDecoder(profile)
     vocab = vocab_size_of(tok, profile)
     cache: dict[int, Sample] = {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -67,14 +68,13 @@ def _better(current: str, samples: list[np.ndarray]) -> str | None:
 
 
 def preflight_hint(
-    profile: _core.Profile, paths: list[str], columns: Mapping[str, str] | None = None, limit: int = PROBE_SAMPLES
+    profile: _core.Profile, corpus: Any, columns: Mapping[str, str] | None = None, limit: int = PROBE_SAMPLES
 ) -> ProfileHint | None:
     """The hint before a scan: the corpus's first `limit` samples (one read at its start) checked with
     `profile`. With the wrong profile every sample is flagged, and a scan of 10M samples spends its time (and
-    the memory of its flagged samples) before the hint after it would fire; this one costs a few milliseconds."""
-    from .forensics import Corpus
-
-    corpus = Corpus(paths, columns)
+    the memory of its flagged samples) before the hint after it would fire; this one costs a few milliseconds.
+    `corpus` is a `forensics.Corpus` the caller has open (the one it then scans), or its paths."""
+    corpus = _opened(corpus, columns)
     n = min(limit, int(corpus.starts[-1]))
     if n == 0:
         return None
@@ -91,10 +91,15 @@ def _structure_share(counts: Mapping[str, int], n: int) -> tuple[str, float]:
     return code, counts.get(code, 0) / max(n, 1)
 
 
-def _probe(paths: list[str], columns: Mapping[str, str] | None, limit: int) -> list[np.ndarray]:
+def _opened(corpus: Any, columns: Mapping[str, str] | None) -> Any:
+    """`corpus` when it is an open `forensics.Corpus`, else the corpus of the paths it is."""
     from .forensics import Corpus
 
-    corpus = Corpus(paths, columns)
+    return corpus if isinstance(corpus, Corpus) else Corpus(corpus, columns)
+
+
+def _probe(corpus: Any, columns: Mapping[str, str] | None, limit: int) -> list[np.ndarray]:
+    corpus = _opened(corpus, columns)
     n = int(corpus.starts[-1])
     rows = np.unique(np.linspace(0, n - 1, num=min(limit, n)).astype(np.int64)) if n else []
     return [corpus.fetch(int(r)).ids for r in rows]
@@ -102,15 +107,16 @@ def _probe(paths: list[str], columns: Mapping[str, str] | None, limit: int) -> l
 
 def profile_hint(
     report: Report,
-    paths: list[str],
+    corpus: Any,
     columns: Mapping[str, str] | None = None,
     limit: int = PROBE_SAMPLES,
 ) -> ProfileHint | None:
     """None when the profile parses most samples; else the worst structure code, its share, and the built-in
-    profile (if any) under which fewer than a fifth of `limit` evenly spaced samples show a structure code."""
+    profile (if any) under which fewer than a fifth of `limit` evenly spaced samples show a structure code.
+    `corpus` is the open corpus the scan read (`report.corpus`), or its paths."""
     counts = {code: a["count"] for code, a in report.anomalies.items()}
     code, share = _structure_share(counts, report.n_samples)
     if share < SUSPECT_SHARE:
         return None
     current = report.data["profile"]["name"]
-    return ProfileHint(code, share, os.fspath(current), _better(current, _probe(paths, columns, limit)))
+    return ProfileHint(code, share, os.fspath(current), _better(current, _probe(corpus, columns, limit)))

@@ -39,18 +39,41 @@ class Report:
     A report from a scan wraps the JSON text the core wrote and parses it on first use of `data`, so
     `write_json` right after a scan (what `tokscan scan -q --json F` does) never builds the Python objects."""
 
-    __slots__ = ("__weakref__", "_data", "_text")
+    __slots__ = ("__weakref__", "_columns", "_core_corpus", "_corpus", "_data", "_text")
 
     def __init__(self, data: dict[str, Any]) -> None:
         self._data: dict[str, Any] | None = data
         self._text: str | None = None
+        self._core_corpus: _core.Corpus | None = None
+        self._columns: dict[str, str] = {}
+        self._corpus: Any = None
 
     @classmethod
-    def _from_core(cls, text: str) -> Report:
-        """The report the core just produced: its compact JSON text, parsed lazily."""
+    def _from_core(
+        cls, text: str, corpus: _core.Corpus | None = None, columns: Mapping[str, str] | None = None
+    ) -> Report:
+        """The report the core just produced: its compact JSON text, parsed lazily, and the corpus it read
+        (opened with `columns`)."""
         report = cls.__new__(cls)
-        report._data, report._text = None, text
+        report._data, report._text, report._corpus = None, text, None
+        report._core_corpus, report._columns = corpus, dict(columns or {})
         return report
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The open corpus stays in this process: a pickled report is its JSON document.
+        return (Report, (self.data,))
+
+    @property
+    def corpus(self) -> Any:
+        """The corpus this scan read, still open (a `tokscan.forensics.Corpus`): flagged samples are fetched
+        from it without discovering and opening the inputs again. None for a report loaded from JSON, a Ray
+        scan, or a scan of object-store URLs (their local copies are gone). Its inputs stay open (mapped) as
+        long as the report is referenced."""
+        if self._corpus is None and self._core_corpus is not None:
+            from .forensics import Corpus  # numpy: only when samples are asked for
+
+            self._corpus = Corpus.of(self._core_corpus, self._columns)
+        return self._corpus
 
     @property
     def data(self) -> dict[str, Any]:

@@ -48,7 +48,7 @@ def demo(
         # The page shows what `scan --decode` gives: flagged samples decoded around the flagged token.
         report.data["decoded"] = decode_flagged(
             report,
-            [str(path)],
+            report.corpus,
             load_tokenizer(tok) if tok else None,
             DECODED_PER_CODE,
             None,

@@ -5,7 +5,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -42,7 +42,7 @@ from .app import (
 RAY_DEFAULT = ""
 
 
-def scan_with_progress(paths: list[str], show_progress: bool, **kwargs):
+def scan_with_progress(paths: list[str] | Any, show_progress: bool, **kwargs):
     if not (show_progress and err.is_terminal):
         # Still poll from this thread, so Ctrl-C cancels the scan promptly.
         # A Ray scan without a bar needs no progress actor; Ctrl-C stops either scan.
@@ -129,7 +129,7 @@ def execute(a: ScanArgs) -> int:
     from ..api import load_profile
     from ..config import discover, load_file
     from ..drift import compare
-    from ..outputs import input_paths, refuse_overlap, write_file
+    from ..outputs import input_paths, refuse_overlap, utf8_paths, write_file
     from ..report import Report
 
     cfg = load_file(a.config) if a.config is not None else discover()
@@ -176,19 +176,27 @@ def execute(a: ScanArgs) -> int:
     early = None
     from ..remote import any_url
 
-    if a.hint and not a.quiet and a.ray is None and not any_url(list(paths)):
+    # A local scan of files on disk loads the profile and opens the corpus once: the hint before the scan, the
+    # scan, --decode and the hint after it read that corpus (a Ray scan loads and opens on its workers;
+    # object-store URLs are fetched by the scan).
+    prof, corpus = None, None
+    if a.ray is None and not any_url(list(paths)):
+        prof = load_profile(profile, tok_dir, a.trust_remote_code)
+        corpus = _core.Corpus(utf8_paths(list(paths)), columns)
+    if a.hint and not a.quiet and corpus is not None and prof is not None:
         # Before the scan: with the wrong profile every sample is flagged, and a long scan would only say so
         # at its end.
+        from ..forensics import Corpus
         from ..hints import preflight_hint
 
-        early = preflight_hint(load_profile(profile, tok_dir, a.trust_remote_code), list(paths), columns)
+        early = preflight_hint(prof, Corpus.of(corpus, columns))
         if early is not None:
             err.print(f"[bold yellow]hint:[/] {early.message}", highlight=False, soft_wrap=True)
     t0 = time.perf_counter()
     report = scan_with_progress(
-        paths,
+        corpus if corpus is not None else paths,
         a.progress and text_out,
-        profile=profile,
+        profile=prof if prof is not None else profile,
         tokenizer=tok_dir,
         columns=columns,
         threads=threads,
@@ -221,7 +229,12 @@ def execute(a: ScanArgs) -> int:
 
         tok = load_tokenizer(tok_dir, a.trust_remote_code) if tok_dir is not None else None
         report.data["decoded"] = decode_flagged(
-            report, paths, tok, a.decode, columns, load_profile(profile, tok_dir, a.trust_remote_code)
+            report,
+            report.corpus if report.corpus is not None else paths,
+            tok,
+            a.decode,
+            columns,
+            prof if prof is not None else load_profile(profile, tok_dir, a.trust_remote_code),
         )
     drifts = compare(base, report, cfg.drift) if base is not None else None
     written: list[str] = []  # "what -> where", said after the summary
@@ -276,7 +289,7 @@ def execute(a: ScanArgs) -> int:
     if a.hint and not a.quiet and early is None:
         from ..hints import profile_hint
 
-        hint = profile_hint(report, paths, columns)
+        hint = profile_hint(report, report.corpus if report.corpus is not None else paths, columns)
         if hint is not None:
             err.print(f"[bold yellow]hint:[/] {hint.message}", highlight=False, soft_wrap=True)
     code = report.exit_code()

@@ -39,5 +39,5 @@ pub use error::{Error, Result};
 pub use policy::Policy;
 pub use profile::Profile;
 pub use report::Report;
-pub use scan::{scan, Progress, ScanOptions};
+pub use scan::{scan, scan_keeping, scan_opened, Progress, ScanOptions};
 pub use validate::Validator;

@@ -88,79 +88,116 @@ pub fn scan(
     opts: &ScanOptions,
     progress: &Progress,
 ) -> Result<Report> {
+    scan_keeping(paths, profile, opts, progress).map(|(report, _)| report)
+}
+
+/// Scans `paths` and returns the report with the corpus it read, open, so that its samples can be fetched,
+/// decoded or probed afterwards without discovering and opening the inputs again.
+pub fn scan_keeping(
+    paths: &[String],
+    profile: &Profile,
+    opts: &ScanOptions,
+    progress: &Progress,
+) -> Result<(Report, Corpus)> {
     let (started, t0) = (std::time::SystemTime::now(), std::time::Instant::now());
     with_pool(opts.threads, || {
         let corpus = Corpus::open(paths, &opts.columns)?;
-        // The encoder loads only when there are prompts to pair, before they are read (rendering keeps each
-        // record's line).
-        let has_prompts = !corpus.prompts.is_empty() || !opts.prompts.is_empty();
-        let (mut encoder, mut note) = (opts.encoder.clone(), None);
-        if let (true, None, Some((dir, template))) = (has_prompts, &encoder, &opts.prompt_tokenizer)
-        {
-            match crate::pairing::load_encoder(dir, template.as_deref()) {
-                Ok(e) => encoder = Some(e),
-                Err(why) => note = Some(format!("tokens not compared: {why}")),
-            }
-        }
-        let mut pairing = Pairing::of(&corpus, &opts.prompts, encoder)?;
-        if let Some(p) = pairing.as_mut() {
-            p.note = note;
-        }
-        // Near duplicates and pairing look at every record together; otherwise records past the budget are
-        // spilled to disk (`spill`).
-        let spill = (opts.near_dup.is_none() && pairing.is_none())
-            .then(crate::spill::budget)
-            .flatten()
-            .map(Spill::new);
-        let (partial, held) = scan_corpus(
-            &corpus,
-            pairing.as_ref(),
-            profile,
-            opts,
-            progress,
-            spill.as_ref(),
-        )?;
-        if partial.n_samples() == 0 {
-            return Err(no_samples(&input_infos(&corpus)));
-        }
-        let (corpus_flagged, records) = match &spill {
-            Some(s) if s.spilled() => (s.crosscheck(&partial, &held)?, Vec::new()),
-            _ => {
-                let records = Spill::into_memory(held);
-                (crosscheck::local(&partial, &records), records)
-            }
-        };
-        let near = match &opts.near_dup {
-            Some(p) => {
-                let sketches = records
-                    .iter()
-                    .flat_map(|r| r.rows.iter())
-                    .filter_map(|r| r.sketch.as_deref().map(|s| (r.row, s)));
-                let pairs = crate::neardup::candidates(sketches, p);
-                Some(near_duplicates(&corpus, profile, &pairs, &partial, p)?)
-            }
-            None => None,
-        };
-        let mut report = finish(
-            partial,
-            corpus_flagged,
-            &records,
-            profile,
-            input_infos(&corpus),
-            opts,
-            pairing.as_ref(),
-            near,
-        )?;
-        report.skipped = crate::plan::skipped_infos(&corpus, false);
-        report.run = Some(crate::report::RunInfo::of(
-            &opts.run,
-            started,
-            t0.elapsed().as_secs_f64(),
-            "local",
-            rayon::current_num_threads(),
-        ));
-        Ok(report)
+        let report = scan_in_pool(&corpus, profile, opts, progress, started, t0)?;
+        Ok((report, corpus))
     })
+}
+
+/// Scans a corpus already opened and returns the report (`opts.columns` is not looked at: the corpus is read
+/// with the columns it was opened with).
+pub fn scan_opened(
+    corpus: &Corpus,
+    profile: &Profile,
+    opts: &ScanOptions,
+    progress: &Progress,
+) -> Result<Report> {
+    let (started, t0) = (std::time::SystemTime::now(), std::time::Instant::now());
+    with_pool(opts.threads, || {
+        scan_in_pool(corpus, profile, opts, progress, started, t0)
+    })
+}
+
+/// The local scan of `corpus` on the current rayon pool.
+fn scan_in_pool(
+    corpus: &Corpus,
+    profile: &Profile,
+    opts: &ScanOptions,
+    progress: &Progress,
+    started: std::time::SystemTime,
+    t0: std::time::Instant,
+) -> Result<Report> {
+    // The encoder loads only when there are prompts to pair, before they are read (rendering keeps each
+    // record's line).
+    let has_prompts = !corpus.prompts.is_empty() || !opts.prompts.is_empty();
+    let (mut encoder, mut note) = (opts.encoder.clone(), None);
+    if let (true, None, Some((dir, template))) = (has_prompts, &encoder, &opts.prompt_tokenizer) {
+        match crate::pairing::load_encoder(dir, template.as_deref()) {
+            Ok(e) => encoder = Some(e),
+            Err(why) => note = Some(format!("tokens not compared: {why}")),
+        }
+    }
+    let mut pairing = Pairing::of(corpus, &opts.prompts, encoder)?;
+    if let Some(p) = pairing.as_mut() {
+        p.note = note;
+    }
+    // Near duplicates and pairing look at every record together; otherwise records past the budget are
+    // spilled to disk (`spill`).
+    let spill = (opts.near_dup.is_none() && pairing.is_none())
+        .then(crate::spill::budget)
+        .flatten()
+        .map(Spill::new);
+    let (partial, held) = scan_corpus(
+        corpus,
+        pairing.as_ref(),
+        profile,
+        opts,
+        progress,
+        spill.as_ref(),
+    )?;
+    if partial.n_samples() == 0 {
+        return Err(no_samples(&input_infos(corpus)));
+    }
+    let (corpus_flagged, records) = match &spill {
+        Some(s) if s.spilled() => (s.crosscheck(&partial, &held)?, Vec::new()),
+        _ => {
+            let records = Spill::into_memory(held);
+            (crosscheck::local(&partial, &records), records)
+        }
+    };
+    let near = match &opts.near_dup {
+        Some(p) => {
+            let sketches = records
+                .iter()
+                .flat_map(|r| r.rows.iter())
+                .filter_map(|r| r.sketch.as_deref().map(|s| (r.row, s)));
+            let pairs = crate::neardup::candidates(sketches, p);
+            Some(near_duplicates(corpus, profile, &pairs, &partial, p)?)
+        }
+        None => None,
+    };
+    let mut report = finish(
+        partial,
+        corpus_flagged,
+        &records,
+        profile,
+        input_infos(corpus),
+        opts,
+        pairing.as_ref(),
+        near,
+    )?;
+    report.skipped = crate::plan::skipped_infos(corpus, false);
+    report.run = Some(crate::report::RunInfo::of(
+        &opts.run,
+        started,
+        t0.elapsed().as_secs_f64(),
+        "local",
+        rayon::current_num_threads(),
+    ));
+    Ok(report)
 }
 
 /// The report of a scanned corpus, from its merged partial, what the corpus-wide checks flagged

@@ -3,6 +3,7 @@
 //! overrides.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
@@ -15,7 +16,18 @@ use crate::{detached, parse_columns, to_py};
 /// The inputs of `paths` in scan order, opened and validated; samples by global row or by id.
 #[pyclass(frozen, name = "Corpus", module = "tokscan._core")]
 pub struct PyCorpus {
-    inner: Corpus,
+    inner: Arc<Corpus>,
+}
+
+impl PyCorpus {
+    /// A handle on a corpus opened elsewhere (the one a scan read), shared, not reopened.
+    pub(crate) fn shared(inner: Arc<Corpus>) -> Self {
+        PyCorpus { inner }
+    }
+
+    pub(crate) fn corpus(&self) -> Arc<Corpus> {
+        self.inner.clone()
+    }
 }
 
 fn to_dict<'py>(py: Python<'py>, corpus: &Corpus, s: SampleData) -> PyResult<Bound<'py, PyDict>> {
@@ -48,7 +60,9 @@ impl PyCorpus {
     ) -> PyResult<Self> {
         let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
         let inner = detached(py, move || Corpus::open(&paths, &columns))?;
-        Ok(PyCorpus { inner })
+        Ok(PyCorpus {
+            inner: Arc::new(inner),
+        })
     }
 
     fn __len__(&self) -> usize {

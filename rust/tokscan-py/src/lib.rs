@@ -129,6 +129,8 @@ fn unwind<T>(py: Python<'_>, out: std::thread::Result<Result<T, Error>>) -> PyRe
 #[pyclass(frozen, name = "Profile", module = "tokscan._core")]
 pub struct PyProfile {
     pub(crate) inner: Arc<Profile>,
+    /// The name or file it was loaded from (a report's `run.profile_source`).
+    source: String,
 }
 
 #[pymethods]
@@ -137,13 +139,23 @@ impl PyProfile {
     #[staticmethod]
     #[pyo3(signature = (name_or_path, tokenizer=None))]
     fn load(py: Python<'_>, name_or_path: String, tokenizer: Option<String>) -> PyResult<Self> {
+        let source = name_or_path.clone();
         let p = detached(py, move || {
             let vocab = tokenizer
                 .map(|t| Vocabulary::cached(std::path::Path::new(&t)))
                 .transpose()?;
             Profile::load(&name_or_path, vocab.as_deref())
         })?;
-        Ok(PyProfile { inner: Arc::new(p) })
+        Ok(PyProfile {
+            inner: Arc::new(p),
+            source,
+        })
+    }
+
+    /// The built-in name or the file the profile was loaded from.
+    #[getter]
+    fn source(&self) -> String {
+        self.source.clone()
     }
 
     #[getter]
@@ -242,10 +254,18 @@ pub(crate) fn contamination_spec(a: ContaminationArgs) -> tokscan_core::contamin
 /// One scan: configure, then `run()` (GIL released) while another thread may poll `progress()` or `cancel()`.
 #[pyclass(frozen, name = "Scan", module = "tokscan._core")]
 struct PyScan {
-    paths: Vec<String>,
+    input: ScanInput,
     profile: Arc<Profile>,
     options: ScanOptions,
     progress: Arc<Progress>,
+    /// The corpus the last `run()` read, kept open for the samples asked for afterwards.
+    kept: std::sync::Mutex<Option<Arc<tokscan_core::Corpus>>>,
+}
+
+/// What a scan reads: paths it discovers and opens, or a corpus opened already.
+enum ScanInput {
+    Paths(Vec<String>),
+    Opened(Arc<tokscan_core::Corpus>),
 }
 
 /// The draft-vocabulary options, given as JSON (`tokscan.vocab` writes it): sizes, a mapping to build, a
@@ -353,7 +373,7 @@ impl PyScan {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        paths: Vec<String>,
+        paths: &Bound<'_, PyAny>,
         profile: &PyProfile,
         columns: Option<HashMap<String, String>>,
         threads: usize,
@@ -381,8 +401,19 @@ impl PyScan {
         let vocab = parse_vocab(draft_vocab).map_err(|e| to_py(py, e))?;
         let policy = parse_policy(policy, severities, fail_on).map_err(|e| to_py(py, e))?;
         let near_dup = near_params(near_dup).map_err(|e| to_py(py, e))?;
+        let input = match paths.cast::<corpus::PyCorpus>() {
+            Ok(c) => ScanInput::Opened(c.get().corpus()),
+            Err(_) => ScanInput::Paths(paths.extract().map_err(|_| {
+                raise(
+                    py,
+                    "UsageError",
+                    "paths must be a list of paths or an opened Corpus".into(),
+                )
+            })?),
+        };
         Ok(PyScan {
-            paths,
+            input,
+            kept: std::sync::Mutex::new(None),
             profile: profile.inner.clone(),
             options: ScanOptions {
                 columns,
@@ -405,10 +436,29 @@ impl PyScan {
     /// Runs the scan and returns the report as a JSON string. Ctrl-C (a pending signal on the main thread)
     /// cancels it within a batch and raises KeyboardInterrupt, with or without a progress poller.
     fn run(&self, py: Python<'_>) -> PyResult<String> {
-        let report = interruptible(py, &self.progress, || {
-            tokscan_core::scan(&self.paths, &self.profile, &self.options, &self.progress)
+        let (report, corpus) = interruptible(py, &self.progress, || match &self.input {
+            ScanInput::Paths(paths) => {
+                tokscan_core::scan_keeping(paths, &self.profile, &self.options, &self.progress)
+                    .map(|(report, corpus)| (report, Arc::new(corpus)))
+            }
+            ScanInput::Opened(corpus) => {
+                tokscan_core::scan_opened(corpus, &self.profile, &self.options, &self.progress)
+                    .map(|report| (report, corpus.clone()))
+            }
         })?;
+        *self.kept.lock().unwrap_or_else(|e| e.into_inner()) = Some(corpus);
         serde_json::to_string(&report).map_err(|e| raise(py, "InternalError", e.to_string()))
+    }
+
+    /// The corpus the last `run()` read, open (`None` before a run): its samples are fetched without
+    /// discovering and opening the inputs again.
+    #[getter]
+    fn corpus(&self) -> Option<corpus::PyCorpus> {
+        self.kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .map(corpus::PyCorpus::shared)
     }
 
     /// Counters of the running scan.
