@@ -115,3 +115,16 @@ def test_report_does_not_depend_on_threads_or_path_order(layouts):
     c = tokscan.scan(files, threads=8)
     strip = lambda r: {k: v for k, v in r.findings.items() if k != "inputs"}  # noqa: E731
     assert strip(a) == strip(b) == strip(c)
+
+
+def test_every_sample_scope_code_is_planted_by_the_generators():
+    """Issue 21: each sample-scope code of the core's catalogue has an injector in `Generator.anomalous` (listed
+    in `INJECTED`, so it is planted in every layout above and its exact flagged set checked), unless it needs what
+    the generated corpora lack, as the core says (`not_checked`: a tokenizer vocabulary; those codes are tested
+    on real tokenizations in test_forensics.py and test_tool_payloads.py)."""
+    from tokscan.demo_corpus import INJECTED
+
+    scopes = tokscan._core.code_scopes()
+    needs = tokscan._core.not_checked(tokscan.load_profile("kimi-k2"), ["input_ids+loss_mask"])
+    missing = {c for c, s in scopes.items() if s == "sample"} - set(INJECTED) - set(needs)
+    assert not missing, f"sample-scope codes no generator plants: {sorted(missing)}"

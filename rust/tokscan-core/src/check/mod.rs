@@ -20,6 +20,16 @@ const CLASSIFY_CHUNK: usize = 32;
 /// Sentinel for "no position".
 pub const NO_POS: u32 = u32::MAX;
 
+/// The sample-scope codes found outside [`rules::rules`]: while classifying (`out_of_vocab`), by the loop
+/// search (`repetition`) and by the tool-call payload check ([`payload::CODES`]).
+pub const OTHER_PASSES: [Code; 5] = [
+    Code::OutOfVocab,
+    Code::Repetition,
+    payload::CODES[0],
+    payload::CODES[1],
+    payload::CODES[2],
+];
+
 /// A special token at a position of the sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Event {
@@ -283,36 +293,16 @@ pub fn check_sample<T: TokenId + PartialEq>(
     }
 
     // 3. Rules.
-    let hits = [
-        (Code::PadInside, rules::pad_inside(&p)),
-        (
-            Code::MissingSystem,
-            rules::missing_system(profile, &p, turns),
-        ),
-        (Code::MissingUser, rules::missing_user(profile, &p, turns)),
-        (Code::EmptyCompletion, rules::empty_completion(&p)),
-        (Code::Truncated, rules::truncated(&p)),
-        (Code::TrailingTokens, rules::trailing_tokens(&p)),
-        (Code::MultipleThinkEnd, rules::multiple_think_end(&p)),
-        (Code::StraySpecial, rules::stray_special(&p)),
-        (Code::SpecialInPrompt, rules::special_in_prompt(&p)),
-        (Code::UnterminatedThinking, rules::unterminated_thinking(&p)),
-        (Code::EmptyResponse, rules::empty_response(&p)),
-        (
-            Code::UnbalancedToolCall,
-            rules::unbalanced_tool_call(profile, events, &p),
-        ),
-        (
-            Code::SpelledSpecial,
-            rules::spelled_special(profile, tokens, &p),
-        ),
-        (
-            Code::LossMaskMisaligned,
-            rules::loss_mask_misaligned(profile, tokens, mask, &p, turns),
-        ),
-    ];
-    for (code, hit) in hits {
-        if let Some(pos) = hit {
+    let ctx = rules::Ctx {
+        profile,
+        tokens,
+        mask,
+        events,
+        p: &p,
+        turns,
+    };
+    for (code, rule) in rules::rules::<T>() {
+        if let Some(pos) = rule(&ctx) {
             facts.flag(code, pos);
         }
     }
@@ -321,14 +311,7 @@ pub fn check_sample<T: TokenId + PartialEq>(
     }
     if profile.token_bytes.is_some() && profile.payload.is_some() {
         let found = payload::check_calls(profile, tokens, events, &p, turns, &mut scratch.payload);
-        for (code, pos) in [
-            Code::ToolCallArguments,
-            Code::ToolCallName,
-            Code::ToolCallUndeclared,
-        ]
-        .into_iter()
-        .zip(found)
-        {
+        for (code, pos) in payload::CODES.into_iter().zip(found) {
             if pos.is_some() {
                 facts.flag(code, pos);
             }

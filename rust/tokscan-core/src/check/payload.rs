@@ -274,7 +274,14 @@ fn token_at(starts: &[u32], a: usize, offset: usize) -> usize {
         .saturating_sub(1)
 }
 
-/// The first finding of each payload code in the sample: `[arguments, name, undeclared]` positions.
+/// The codes of the payload check, in the order [`check_calls`] returns their positions.
+pub const CODES: [Code; 3] = [
+    Code::ToolCallArguments,
+    Code::ToolCallName,
+    Code::ToolCallUndeclared,
+];
+
+/// The first finding of each payload code in the sample: positions in the order of [`CODES`].
 pub fn check_calls<T: TokenId>(
     profile: &Profile,
     tokens: &[T],

@@ -1,15 +1,62 @@
 //! The per-sample rules: one function per anomaly code, each reading the parsed structure and returning
 //! where the code is flagged (`Some(position)`; `Some(None)` for a code with no position) or `None`.
+//! [`rules`] binds each to its code: the one table `check_sample` runs, and the one a test holds against the
+//! catalogue, so a sample-scope code without a rule fails the build's tests instead of never firing.
 //!
-//! `repetition` is the exception: it searches the completion's tokens and stays in `check_sample`.
+//! The passes that are not rules over the parsed structure, [`super::OTHER_PASSES`]: `out_of_vocab` (found while
+//! classifying), `repetition` (a search of the completion's tokens) and the tool-call payload codes
+//! (`payload.rs`, with a tokenizer).
 
+use crate::anomaly::Code;
 use crate::profile::{kind, Profile, Role};
 use crate::token::{MaskSlice, TokenId};
 
 use super::parse::Parsed;
-use super::Turn;
+use super::{Event, Turn};
 
-type Hit = Option<Option<usize>>;
+pub type Hit = Option<Option<usize>>;
+
+/// What every rule reads: the profile, the sample's ids and loss mask, its special-token events and its
+/// parsed structure.
+pub struct Ctx<'a, T> {
+    pub profile: &'a Profile,
+    pub tokens: &'a [T],
+    pub mask: Option<MaskSlice<'a>>,
+    pub events: &'a [Event],
+    pub p: &'a Parsed,
+    pub turns: &'a [Turn],
+}
+
+/// A rule: where its code is flagged in the sample, if anywhere.
+pub type Rule<T> = fn(&Ctx<'_, T>) -> Hit;
+
+/// Every rule over the parsed structure, bound to the code it emits, in the order `check_sample` runs them.
+pub fn rules<T: TokenId + PartialEq>() -> [(Code, Rule<T>); 14] {
+    [
+        (Code::PadInside, |c| pad_inside(c.p)),
+        (Code::MissingSystem, |c| {
+            missing_system(c.profile, c.p, c.turns)
+        }),
+        (Code::MissingUser, |c| missing_user(c.profile, c.p, c.turns)),
+        (Code::EmptyCompletion, |c| empty_completion(c.p)),
+        (Code::Truncated, |c| truncated(c.p)),
+        (Code::TrailingTokens, |c| trailing_tokens(c.p)),
+        (Code::MultipleThinkEnd, |c| multiple_think_end(c.p)),
+        (Code::StraySpecial, |c| stray_special(c.p)),
+        (Code::SpecialInPrompt, |c| special_in_prompt(c.p)),
+        (Code::UnterminatedThinking, |c| unterminated_thinking(c.p)),
+        (Code::EmptyResponse, |c| empty_response(c.p)),
+        (Code::UnbalancedToolCall, |c| {
+            unbalanced_tool_call(c.profile, c.events, c.p)
+        }),
+        (Code::SpelledSpecial, |c| {
+            spelled_special(c.profile, c.tokens, c.p)
+        }),
+        (Code::LossMaskMisaligned, |c| {
+            loss_mask_misaligned(c.profile, c.tokens, c.mask, c.p, c.turns)
+        }),
+    ]
+}
 
 /// `pad_inside`: a PAD token before the trailing padding.
 pub fn pad_inside(p: &Parsed) -> Hit {

@@ -610,3 +610,24 @@ fn kimi_tool_call_payloads_are_read_with_a_byte_table() {
     // Without a byte table nothing of the payload is read.
     assert_eq!(run(&kimi(), &bad).flags, 0);
 }
+
+#[test]
+fn every_sample_scope_code_has_exactly_one_rule_or_pass() {
+    use crate::anomaly::Scope;
+    let mut bound: Vec<Code> = super::rules::rules::<u32>()
+        .iter()
+        .map(|(c, _)| *c)
+        .chain(super::OTHER_PASSES)
+        .collect();
+    bound.sort();
+    let mut sample: Vec<Code> = Code::ALL
+        .iter()
+        .copied()
+        .filter(|c| c.scope() == Scope::Sample)
+        .collect();
+    sample.sort();
+    assert_eq!(
+        bound, sample,
+        "a sample-scope code needs one rule in check/rules.rs's rules() (or one pass in OTHER_PASSES)"
+    );
+}
