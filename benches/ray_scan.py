@@ -125,7 +125,7 @@ def main() -> None:
     def one(task: bytes) -> bytes:
         from tokscan.distributed import _profile
 
-        partial, _buckets, _records = _core.TaskScan(task, _profile("kimi-k2", None, False), None, 1).run()
+        partial, _buckets, _records = _core.TaskScan(task, _profile("kimi-k2", None, False), {"threads": 1}).run()
         return partial
 
     ray.get([one.remote(t) for t in tasks])  # warm

@@ -3,6 +3,8 @@ length, flag masks vs bit indices, and reprs that say what an object holds."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -95,3 +97,25 @@ def test_code_masks_are_masks_and_reprs_are_short():
 
     ds = ValidatedDataset([{"input_ids": torch.tensor(x.ids)} for x in s], profile="kimi-k2")
     assert repr(ds).startswith(f"<ValidatedDataset of {len(s)} samples, on_bad='drop', Validator(")
+
+
+def test_one_options_object_reaches_the_core_whole(tmp_path):
+    """Issue 21: a scan's options travel as one `ScanOptions` to the local scan, every Ray task and the Ray
+    driver's last step; the core reads each field of it and refuses a key it does not know, so a field added on
+    one side only fails here."""
+    from tokscan import _core
+    from tokscan.options import ScanOptions
+
+    path = tmp_path / "c"
+    synth.write_numpy(synth.build_corpus(n_clean=30, seed=2, anomalies_per_code=0), path)
+    prof = tokscan.load_profile("kimi-k2")
+    opts = ScanOptions(threads=1, policy={"truncated": "ignore"}, fail_on="warning", flagged_detail=3)
+    report = json.loads(_core.Scan([str(path)], prof, opts.to_core()).run())
+    assert report["verdict"]["fail_on"] == "warning" and report["verdict"]["policy"] == {"truncated": "ignore"}
+    assert report["run"]["threads"] == 1
+    with pytest.raises(tokscan.UsageError, match='unknown scan option "bogus"') as e:
+        _core.Scan([str(path)], prof, {**opts.to_core(), "bogus": 1})
+    known = str(e.value).split("(known: ")[1].rstrip(")").split(", ")
+    assert sorted(known) == sorted(opts.to_core())
+    with pytest.raises(tokscan.UsageError, match="scan option threads"):
+        _core.TaskScan(b"", prof, {"threads": "two"})

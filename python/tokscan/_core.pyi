@@ -86,21 +86,7 @@ class Scan:
         cls,
         paths: list[str] | Corpus,
         profile: Profile,
-        columns: dict[str, str] | None = None,
-        threads: int = 0,
-        severities: dict[str, str] | None = None,
-        policy: dict[str, str | int] | None = None,
-        fail_on: str = "error",
-        ngram_coverage: bool = False,
-        prompts: list[str] | None = None,
-        prompt_tokenizer: str | None = None,
-        chat_template: str | None = None,
-        contamination: tuple[list[str], int, float, str | None] | None = None,
-        near_dup: tuple[int, int, int, float] | None = None,
-        draft_vocab: str | None = None,
-        flagged_detail: int = 1000,
-        command: list[str] | None = None,
-        profile_source: str | None = None,
+        options: dict[str, Any] | None = None,  # tokscan.options.ScanOptions.to_core()
     ) -> Scan: ...
     def run(self) -> str: ...
     @property
@@ -194,14 +180,8 @@ class TaskScan:
         cls,
         task: bytes,
         profile: Profile,
-        columns: dict[str, str] | None = None,
-        threads: int = 0,
-        ngram_coverage: bool = False,
+        options: dict[str, Any] | None = None,  # tokscan.options.ScanOptions.to_core()
         n_buckets: int = 1,
-        contamination: tuple[list[str], int, float, str | None] | None = None,
-        count_vocab: bool = False,
-        flagged_detail: int = 1000,
-        near_dup: tuple[int, int, int, float] | None = None,
     ) -> TaskScan: ...
     def run(self) -> tuple[bytes, list[bytes], bytes]: ...
     def rows(self) -> int: ...
@@ -227,11 +207,7 @@ def finish_report(
     flagged: list[bytes],
     profile: Profile,
     inputs: str,
-    severities: dict[str, str] | None = None,
-    policy: dict[str, str | int] | None = None,
-    fail_on: str = "error",
-    ngram_coverage: bool = False,
-    draft_vocab: str | None = None,
+    options: dict[str, Any] | None = None,  # tokscan.options.ScanOptions.to_core()
     run: str | None = None,
     near: bytes | None = None,
 ) -> str: ...

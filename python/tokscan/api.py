@@ -10,6 +10,7 @@ from typing import Any
 
 from . import _core
 from .errors import ProfileError, UsageError, did_you_mean
+from .options import ScanOptions
 from .outputs import utf8_paths
 from .report import Report
 
@@ -184,6 +185,23 @@ def scan(
     near = (near_dup_n, near_dup_bands, near_dup_rows, float(near_dup_threshold)) if near_dup else None
     from .remote import any_url
 
+    options = ScanOptions(
+        columns=dict(columns or {}),
+        threads=threads,
+        severities=dict(severities or {}),
+        policy=dict(policy or {}),
+        fail_on=fail_on,
+        ngram_coverage=ngram_coverage,
+        prompts=None if prompts is None else [os.fspath(prompts)],
+        tokenizer=None if tokenizer is None else os.fspath(tokenizer),
+        chat_template=None if chat_template is None else Path(chat_template).read_text(),
+        contamination=bench,
+        near_dup=near,
+        draft_vocab=vocab,
+        flagged_detail=flagged_detail,
+        command=_command(command),
+        profile_source=profile.source if isinstance(profile, _core.Profile) else os.fspath(profile),
+    )
     if engine == "ray":
         if any_url(path_list):
             raise UsageError(
@@ -194,101 +212,38 @@ def scan(
             raise UsageError("pairing with prompts runs in the local engine only (engine='local')")
         if isinstance(profile, _core.Profile):
             raise UsageError("engine='ray' needs the profile by name or TOML file: every worker loads it")
-        from .distributed import scan_ray
+        from .distributed import run_on_ray
 
-        return scan_ray(
+        return run_on_ray(
             path_list,
             os.fspath(profile),
-            tokenizer=None if tokenizer is None else os.fspath(tokenizer),
+            options,
             trust_remote_code=trust_remote_code,
-            columns=columns,
-            threads=threads,
-            severities=severities,
-            policy=policy,
-            fail_on=fail_on,
-            ngram_coverage=ngram_coverage,
-            contamination=bench,
-            draft_vocab=vocab,
-            near_dup=near,
-            flagged_detail=flagged_detail,
             address=address,
             progress=progress,
             poll_interval=max(poll_interval, 0.2),
-            command=_command(command),
         )
     prof = profile if isinstance(profile, _core.Profile) else load_profile(profile, tokenizer, trust_remote_code)
     from .remote import relabel, staged
 
     with staged([] if opened is not None else path_list) as (local_paths, bases):
-        report = _run_local(
-            opened if opened is not None else local_paths,
-            prof,
-            columns,
-            threads,
-            severities,
-            policy,
-            fail_on,
-            ngram_coverage,
-            prompts,
-            tokenizer,
-            chat_template,
-            bench,
-            near,
-            vocab,
-            flagged_detail,
-            progress,
-            poll_interval,
-            _command(command),
-            profile.source if isinstance(profile, _core.Profile) else os.fspath(profile),
-        )
+        report = _run_local(opened if opened is not None else local_paths, prof, options, progress, poll_interval)
     return Report(relabel(report.data, bases)) if bases else report
 
 
 def _run_local(
     inputs: list[str] | _core.Corpus,
     prof: _core.Profile,
-    columns: Mapping[str, str] | None,
-    threads: int,
-    severities: Mapping[str, str] | None,
-    policy: Mapping[str, str | int] | None,
-    fail_on: str,
-    ngram_coverage: bool,
-    prompts: str | os.PathLike[str] | None,
-    tokenizer: str | os.PathLike[str] | None,
-    chat_template: str | os.PathLike[str] | None,
-    bench: Any,
-    near: Any,
-    vocab: Any,
-    flagged_detail: int,
+    options: ScanOptions,
     progress: ProgressCallback | None,
     poll_interval: float,
-    command: list[str] | None = None,
-    profile_source: str | None = None,
 ) -> Report:
     """The local engine's scan of `inputs`, files on disk or a corpus opened already. The report keeps the
     corpus the scan read (`Report.corpus`)."""
-    job = _core.Scan(
-        inputs,
-        prof,
-        dict(columns or {}),
-        threads,
-        dict(severities or {}),
-        dict(policy or {}),
-        fail_on,
-        ngram_coverage,
-        None if prompts is None else [os.fspath(prompts)],
-        None if tokenizer is None else os.fspath(tokenizer),
-        None if chat_template is None else Path(chat_template).read_text(),
-        bench,
-        near,
-        vocab,
-        flagged_detail,
-        command,
-        profile_source,
-    )
+    job = _core.Scan(inputs, prof, options.to_core())
 
     def kept(text: str) -> Report:
-        return Report._from_core(text, job.corpus, columns)
+        return Report._from_core(text, job.corpus, options.columns)
 
     if progress is None:
         return kept(job.run())

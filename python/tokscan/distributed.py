@@ -38,6 +38,7 @@ from typing import Any
 
 from . import _core
 from .errors import TokscanError, UsageError, install_hint
+from .options import ScanOptions
 from .report import Report
 
 #: Environment variable (read on the driver) a test sets to hold the first attempt of the first scan task until
@@ -134,29 +135,12 @@ def _remote_functions(ray: Any) -> dict[str, Any]:
         hold: str | None,
         task: bytes,
         profile: tuple[str, str | None, bool],
-        columns: dict[str, str],
-        threads: int,
-        ngram_coverage: bool,
+        options: dict[str, Any],
         n_buckets: int,
         counter: Any,
-        contamination: tuple[list[str], int, float, str | None] | None,
-        count_vocab: bool = False,
-        flagged_detail: int = 1000,
-        near_dup: tuple[int, int, int, float] | None = None,
     ) -> tuple[bytes, ...]:
         _hold_for_test(hold, index)
-        job = _core.TaskScan(
-            task,
-            _profile(*profile),
-            columns,
-            threads,
-            ngram_coverage,
-            n_buckets,
-            contamination,
-            count_vocab,
-            flagged_detail,
-            near_dup,
-        )
+        job = _core.TaskScan(task, _profile(*profile), options, n_buckets)
         if counter is None:
             partial, buckets, records = job.run()
             return (partial, records, *buckets)
@@ -280,34 +264,64 @@ def scan_ray(
     is `(n, bands, rows, threshold)` of the near-duplicate search (see `tokscan.scan`).
     `flagged_detail` bounds the flagged samples kept in full, in every task and in the merge, as locally.
     """
+    options = ScanOptions(
+        columns=dict(columns or {}),
+        threads=threads,
+        severities=dict(severities or {}),
+        policy=dict(policy or {}),
+        fail_on=fail_on,
+        ngram_coverage=ngram_coverage,
+        tokenizer=None if tokenizer is None else str(tokenizer),
+        contamination=contamination,
+        near_dup=near_dup,
+        draft_vocab=draft_vocab,
+        flagged_detail=flagged_detail,
+        command=command,
+        profile_source=str(profile),
+    )
+    return run_on_ray(
+        paths,
+        profile,
+        options,
+        trust_remote_code=trust_remote_code,
+        address=address,
+        n_tasks=n_tasks,
+        n_buckets=n_buckets,
+        fan_in=fan_in,
+        progress=progress,
+        poll_interval=poll_interval,
+    )
+
+
+def run_on_ray(
+    paths: list[str],
+    profile: str,
+    options: ScanOptions,
+    *,
+    trust_remote_code: bool = False,
+    address: str | None = None,
+    n_tasks: int | None = None,
+    n_buckets: int | None = None,
+    fan_in: int = 8,
+    progress: Callable[[dict[str, int]], None] | None = None,
+    poll_interval: float = 0.2,
+) -> Report:
+    """`scan_ray` with the scan's options as `tokscan.scan` built them (one `ScanOptions`, handed to every
+    task and to the driver's last step as they are)."""
     ray = import_ray()
-    profile_args = (str(profile), None if tokenizer is None else str(tokenizer), trust_remote_code)
+    profile_args = (str(profile), options.tokenizer, trust_remote_code)
     prof = _profile(*profile_args)  # errors in the profile surface before anything is submitted
-    run = {"started": time.time(), "command": command, "profile_source": str(profile), "tokenizer": tokenizer}
+    run = {
+        "started": time.time(),
+        "command": options.command,
+        "profile_source": options.profile_source,
+        "tokenizer": options.tokenizer,
+    }
+    # Ray runs one task per CPU: a task's core uses one thread unless told otherwise.
+    options = options.replace(threads=options.threads or 1)
     started = connect(ray, address)
     try:
-        return _run(
-            run,
-            ray,
-            paths,
-            prof,
-            profile_args,
-            dict(columns or {}),
-            threads or 1,
-            dict(severities or {}),
-            dict(policy or {}),
-            fail_on,
-            ngram_coverage,
-            contamination,
-            draft_vocab,
-            near_dup,
-            flagged_detail,
-            n_tasks,
-            n_buckets,
-            fan_in,
-            progress,
-            poll_interval,
-        )
+        return _run(run, ray, paths, prof, profile_args, options, n_tasks, n_buckets, fan_in, progress, poll_interval)
     finally:
         if started:
             ray.shutdown()
@@ -319,22 +333,14 @@ def _run(
     paths: list[str],
     prof: _core.Profile,
     profile_args: tuple[str, str | None, bool],
-    columns: dict[str, str],
-    threads: int,
-    severities: dict[str, str],
-    policy: dict[str, str | int],
-    fail_on: str,
-    ngram_coverage: bool,
-    contamination: tuple[list[str], int, float, str | None] | None,
-    draft_vocab: str | None,
-    near_dup: tuple[int, int, int, float] | None,
-    flagged_detail: int,
+    options: ScanOptions,
     n_tasks: int | None,
     n_buckets: int | None,
     fan_in: int,
     progress: Callable[[dict[str, int]], None] | None,
     poll_interval: float,
 ) -> Report:
+    columns, core_options = options.columns, options.to_core()
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     tasks, inputs, rows, _units, _tokens = _core.plan_scan(paths, columns, n_tasks or 4 * cpus)
     if not tasks:  # no sample anywhere: the core's usage error, naming the inputs
@@ -347,21 +353,7 @@ def _run(
     maps = [
         fn["scan_task"]
         .options(num_returns=2 + buckets)
-        .remote(
-            i,
-            hold,
-            t,
-            profile_args,
-            columns,
-            threads,
-            ngram_coverage,
-            buckets,
-            counter,
-            contamination,
-            draft_vocab is not None,
-            flagged_detail,
-            near_dup,
-        )
+        .remote(i, hold, t, profile_args, core_options, buckets, counter)
         for i, t in enumerate(tasks)
     ]
     try:
@@ -389,25 +381,13 @@ def _run(
         fence = fn["fences"].remote(merged)
         flagged = [fn["resolve"].remote(m[1], fence, *reps) for m in maps]
         near = None
-        if near_dup is not None:
+        if options.near_dup is not None:
             pairs = [fn["near_pairs"].remote(*(m[2 + b] for m in maps)) for b in range(buckets)]
-            near = fn["near"].remote(paths, profile_args, columns, threads, near_dup, merged, *pairs)
+            near = fn["near"].remote(paths, profile_args, columns, options.threads, options.near_dup, merged, *pairs)
         partial, resolved = ray.get(merged), ray.get(flagged)
         near_found = None if near is None else ray.get(near)
         run = {**run, "seconds": time.time() - run["started"], "threads": cpus}
-        text = _core.finish_report(
-            partial,
-            resolved,
-            prof,
-            inputs,
-            severities,
-            policy,
-            fail_on,
-            ngram_coverage,
-            draft_vocab,
-            json.dumps(run),
-            near_found,
-        )
+        text = _core.finish_report(partial, resolved, prof, inputs, core_options, json.dumps(run), near_found)
     except KeyboardInterrupt:
         for m in maps:
             ray.cancel(m[0], force=True)

@@ -12,10 +12,9 @@ use tokscan_core::crosscheck::{self, Bucket, Fences, Repeat};
 use tokscan_core::plan::{self, Task};
 use tokscan_core::report::InputInfo;
 use tokscan_core::summary::{merge_by_row, FlaggedSample, Partial, Records};
-use tokscan_core::vocab::VocabOptions;
 use tokscan_core::{Error, Profile, Progress, ScanOptions};
 
-use crate::{detached, interruptible, parse_columns, parse_policy, to_py, PyProfile};
+use crate::{detached, interruptible, parse_columns, to_py, PyProfile};
 
 fn bytes<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyBytes> {
     PyBytes::new(py, b)
@@ -60,38 +59,22 @@ pub struct PyTaskScan {
 #[pymethods]
 impl PyTaskScan {
     #[new]
-    #[pyo3(signature = (task, profile, columns=None, threads=0, ngram_coverage=false, n_buckets=1, contamination=None, count_vocab=false, flagged_detail=1000, near_dup=None))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (task, profile, options=None, n_buckets=1))]
     fn new(
         py: Python<'_>,
         task: &[u8],
         profile: &PyProfile,
-        columns: Option<HashMap<String, String>>,
-        threads: usize,
-        ngram_coverage: bool,
+        options: Option<&Bound<'_, PyDict>>,
         n_buckets: usize,
-        contamination: Option<crate::ContaminationArgs>,
-        count_vocab: bool,
-        flagged_detail: u64,
-        near_dup: Option<crate::NearDupArgs>,
     ) -> PyResult<Self> {
-        let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
-        let near_dup = crate::near_params(near_dup).map_err(|e| to_py(py, e))?;
+        // The scan's own options: each task keeps detail for its own first samples of each code (the merge
+        // keeps the corpus's first: a task holds every sample the whole corpus keeps of it), counts the
+        // loss-bearing tokens when the scan has draft-vocabulary options, as a local scan does.
+        let options = crate::options::scan_options(options).map_err(|e| to_py(py, e))?;
         Ok(PyTaskScan {
             task: Task::from_bytes(task).map_err(|e| to_py(py, e))?,
             profile: profile.inner.clone(),
-            options: ScanOptions {
-                columns,
-                threads,
-                ngram_coverage,
-                contamination: contamination.map(crate::contamination_spec),
-                vocab: count_vocab.then(VocabOptions::default),
-                // Each task keeps detail for its own first samples of each code; the merge keeps the corpus's
-                // first (a task holds every sample the whole corpus keeps of it), as a local scan does.
-                flagged_detail,
-                near_dup,
-                ..Default::default()
-            },
+            options,
             n_buckets: n_buckets.max(1),
             progress: Arc::new(Progress::default()),
         })
@@ -268,7 +251,7 @@ pub fn resolve_flagged<'py>(
 /// The report (JSON) of a corpus scanned in tasks: the merged partial, every task's resolved samples, and the
 /// plan's inputs.
 #[pyfunction]
-#[pyo3(signature = (partial, flagged, profile, inputs, severities=None, policy=None, fail_on="error", ngram_coverage=false, draft_vocab=None, run=None, near=None))]
+#[pyo3(signature = (partial, flagged, profile, inputs, options=None, run=None, near=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn finish_report(
     py: Python<'_>,
@@ -276,15 +259,11 @@ pub fn finish_report(
     flagged: Vec<Vec<u8>>,
     profile: &PyProfile,
     inputs: &str,
-    severities: Option<HashMap<String, String>>,
-    policy: Option<&Bound<'_, PyDict>>,
-    fail_on: &str,
-    ngram_coverage: bool,
-    draft_vocab: Option<&str>,
+    options: Option<&Bound<'_, PyDict>>,
     run: Option<&str>,
     near: Option<Vec<u8>>,
 ) -> PyResult<String> {
-    let policy = parse_policy(policy, severities, fail_on).map_err(|e| to_py(py, e))?;
+    let scan = crate::options::scan_options(options).map_err(|e| to_py(py, e))?;
     /// How the driver ran the cluster scan: `started` in seconds since the Unix epoch.
     #[derive(serde::Deserialize)]
     struct Driver {
@@ -305,7 +284,6 @@ pub fn finish_report(
         }
         None => None,
     };
-    let vocab = crate::parse_vocab(draft_vocab).map_err(|e| to_py(py, e))?;
     #[derive(serde::Deserialize)]
     struct Described {
         inputs: Vec<InputInfo>,
@@ -328,14 +306,8 @@ pub fn finish_report(
             None => None,
         };
         // The local scan's last step, with what the tasks found.
-        let opts = ScanOptions {
-            policy,
-            ngram_coverage,
-            vocab,
-            ..Default::default()
-        };
         let mut report =
-            tokscan_core::scan::finish(partial, corpus, &[], &profile, inputs, &opts, None, near)?;
+            tokscan_core::scan::finish(partial, corpus, &[], &profile, inputs, &scan, None, near)?;
         report.skipped = skipped;
         report.run = run;
         serde_json::to_string(&report).map_err(|e| Error::Usage(e.to_string()))

@@ -16,6 +16,7 @@ use tokscan_core::{Code, Error, Policy, Profile, Progress, ScanOptions};
 
 mod corpus;
 mod distributed;
+mod options;
 mod prompt;
 mod validate;
 
@@ -369,38 +370,14 @@ fn policy_sample_mask(
 #[pymethods]
 impl PyScan {
     #[new]
-    #[pyo3(signature = (paths, profile, columns=None, threads=0, severities=None, policy=None, fail_on="error", ngram_coverage=false, prompts=None, prompt_tokenizer=None, chat_template=None, contamination=None, near_dup=None, draft_vocab=None, flagged_detail=1000, command=None, profile_source=None))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (paths, profile, options=None))]
     fn new(
         py: Python<'_>,
         paths: &Bound<'_, PyAny>,
         profile: &PyProfile,
-        columns: Option<HashMap<String, String>>,
-        threads: usize,
-        severities: Option<HashMap<String, String>>,
-        policy: Option<&Bound<'_, PyDict>>,
-        fail_on: &str,
-        ngram_coverage: bool,
-        prompts: Option<Vec<std::path::PathBuf>>,
-        prompt_tokenizer: Option<std::path::PathBuf>,
-        chat_template: Option<String>,
-        contamination: Option<ContaminationArgs>,
-        near_dup: Option<NearDupArgs>,
-        draft_vocab: Option<&str>,
-        flagged_detail: u64,
-        command: Option<Vec<String>>,
-        profile_source: Option<String>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let run = tokscan_core::report::RunInfo {
-            command,
-            profile_source,
-            tokenizer: prompt_tokenizer.as_ref().map(|d| d.display().to_string()),
-            ..Default::default()
-        };
-        let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
-        let vocab = parse_vocab(draft_vocab).map_err(|e| to_py(py, e))?;
-        let policy = parse_policy(policy, severities, fail_on).map_err(|e| to_py(py, e))?;
-        let near_dup = near_params(near_dup).map_err(|e| to_py(py, e))?;
+        let options = options::scan_options(options).map_err(|e| to_py(py, e))?;
         let input = match paths.cast::<corpus::PyCorpus>() {
             Ok(c) => ScanInput::Opened(c.get().corpus()),
             Err(_) => ScanInput::Paths(paths.extract().map_err(|_| {
@@ -415,20 +392,7 @@ impl PyScan {
             input,
             kept: std::sync::Mutex::new(None),
             profile: profile.inner.clone(),
-            options: ScanOptions {
-                columns,
-                threads,
-                policy,
-                ngram_coverage,
-                prompts: prompts.unwrap_or_default(),
-                encoder: None,
-                prompt_tokenizer: prompt_tokenizer.map(|d| (d, chat_template)),
-                contamination: contamination.map(contamination_spec),
-                near_dup,
-                vocab,
-                flagged_detail,
-                run,
-            },
+            options,
             progress: Arc::new(Progress::default()),
         })
     }

@@ -1,0 +1,104 @@
+//! A scan's options as Python hands them over: one dict (`tokscan.options.ScanOptions.to_core()`), the same
+//! for the local scan (`Scan`), every Ray task (`TaskScan`) and the Ray driver's last step (`finish_report`),
+//! read here into the core's [`ScanOptions`] by the parsers each option already has.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use tokscan_core::report::RunInfo;
+use tokscan_core::{Error, ScanOptions};
+
+use crate::{
+    contamination_spec, near_params, parse_columns, parse_policy, parse_vocab, ContaminationArgs,
+    NearDupArgs,
+};
+
+/// The keys a scan's options dict may have.
+const KEYS: &[&str] = &[
+    "columns",
+    "threads",
+    "severities",
+    "policy",
+    "fail_on",
+    "ngram_coverage",
+    "prompts",
+    "tokenizer",
+    "chat_template",
+    "contamination",
+    "near_dup",
+    "draft_vocab",
+    "flagged_detail",
+    "command",
+    "profile_source",
+];
+
+/// The value of `key` in `d` (absent and None alike are `None`), or a usage error naming the option.
+fn get<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(
+    d: &Bound<'py, PyDict>,
+    key: &str,
+) -> Result<Option<T>, Error> {
+    match d.get_item(key) {
+        Ok(Some(v)) if !v.is_none() => match v.extract::<T>() {
+            Ok(t) => Ok(Some(t)),
+            Err(e) => {
+                let e: PyErr = e.into();
+                Err(Error::Usage(format!("scan option {key}: {e}")))
+            }
+        },
+        Ok(_) => Ok(None),
+        Err(e) => Err(Error::Usage(format!("scan option {key}: {e}"))),
+    }
+}
+
+/// The core's options of one scan from the dict Python built once for it.
+pub(crate) fn scan_options(d: Option<&Bound<'_, PyDict>>) -> Result<ScanOptions, Error> {
+    let Some(d) = d else {
+        return Ok(ScanOptions::default());
+    };
+    for k in d.keys() {
+        let k: String = k
+            .extract()
+            .map_err(|_| Error::Usage("scan options: keys must be strings".into()))?;
+        if !KEYS.contains(&k.as_str()) {
+            return Err(Error::Usage(format!(
+                "unknown scan option {k:?} (known: {})",
+                KEYS.join(", ")
+            )));
+        }
+    }
+    let policy_table = match d.get_item("policy") {
+        Ok(Some(v)) if !v.is_none() => Some(
+            v.cast_into::<PyDict>()
+                .map_err(|_| Error::Usage("scan option policy: expected a table".into()))?,
+        ),
+        _ => None,
+    };
+    let fail_on: String = get(d, "fail_on")?.unwrap_or_else(|| "error".to_string());
+    let severities: Option<HashMap<String, String>> = get(d, "severities")?;
+    let tokenizer: Option<PathBuf> = get(d, "tokenizer")?;
+    let chat_template: Option<String> = get(d, "chat_template")?;
+    let draft_vocab: Option<String> = get(d, "draft_vocab")?;
+    let contamination: Option<ContaminationArgs> = get(d, "contamination")?;
+    let near_dup: Option<NearDupArgs> = get(d, "near_dup")?;
+    Ok(ScanOptions {
+        columns: parse_columns(get(d, "columns")?)?,
+        threads: get(d, "threads")?.unwrap_or(0),
+        policy: parse_policy(policy_table.as_ref(), severities, &fail_on)?,
+        ngram_coverage: get(d, "ngram_coverage")?.unwrap_or(false),
+        prompts: get(d, "prompts")?.unwrap_or_default(),
+        encoder: None,
+        run: RunInfo {
+            command: get(d, "command")?,
+            profile_source: get(d, "profile_source")?,
+            tokenizer: tokenizer.as_ref().map(|p| p.display().to_string()),
+            ..Default::default()
+        },
+        prompt_tokenizer: tokenizer.map(|p| (p, chat_template)),
+        contamination: contamination.map(contamination_spec),
+        near_dup: near_params(near_dup)?,
+        vocab: parse_vocab(draft_vocab.as_deref())?,
+        flagged_detail: get(d, "flagged_detail")?.unwrap_or(1000),
+    })
+}
