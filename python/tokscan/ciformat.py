@@ -6,9 +6,8 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 
-from .config import PolicyValue
 from .drift import Drift
-from .report import Report
+from .report import PolicyValue, Report
 
 
 def _anomaly_line(report: Report, code: str) -> str:

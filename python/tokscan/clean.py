@@ -20,7 +20,7 @@ from .outputs import write_file
 from .report import Report
 
 if TYPE_CHECKING:
-    from .config import PolicyValue
+    from .report import PolicyValue
 
 MANIFEST = "tokscan-clean.json"
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from . import _core
 from .errors import UsageError, did_you_mean
-from .report import FAIL_ON
+from .report import FAIL_ON, PolicyValue
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -57,11 +57,6 @@ TOP_KEYS = {
     "policy",
     "drift",
 }
-
-
-#: One `[policy]` value as written: a severity ("error"), "ignore", a tolerated count (10) or rate ("0.5%").
-#: The core's policy engine parses and applies it; Python only carries it.
-PolicyValue = str | int
 
 
 @dataclass

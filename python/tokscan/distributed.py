@@ -106,7 +106,7 @@ def _reachable(target: str) -> None:
 @functools.lru_cache(maxsize=4)
 def _profile(spec: str, tokenizer: str | None, trust_remote_code: bool) -> _core.Profile:
     """The profile, loaded once per worker process."""
-    from .api import load_profile
+    from .profiles import load_profile
 
     return load_profile(spec, tokenizer, trust_remote_code)
 

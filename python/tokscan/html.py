@@ -19,11 +19,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from . import _core
 from .html_assets import CSS, JS
-from .report import FAIL_ON, SEVERITIES, Report
 
 if TYPE_CHECKING:
-    from .config import PolicyValue
+    from .report import PolicyValue, Report
+
+#: A finding's severities, most severe first, and what `fail_on` accepts (the core's).
+SEVERITIES: tuple[str, ...] = tuple(_core.SEVERITIES)
+FAIL_ON: tuple[str, ...] = tuple(_core.FAIL_ON_LEVELS)
 
 #: Rows of the inline flagged-sample list; the full list is always in the JSON report.
 DEFAULT_MAX_ROWS = 5000

@@ -14,7 +14,7 @@ from rich.text import Text
 from .report import SEVERITY_RANK, Report
 
 if TYPE_CHECKING:
-    from .config import PolicyValue
+    from .report import PolicyValue
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 EXAMPLES_PER_CODE = 3

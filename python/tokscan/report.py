@@ -15,7 +15,9 @@ from .errors import ReportError, UsageError, did_you_mean
 if TYPE_CHECKING:
     import numpy as np
 
-    from .config import PolicyValue
+#: One `[policy]` value as written: a severity ("error"), "ignore", a tolerated count (10) or rate ("0.5%").
+#: The core's policy engine parses and applies it; Python only carries it.
+PolicyValue = str | int
 
 #: The report schema this tokscan writes, and the ones it reads: the core's (2 added `run`, 3 typed ids).
 SCHEMA_VERSION: int = _core.SCHEMA_VERSION

@@ -190,7 +190,7 @@ class Validator:
         pad_id: int | None = None,
         threads: int = 1,
     ) -> None:
-        from .api import load_profile
+        from .profiles import load_profile
 
         self.profile = profile if isinstance(profile, _core.Profile) else load_profile(profile, tokenizer)
         self.policy = dict(policy or {})
