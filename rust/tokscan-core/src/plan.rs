@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use crate::corpus::Corpus;
 use crate::error::Result;
 use crate::report::InputInfo;
-use crate::scan::input_infos;
 use crate::source::{ColumnNames, Format, Input};
 use crate::summary::{decode, encode};
 
@@ -131,34 +130,12 @@ pub fn plan_corpus(corpus: &Corpus, n_tasks: usize) -> Plan {
     }
     Plan {
         tasks,
-        inputs: input_infos(corpus),
+        inputs: corpus.input_infos(),
         rows: total,
         units: units.len(),
         tokens_hint: corpus.sources.iter().filter_map(|s| s.tokens_hint()).sum(),
-        skipped: skipped_infos(corpus, true),
+        skipped: corpus.skipped_infos(true),
     }
-}
-
-/// The report's `skipped` list of a corpus; with `prompts`, its prompts files too (for a scan that does not
-/// pair, so that they are not passed over in silence).
-pub fn skipped_infos(corpus: &Corpus, prompts: bool) -> Vec<crate::report::SkippedInfo> {
-    let mut out: Vec<crate::report::SkippedInfo> = corpus
-        .skipped
-        .iter()
-        .map(|s| crate::report::SkippedInfo {
-            path: crate::source::path_text(&s.path),
-            reason: s.reason.clone(),
-        })
-        .collect();
-    if prompts {
-        out.extend(corpus.prompts.iter().map(|p| crate::report::SkippedInfo {
-            path: crate::source::path_text(&p.path),
-            reason: "a prompts file: pairing runs in the local engine only (scan without --ray to pair)"
-                .into(),
-        }));
-        out.sort_by(|a, b| a.path.cmp(&b.path));
-    }
-    out
 }
 
 #[cfg(test)]

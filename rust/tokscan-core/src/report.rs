@@ -14,6 +14,7 @@ use crate::repetition::COVERAGE_N;
 use crate::sample_id::SampleId;
 use crate::stats::{CoverageStats, LengthStats};
 use crate::summary::{CategoryPartial, FlaggedSample, Partial};
+pub use crate::summary::{FirstSeen, PromptFirst};
 
 /// The schema this tokscan writes; version 2 added `run`, version 3 keeps an integer id column's
 /// `sample_id`s as JSON numbers (they were strings).
@@ -188,20 +189,6 @@ pub struct Departure {
 pub struct LoopInfo {
     pub period: u32,
     pub span: u32,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FirstSeen {
-    pub row: u64,
-    pub sample_id: Option<SampleId>,
-}
-
-/// The kept first sample of a prompt group.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PromptFirst {
-    pub row: u64,
-    pub sample_id: Option<SampleId>,
-    pub category: String,
 }
 
 /// One group of samples sharing a prompt (see `prompt_duplicate`).

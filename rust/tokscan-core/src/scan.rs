@@ -159,7 +159,7 @@ fn scan_in_pool(
         spill.as_ref(),
     )?;
     if partial.n_samples() == 0 {
-        return Err(no_samples(&input_infos(corpus)));
+        return Err(no_samples(&corpus.input_infos()));
     }
     let (corpus_flagged, records) = match &spill {
         Some(s) if s.spilled() => (s.crosscheck(&partial, &held)?, Vec::new()),
@@ -184,12 +184,12 @@ fn scan_in_pool(
         corpus_flagged,
         &records,
         profile,
-        input_infos(corpus),
+        corpus.input_infos(),
         opts,
         pairing.as_ref(),
         near,
     )?;
-    report.skipped = crate::plan::skipped_infos(corpus, false);
+    report.skipped = corpus.skipped_infos(false);
     report.run = Some(crate::report::RunInfo::of(
         &opts.run,
         started,
@@ -422,22 +422,6 @@ pub fn no_samples(inputs: &[InputInfo]) -> Error {
         .collect::<Vec<_>>()
         .join(", ");
     Error::Usage(format!("no samples found in {list}: nothing to check"))
-}
-
-/// The inputs of a corpus as the report describes them (counts filled in when the report is built).
-pub fn input_infos(corpus: &Corpus) -> Vec<InputInfo> {
-    corpus
-        .sources
-        .iter()
-        .map(|s| InputInfo {
-            path: crate::source::path_text(s.path()),
-            format: s.format().name().into(),
-            layout: s.layout(),
-            samples: 0,
-            tokens: 0,
-            warning: s.warning(),
-        })
-        .collect()
 }
 
 /// Scans every unit of an opened corpus on the current pool: the merged partial summary and the per-unit

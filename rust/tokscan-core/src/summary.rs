@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
 use crate::anomaly::N_CODES;
 use crate::check::{Event, Lengths};
 use crate::error::{Error, Result};
-use crate::report::FirstSeen;
 use crate::sample_id::SampleId;
 
 /// Counts per distinct value: an exact, mergeable distribution of integer lengths.
@@ -192,6 +191,21 @@ impl FlagDetail {
 /// Cap on boundary events kept per flagged sample.
 pub const MAX_BOUNDARIES: usize = 512;
 
+/// An earlier sample a flagged one repeats (`duplicate_of`, `near_duplicate_of`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FirstSeen {
+    pub row: u64,
+    pub sample_id: Option<SampleId>,
+}
+
+/// The kept first sample of a prompt group (`prompt_of`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptFirst {
+    pub row: u64,
+    pub sample_id: Option<SampleId>,
+    pub category: String,
+}
+
 /// A flagged sample, in full: what the report lists.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlaggedSample {
@@ -214,13 +228,13 @@ pub struct FlaggedSample {
     /// For a later member of a prompt group (`prompt_duplicate`, `prompt_cross_category`): the group's
     /// kept first sample.
     #[serde(default)]
-    pub prompt_of: Option<crate::report::PromptFirst>,
+    pub prompt_of: Option<PromptFirst>,
     /// For `contaminated`: the benchmark item the sample shares n-grams with.
     #[serde(default)]
     pub contamination: Option<crate::contamination::Hit>,
     /// For `near_duplicate`: its cluster's representative.
     #[serde(default)]
-    pub near_of: Option<crate::report::FirstSeen>,
+    pub near_of: Option<FirstSeen>,
 }
 
 impl FlaggedSample {
