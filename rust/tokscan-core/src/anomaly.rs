@@ -173,7 +173,7 @@ pub fn markdown_table() -> String {
 pub enum Scope {
     /// By the per-sample rules, from the sample's tokens alone (also in `validate`).
     Sample,
-    /// By the corpus-wide checks, which need every sample ([`crate::crosscheck`]).
+    /// By the corpus-wide checks, which need every sample ([`crate::corpus_checks`]).
     Corpus,
     /// By the input's reader, from what the file says besides the ids (JSONL generator metadata).
     Source,

@@ -10,7 +10,7 @@ pub mod check;
 pub mod contamination;
 pub mod convert;
 pub mod corpus;
-pub mod crosscheck;
+pub mod corpus_checks;
 pub mod error;
 pub mod json;
 pub mod neardup;

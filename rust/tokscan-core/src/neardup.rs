@@ -218,7 +218,7 @@ pub fn candidates<'a>(
 /// Candidate pairs `(a, b)`, `a < b`, sorted, from `(band key, row)`s: the rows of each key, every one
 /// paired with the others (with the first [`WIDE_GROUP_HEADS`] only in a group over [`WIDE_GROUP`]). Every
 /// key's rows must be here together: a cluster scan routes each band key to one bucket
-/// ([`crate::crosscheck::route`]), so the union of its buckets' pairs is the corpus's.
+/// ([`crate::corpus_checks::route`]), so the union of its buckets' pairs is the corpus's.
 pub fn pairs_of_bands(mut keys: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     keys.sort_unstable();
     keys.dedup();

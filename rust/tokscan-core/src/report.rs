@@ -1,5 +1,5 @@
 //! The report: what a scan found, as serializable types. Built from the merged [`Partial`] summary of the
-//! corpus and what the corpus-wide checks ([`crate::crosscheck`]) flagged. The JSON schema is documented in the README; `SCHEMA_VERSION` changes when a field
+//! corpus and what the corpus-wide checks ([`crate::corpus_checks`]) flagged. The JSON schema is documented in the README; `SCHEMA_VERSION` changes when a field
 //! changes meaning or is removed.
 
 use std::collections::BTreeMap;
@@ -610,7 +610,7 @@ fn flagged_entry(
 }
 
 /// Builds the report from the merged partial summary of the whole corpus and the samples the corpus-wide
-/// checks flagged ([`crate::crosscheck`]). `inputs` describe the corpus's inputs (their sample and token
+/// checks flagged ([`crate::corpus_checks`]). `inputs` describe the corpus's inputs (their sample and token
 /// counts are filled in from the partial).
 pub fn build_report(
     mut partial: Partial,

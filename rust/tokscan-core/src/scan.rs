@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use crate::anomaly::Code;
 use crate::check::{check_sample, Scratch};
 use crate::corpus::Corpus;
-use crate::crosscheck;
+use crate::corpus_checks;
 use crate::error::{Error, Result};
 use crate::pairing::{pair_sample, Pairing, PromptShape, RecordEncoder};
 use crate::plan::Task;
@@ -162,10 +162,10 @@ fn scan_in_pool(
         return Err(no_samples(&corpus.input_infos()));
     }
     let (corpus_flagged, records) = match &spill {
-        Some(s) if s.spilled() => (s.crosscheck(&partial, &held)?, Vec::new()),
+        Some(s) if s.spilled() => (s.corpus_checks(&partial, &held)?, Vec::new()),
         _ => {
             let records = Spill::into_memory(held);
-            (crosscheck::local(&partial, &records), records)
+            (corpus_checks::local(&partial, &records), records)
         }
     };
     let near = match &opts.near_dup {
@@ -201,7 +201,7 @@ fn scan_in_pool(
 }
 
 /// The report of a scanned corpus, from its merged partial, what the corpus-wide checks flagged
-/// ([`crosscheck::local`] or [`Spill::crosscheck`]) and, for pairing, its records.
+/// ([`corpus_checks::local`] or [`Spill::corpus_checks`]) and, for pairing, its records.
 #[allow(clippy::too_many_arguments)]
 pub fn finish(
     partial: Partial,

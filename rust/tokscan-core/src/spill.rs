@@ -2,7 +2,7 @@
 //! hashes, lengths, id: ~100 bytes) for the checks that need the whole corpus (duplicates, sample ids, prompt
 //! groups, length outliers, category majorities); at 10M samples that is a gigabyte. Past a budget
 //! (`TOKSCAN_RECORDS_MEMORY`, bytes, default [`DEFAULT_BUDGET`]) a unit's records go to an anonymous temporary
-//! file as the unit finishes, and the checks run as on a cluster ([`crate::crosscheck`]): the keys are routed
+//! file as the unit finishes, and the checks run as on a cluster ([`crate::corpus_checks`]): the keys are routed
 //! into hash buckets written to temporary files, each bucket is searched for repeats on its own, and each unit's
 //! records are read back once to resolve what they flag. The findings are the in-memory ones (the same steps a
 //! Ray scan takes, tested equal); memory is the budget, one unit's records and one bucket's keys.
@@ -18,7 +18,7 @@ use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::crosscheck::{self, Bucket, Fences};
+use crate::corpus_checks::{self, Bucket, Fences};
 use crate::error::{Error, Result};
 use crate::summary::{merge_by_row, FlaggedSample, Partial, Records, SampleRecord};
 
@@ -144,10 +144,10 @@ impl Spill {
             .collect()
     }
 
-    /// The corpus-wide findings ([`crosscheck::local`]'s) for the records of a whole corpus held here: keys
+    /// The corpus-wide findings ([`corpus_checks::local`]'s) for the records of a whole corpus held here: keys
     /// routed into buckets on disk (each small enough for the budget), repeats found bucket by bucket, each
     /// unit's records read back once to resolve.
-    pub fn crosscheck(&self, partial: &Partial, held: &[Held]) -> Result<Vec<FlaggedSample>> {
+    pub fn corpus_checks(&self, partial: &Partial, held: &[Held]) -> Result<Vec<FlaggedSample>> {
         let n_buckets = (partial.n_samples() * KEY_BYTES)
             .div_ceil(self.budget.max(1))
             .clamp(1, MAX_BUCKETS) as usize;
@@ -157,7 +157,7 @@ impl Spill {
             .map_err(spill_error)?;
         for h in held {
             let records = self.load(h)?;
-            for (b, bucket) in crosscheck::route(&records, n_buckets, None)
+            for (b, bucket) in corpus_checks::route(&records, n_buckets, None)
                 .into_iter()
                 .enumerate()
             {
@@ -188,7 +188,7 @@ impl Spill {
                 r.read_exact(&mut bytes).map_err(spill_error)?;
                 buckets.push(Bucket::from_bytes(&bytes)?);
             }
-            repeats.extend(crosscheck::find_repeats(buckets));
+            repeats.extend(corpus_checks::find_repeats(buckets));
         }
         repeats.sort_by_key(|r| r.row);
         let fences = Fences::of(partial);
@@ -202,7 +202,7 @@ impl Spill {
             let to = repeats.partition_point(|r| r.row <= last.row);
             out = merge_by_row(
                 out,
-                crosscheck::resolve(&records, &repeats[from..to], &fences),
+                corpus_checks::resolve(&records, &repeats[from..to], &fences),
             );
         }
         Ok(out)

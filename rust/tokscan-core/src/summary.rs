@@ -7,7 +7,7 @@
 //!
 //! The corpus-wide checks (duplicates, duplicate sample ids, length outliers) need one small key per sample:
 //! [`Records`] stay with whoever scanned them (in memory for a local scan, in a worker's object store on a
-//! cluster) and are routed and resolved by [`crate::crosscheck`].
+//! cluster) and are routed and resolved by [`crate::corpus_checks`].
 
 use std::collections::BTreeMap;
 

@@ -9,7 +9,7 @@ use arrow_array::builder::{Int32Builder, ListBuilder};
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use parquet::arrow::ArrowWriter;
 use proptest::prelude::*;
-use tokscan_core::crosscheck::{find_repeats, resolve, route, Bucket, Fences};
+use tokscan_core::corpus_checks::{find_repeats, resolve, route, Bucket, Fences};
 use tokscan_core::plan::{plan, Task};
 use tokscan_core::report::{build_report, Report};
 use tokscan_core::scan::{scan, scan_task};

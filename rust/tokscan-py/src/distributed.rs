@@ -1,6 +1,6 @@
 //! The steps of a scan spread over many processes (tokscan.distributed drives them on Ray). Every result
 //! crosses processes as opaque bytes in the core's compact format; all the logic is the core's
-//! (`plan`, `scan::scan_task`, `summary::Partial`, `crosscheck`, `report::build_report`).
+//! (`plan`, `scan::scan_task`, `summary::Partial`, `corpus_checks`, `report::build_report`).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use tokscan_core::crosscheck::{self, Bucket, Fences, Repeat};
+use tokscan_core::corpus_checks::{self, Bucket, Fences, Repeat};
 use tokscan_core::plan::{self, Task};
 use tokscan_core::report::InputInfo;
 use tokscan_core::summary::{merge_by_row, FlaggedSample, Partial, Records};
@@ -97,7 +97,7 @@ impl PyTaskScan {
                 &self.progress,
             )?;
             let near = self.options.near_dup.as_ref();
-            let buckets: Vec<Vec<u8>> = crosscheck::route(&records, self.n_buckets, near)
+            let buckets: Vec<Vec<u8>> = corpus_checks::route(&records, self.n_buckets, near)
                 .iter()
                 .map(Bucket::to_bytes)
                 .collect();
@@ -155,9 +155,9 @@ pub fn find_repeats<'py>(py: Python<'py>, buckets: Vec<Vec<u8>>) -> PyResult<Bou
             .iter()
             .map(|b| Bucket::from_bytes(b))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(crosscheck::repeats_to_bytes(&crosscheck::find_repeats(
-            keys,
-        )))
+        Ok(corpus_checks::repeats_to_bytes(
+            &corpus_checks::find_repeats(keys),
+        ))
     })?;
     Ok(bytes(py, &out))
 }
@@ -238,10 +238,10 @@ pub fn resolve_flagged<'py>(
         let records = Records::from_bytes(&records)?;
         let mut all: Vec<Repeat> = Vec::new();
         for r in &repeats {
-            all.extend(crosscheck::repeats_from_bytes(r)?);
+            all.extend(corpus_checks::repeats_from_bytes(r)?);
         }
         let fences = Fences::from_bytes(&fences)?;
-        Ok(crosscheck::flagged_to_bytes(&crosscheck::resolve(
+        Ok(corpus_checks::flagged_to_bytes(&corpus_checks::resolve(
             &records, &all, &fences,
         )))
     })?;
@@ -299,7 +299,7 @@ pub fn finish_report(
         }
         let mut corpus: Vec<FlaggedSample> = Vec::new();
         for f in &flagged {
-            corpus = merge_by_row(corpus, crosscheck::flagged_from_bytes(f)?);
+            corpus = merge_by_row(corpus, corpus_checks::flagged_from_bytes(f)?);
         }
         let near = match &near {
             Some(b) => Some(tokscan_core::neardup::found_from_bytes(b)?),

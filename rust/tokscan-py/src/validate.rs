@@ -11,7 +11,7 @@ use numpy::{
     PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
-use tokscan_core::source::arrow::{mask_list, token_list, ListProblem};
+use tokscan_core::source::lists::{mask_list, token_list, ListProblem};
 use tokscan_core::source::{Offsets, Tokens};
 use tokscan_core::token::MaskSlice;
 use tokscan_core::validate::{BatchView, Checked, Rows};

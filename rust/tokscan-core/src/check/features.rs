@@ -3,7 +3,7 @@
 //! completion calls tools, the pre-fill its template wrote, where its loss mask starts and whether the end of
 //! turn is trained. A profile cannot know which of these a corpus always has; the corpus does: per category
 //! the counts of each value are summed, and a sample that departs from a strong majority is flagged
-//! (`departs_from_category`, see [`crate::crosscheck`]).
+//! (`departs_from_category`, see [`crate::corpus_checks`]).
 //!
 //! Each feature's value is 4 bits of a `u32`; [`NA`] where the feature does not apply (no completion, no
 //! mask, no end of turn).

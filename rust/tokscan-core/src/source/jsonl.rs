@@ -20,7 +20,7 @@ use serde_json::value::RawValue;
 
 use super::format::{self, FormatSpec, Found};
 use super::{
-    plan_units, Batch, ColumnNames, Finding, Finish, Format, Offsets, Ragged, RaggedMask, Source,
+    split_units, Batch, ColumnNames, Finding, Finish, Format, Offsets, Ragged, RaggedMask, Source,
     Tokens, UnitSpan, WriteStats,
 };
 use crate::error::{Error, Result};
@@ -668,7 +668,7 @@ impl JsonlShard {
             layout.push_str("+loss_mask");
         }
         s.layout = layout;
-        s.units = plan_units(&s.offsets);
+        s.units = split_units(&s.offsets);
         Ok(s)
     }
 }

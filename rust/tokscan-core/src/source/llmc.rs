@@ -18,7 +18,7 @@ use memmap2::Mmap;
 use rayon::prelude::*;
 
 use super::format::{self, FormatSpec, Found};
-use super::{plan_units, Batch, Format, Offsets, Ragged, Source, Tokens, UnitSpan, WriteStats};
+use super::{split_units, Batch, Format, Offsets, Ragged, Source, Tokens, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
 
 /// `header[0]` of every llm.c token file.
@@ -210,7 +210,7 @@ impl LlmcShard {
             Tokens::U32(t) => sample_offsets(t, header.delimiter()),
             _ => unreachable!("llm.c tokens are uint16 or uint32"),
         };
-        shard.units = plan_units(&shard.offsets);
+        shard.units = split_units(&shard.offsets);
         Ok(shard)
     }
 

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 
 use super::format::{self, FormatSpec, Found};
-use super::{plan_units, Batch, Format, Offsets, Ragged, Source, Tokens, UnitSpan, WriteStats};
+use super::{split_units, Batch, Format, Offsets, Ragged, Source, Tokens, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
 
 /// The first 9 bytes of every `.idx`.
@@ -297,7 +297,7 @@ impl MegatronShard {
             let guard = super::MapGuard::new(&f, &bin, &map)?;
             (Some(map), Some(guard))
         };
-        let units = plan_units(&index.offsets);
+        let units = split_units(&index.offsets);
         Ok(MegatronShard {
             path: bin,
             index,

@@ -11,11 +11,11 @@
 //! builder in `tests/formats.py`, which the corrupt-input, layout and clean suites take from the registry.
 //! Nothing else in the core or in Python names a format.
 
-pub mod arrow;
 mod fault;
 pub mod format;
 pub mod ipc;
 pub mod jsonl;
+pub mod lists;
 pub mod llmc;
 pub mod megatron;
 pub mod numpy;
@@ -100,7 +100,7 @@ const UNIT_MAX_ROWS: usize = 1 << 17;
 /// Consecutive rows of about [`UNIT_TOKENS`] tokens and at most [`UNIT_MAX_ROWS`] rows (at least one row
 /// each), covering every row, from the rows' token offsets (`offs.len()` = rows + 1): the units of NumPy, JSONL,
 /// Megatron and llm.c sources.
-pub(crate) fn plan_units(offs: &[i64]) -> Vec<UnitSpan> {
+pub(crate) fn split_units(offs: &[i64]) -> Vec<UnitSpan> {
     let rows = offs.len() - 1;
     let mut units = Vec::new();
     let mut start = 0;

@@ -12,7 +12,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::format::{self, FormatSpec, Found};
 use super::{
-    plan_units, Batch, Format, MapGuard, Offsets, Ragged, RaggedMask, Source, Tokens, UnitSpan,
+    split_units, Batch, Format, MapGuard, Offsets, Ragged, RaggedMask, Source, Tokens, UnitSpan,
     WriteStats,
 };
 use crate::error::{Error, Result};
@@ -411,7 +411,7 @@ impl NumpyShard {
         };
         let n = offsets.len() - 1;
         let (sample_ids, categories) = read_meta(&dir.join("meta.parquet"), n)?;
-        let units = plan_units(&offsets);
+        let units = split_units(&offsets);
         Ok(NumpyShard {
             dir: dir.to_path_buf(),
             tokens,

@@ -13,8 +13,8 @@ use parquet::arrow::arrow_reader::{
 };
 use parquet::arrow::ProjectionMask;
 
-use super::arrow::ListProblem;
 use super::format::{self, FormatSpec, Found};
+use super::lists::ListProblem;
 use super::{Batch, ColumnNames, Format, Ragged, Source, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
 use crate::sample_id::SampleId;
@@ -468,11 +468,11 @@ pub fn record_batch(
     let mut mask_offsets = Vec::new();
     let mask = match (&layout.loss_mask, &layout.labels, &mask_col) {
         (Some(n), _, Some(c)) => Some(
-            super::arrow::mask_list_unnested(c.as_ref(), &mut mask_offsets, &mut bool_storage)
+            super::lists::mask_list_unnested(c.as_ref(), &mut mask_offsets, &mut bool_storage)
                 .map_err(|p| list_error(path, n, p))?,
         ),
         (None, Some(n), Some(c)) => Some(
-            super::arrow::labels_list(c.as_ref(), &mut mask_offsets, &mut bool_storage)
+            super::lists::labels_list(c.as_ref(), &mut mask_offsets, &mut bool_storage)
                 .map_err(|p| list_error(path, n, p))?,
         ),
         _ => None,
@@ -665,7 +665,7 @@ fn ragged<'a>(
     col: &'a ArrayRef,
     storage: &'a mut Vec<i64>,
 ) -> Result<Ragged<'a>> {
-    super::arrow::token_list_unnested(col.as_ref(), storage).map_err(|p| list_error(path, name, p))
+    super::lists::token_list_unnested(col.as_ref(), storage).map_err(|p| list_error(path, name, p))
 }
 
 /// Null elements are a broken file; a wrong type is the wrong column.
