@@ -3,22 +3,25 @@
 //! `tokscan.errors.InternalError` instead of crossing into Python.
 
 use std::collections::HashMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use tokscan_core::policy::{RuleValue, Status};
-use tokscan_core::profile::Vocabulary;
 use tokscan_core::source::ColumnNames;
-use tokscan_core::{Code, Error, Policy, Profile, Progress, ScanOptions};
+use tokscan_core::Code;
 
 mod corpus;
 mod distributed;
+mod errors;
 mod options;
+mod policy;
+mod profile;
 mod prompt;
+mod scan;
 mod validate;
+
+pub(crate) use errors::{detached, interruptible, interruptible_ticking, raise, to_py};
+pub(crate) use options::{near_params, parse_columns, NearDupArgs};
+pub(crate) use profile::PyProfile;
 
 /// The extension's own allocations (arrow-rs decode buffers above all) go through mimalloc. glibc's malloc
 /// serves each multi-megabyte batch buffer with a fresh mmap and unmaps it on free, so every batch faulted
@@ -27,420 +30,6 @@ mod validate;
 /// unaffected.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// Raises the `tokscan.errors` exception named `class` with `msg`.
-fn raise(py: Python<'_>, class: &str, msg: String) -> PyErr {
-    match py.import("tokscan.errors").and_then(|m| m.getattr(class)) {
-        Ok(ty) => PyErr::from_type(ty.cast_into().expect("exception class"), msg),
-        Err(e) => e,
-    }
-}
-
-pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
-    let class = match &e {
-        Error::NotFound { .. } => "InputNotFoundError",
-        Error::Io { .. }
-        | Error::InvalidInput { .. }
-        | Error::Template(_)
-        | Error::Remote { .. } => "InputError",
-        Error::Column { .. } => "ColumnError",
-        Error::Profile { .. } | Error::Tokenizer { .. } => "ProfileError",
-        Error::Usage(_) => "UsageError",
-        Error::Interrupted => "ScanInterrupted",
-    };
-    raise(py, class, e.to_string())
-}
-
-/// Runs `f` with the GIL released; a panic inside becomes `InternalError`.
-pub(crate) fn detached<T: Send>(
-    py: Python<'_>,
-    f: impl FnOnce() -> Result<T, Error> + Send,
-) -> PyResult<T> {
-    let out = py.detach(|| catch_unwind(AssertUnwindSafe(f)));
-    unwind(py, out)
-}
-
-/// How often a long call wakes to let Python run its signal handlers.
-const SIGNAL_POLL: std::time::Duration = std::time::Duration::from_millis(50);
-
-/// Runs `f` on a worker thread with the GIL released, while the calling thread checks for signals every
-/// `SIGNAL_POLL` (the polars pattern): a KeyboardInterrupt cancels `progress`, waits for `f` to stop at its
-/// next batch, and is raised. Off the main thread signal checks are no-ops and this behaves like `detached`.
-pub(crate) fn interruptible<T: Send>(
-    py: Python<'_>,
-    progress: &Progress,
-    f: impl FnOnce() -> Result<T, Error> + Send,
-) -> PyResult<T> {
-    interruptible_ticking(py, progress, f, |_| Ok(()))
-}
-
-/// [`interruptible`], calling `tick` (with the GIL) at each wake-up: a Python progress callback. An error
-/// from `tick` cancels `progress` like a signal and is raised once `f` has stopped.
-pub(crate) fn interruptible_ticking<T: Send>(
-    py: Python<'_>,
-    progress: &Progress,
-    f: impl FnOnce() -> Result<T, Error> + Send,
-    mut tick: impl FnMut(Python<'_>) -> PyResult<()>,
-) -> PyResult<T> {
-    let (result, signal) = std::thread::scope(|s| {
-        let worker = s.spawn(|| catch_unwind(AssertUnwindSafe(f)));
-        let mut signal = None;
-        while !worker.is_finished() {
-            py.detach(|| std::thread::park_timeout(SIGNAL_POLL));
-            if signal.is_none() {
-                if let Err(e) = py.check_signals().and_then(|()| tick(py)) {
-                    progress.cancel();
-                    signal = Some(e);
-                }
-            }
-        }
-        (
-            worker.join().expect("the worker's panics are caught"),
-            signal,
-        )
-    });
-    if let Some(e) = signal {
-        return Err(e);
-    }
-    unwind(py, result)
-}
-
-/// Maps the outcome of a caught call to Python: a core error to its named exception, a panic to
-/// `InternalError`.
-fn unwind<T>(py: Python<'_>, out: std::thread::Result<Result<T, Error>>) -> PyResult<T> {
-    match out {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(to_py(py, e)),
-        Err(panic) => {
-            let msg = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(raise(
-                py,
-                "InternalError",
-                format!("internal error (please report): {msg}"),
-            ))
-        }
-    }
-}
-
-/// A resolved chat-format profile.
-#[pyclass(frozen, name = "Profile", module = "tokscan._core")]
-pub struct PyProfile {
-    pub(crate) inner: Arc<Profile>,
-    /// The name or file it was loaded from (a report's `run.profile_source`).
-    source: String,
-}
-
-#[pymethods]
-impl PyProfile {
-    /// Loads a built-in profile by name or a TOML profile file; `tokenizer` resolves its token strings.
-    #[staticmethod]
-    #[pyo3(signature = (name_or_path, tokenizer=None))]
-    fn load(py: Python<'_>, name_or_path: String, tokenizer: Option<String>) -> PyResult<Self> {
-        let source = name_or_path.clone();
-        let p = detached(py, move || {
-            let vocab = tokenizer
-                .map(|t| Vocabulary::cached(std::path::Path::new(&t)))
-                .transpose()?;
-            Profile::load(&name_or_path, vocab.as_deref())
-        })?;
-        Ok(PyProfile {
-            inner: Arc::new(p),
-            source,
-        })
-    }
-
-    /// The built-in name or the file the profile was loaded from.
-    #[getter]
-    fn source(&self) -> String {
-        self.source.clone()
-    }
-
-    #[getter]
-    fn name(&self) -> String {
-        self.inner.name.clone()
-    }
-
-    #[getter]
-    fn vocab_size(&self) -> u32 {
-        self.inner.vocab_size
-    }
-
-    /// `(name, id)` of every named special token, in counter order.
-    #[getter]
-    fn special_tokens(&self) -> Vec<(String, u32)> {
-        self.inner
-            .specials
-            .iter()
-            .map(|s| (s.name.clone(), s.id))
-            .collect()
-    }
-
-    /// `(string, id)` of the profile's own `[ids]` table (after `base` merging), sorted by string.
-    #[getter]
-    fn declared_ids(&self) -> Vec<(String, u32)> {
-        self.inner
-            .declared_ids
-            .iter()
-            .map(|(k, v)| (k.clone(), *v))
-            .collect()
-    }
-
-    #[getter]
-    fn pad_id(&self) -> Option<u32> {
-        self.inner.pad
-    }
-
-    /// Special-token strings this profile looks for written as text (`spelled_special`; needs a tokenizer).
-    #[getter]
-    fn spelled(&self) -> Vec<String> {
-        self.inner
-            .spelled
-            .as_ref()
-            .map_or_else(Vec::new, |s| s.names.clone())
-    }
-
-    /// The profile as a JSON string (as embedded in reports).
-    fn describe_json(&self) -> String {
-        self.inner.describe().to_string()
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "Profile({:?}, vocab_size={})",
-            self.inner.name, self.inner.vocab_size
-        )
-    }
-}
-
-/// `(benchmark files, n-gram length, share, tokenizer directory)` of `--contamination`.
-/// `near_dup=(n, bands, rows, threshold)` as the core's parameters, checked.
-pub(crate) type NearDupArgs = (u32, u32, u32, f64);
-
-pub(crate) fn near_params(
-    a: Option<NearDupArgs>,
-) -> tokscan_core::Result<Option<tokscan_core::neardup::Params>> {
-    let Some((n, bands, rows, threshold)) = a else {
-        return Ok(None);
-    };
-    let p = tokscan_core::neardup::Params {
-        n,
-        bands,
-        rows,
-        threshold,
-    };
-    p.check()?;
-    Ok(Some(p))
-}
-
-pub(crate) type ContaminationArgs = (
-    Vec<std::path::PathBuf>,
-    usize,
-    f64,
-    Option<std::path::PathBuf>,
-);
-
-pub(crate) fn contamination_spec(a: ContaminationArgs) -> tokscan_core::contamination::Spec {
-    tokscan_core::contamination::Spec {
-        files: a.0,
-        n: a.1,
-        min_share: a.2,
-        tokenizer: a.3,
-    }
-}
-
-/// One scan: configure, then `run()` (GIL released) while another thread may poll `progress()` or `cancel()`.
-#[pyclass(frozen, name = "Scan", module = "tokscan._core")]
-struct PyScan {
-    input: ScanInput,
-    profile: Arc<Profile>,
-    options: ScanOptions,
-    progress: Arc<Progress>,
-    /// The corpus the last `run()` read, kept open for the samples asked for afterwards.
-    kept: std::sync::Mutex<Option<Arc<tokscan_core::Corpus>>>,
-}
-
-/// What a scan reads: paths it discovers and opens, or a corpus opened already.
-enum ScanInput {
-    Paths(Vec<String>),
-    Opened(Arc<tokscan_core::Corpus>),
-}
-
-/// The draft-vocabulary options, given as JSON (`tokscan.vocab` writes it): sizes, a mapping to build, a
-/// mapping to check.
-pub(crate) fn parse_vocab(
-    json: Option<&str>,
-) -> Result<Option<tokscan_core::vocab::VocabOptions>, Error> {
-    json.map(|j| {
-        serde_json::from_str(j)
-            .map_err(|e| Error::Usage(format!("invalid draft-vocabulary options: {e}")))
-    })
-    .transpose()
-}
-
-pub(crate) fn parse_columns(
-    columns: Option<HashMap<String, String>>,
-) -> Result<ColumnNames, Error> {
-    let mut c = ColumnNames::default();
-    for (role, name) in columns.unwrap_or_default() {
-        c.set(&role, name)?;
-    }
-    Ok(c)
-}
-
-/// A `[policy]` table handed over from Python (code -> "error" | "ignore" | "0.5%" | 10), plus the legacy
-/// severity overrides, parsed by the core's one policy engine.
-pub(crate) fn parse_policy(
-    policy: Option<&Bound<'_, PyDict>>,
-    severities: Option<HashMap<String, String>>,
-    fail_on: &str,
-) -> Result<Policy, Error> {
-    let mut entries: Vec<(String, RuleValue)> = Vec::new();
-    for (code, sev) in severities.unwrap_or_default() {
-        entries.push((code, RuleValue::Text(sev)));
-    }
-    if let Some(d) = policy {
-        for (k, v) in d.iter() {
-            let code: String = k.extract().map_err(|_| {
-                Error::Usage(format!("policy: keys must be anomaly codes, got {k}"))
-            })?;
-            let value = if v.is_instance_of::<pyo3::types::PyBool>() {
-                None
-            } else if let Ok(n) = v.extract::<i64>() {
-                Some(RuleValue::Count(n))
-            } else if let Ok(t) = v.extract::<String>() {
-                Some(RuleValue::Text(t))
-            } else {
-                None
-            };
-            let value = value.ok_or_else(|| {
-                Error::Usage(format!(
-                    "policy.{code}: expected a severity, 'ignore', a count or a rate like '0.5%', got {v}"
-                ))
-            })?;
-            entries.push((code, value));
-        }
-    }
-    Policy::new(entries.iter().map(|(c, v)| (c.as_str(), v)), fail_on)
-}
-
-/// Status per code (`clean`, `fails`, `below_fail_on`, `tolerated`, `ignored`) of a corpus with these counts
-/// under `policy` and `fail_on`: how a loaded report is judged again (clean, --exclude, CI outputs).
-#[pyfunction]
-#[pyo3(signature = (counts, n_samples, policy=None, fail_on="error"))]
-fn policy_statuses(
-    py: Python<'_>,
-    counts: HashMap<String, u64>,
-    n_samples: u64,
-    policy: Option<&Bound<'_, PyDict>>,
-    fail_on: &str,
-) -> PyResult<HashMap<&'static str, &'static str>> {
-    let p = parse_policy(policy, None, fail_on).map_err(|e| to_py(py, e))?;
-    let mut out = HashMap::new();
-    for c in Code::ALL {
-        let n = counts.get(c.as_str()).copied().unwrap_or(0);
-        let status = match p.status(*c, n, n_samples) {
-            Status::Clean => "clean",
-            Status::Fails => "fails",
-            Status::BelowFailOn => "below_fail_on",
-            Status::Tolerated => "tolerated",
-            Status::Ignored => "ignored",
-        };
-        out.insert(c.as_str(), status);
-    }
-    Ok(out)
-}
-
-/// Bits of the codes that make one sample bad under `policy` and `fail_on` (the Validator's rule:
-/// tolerances are corpus-wide and do not apply to one sample).
-#[pyfunction]
-#[pyo3(signature = (policy=None, fail_on="error"))]
-fn policy_sample_mask(
-    py: Python<'_>,
-    policy: Option<&Bound<'_, PyDict>>,
-    fail_on: &str,
-) -> PyResult<u64> {
-    let p = parse_policy(policy, None, fail_on).map_err(|e| to_py(py, e))?;
-    Ok(p.sample_mask())
-}
-
-#[pymethods]
-impl PyScan {
-    #[new]
-    #[pyo3(signature = (paths, profile, options=None))]
-    fn new(
-        py: Python<'_>,
-        paths: &Bound<'_, PyAny>,
-        profile: &PyProfile,
-        options: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<Self> {
-        let options = options::scan_options(options).map_err(|e| to_py(py, e))?;
-        let input = match paths.cast::<corpus::PyCorpus>() {
-            Ok(c) => ScanInput::Opened(c.get().corpus()),
-            Err(_) => ScanInput::Paths(paths.extract().map_err(|_| {
-                raise(
-                    py,
-                    "UsageError",
-                    "paths must be a list of paths or an opened Corpus".into(),
-                )
-            })?),
-        };
-        Ok(PyScan {
-            input,
-            kept: std::sync::Mutex::new(None),
-            profile: profile.inner.clone(),
-            options,
-            progress: Arc::new(Progress::default()),
-        })
-    }
-
-    /// Runs the scan and returns the report as a JSON string. Ctrl-C (a pending signal on the main thread)
-    /// cancels it within a batch and raises KeyboardInterrupt, with or without a progress poller.
-    fn run(&self, py: Python<'_>) -> PyResult<String> {
-        let (report, corpus) = interruptible(py, &self.progress, || match &self.input {
-            ScanInput::Paths(paths) => {
-                tokscan_core::scan_keeping(paths, &self.profile, &self.options, &self.progress)
-                    .map(|(report, corpus)| (report, Arc::new(corpus)))
-            }
-            ScanInput::Opened(corpus) => {
-                tokscan_core::scan_opened(corpus, &self.profile, &self.options, &self.progress)
-                    .map(|report| (report, corpus.clone()))
-            }
-        })?;
-        *self.kept.lock().unwrap_or_else(|e| e.into_inner()) = Some(corpus);
-        serde_json::to_string(&report).map_err(|e| raise(py, "InternalError", e.to_string()))
-    }
-
-    /// The corpus the last `run()` read, open (`None` before a run): its samples are fetched without
-    /// discovering and opening the inputs again.
-    #[getter]
-    fn corpus(&self) -> Option<corpus::PyCorpus> {
-        self.kept
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .map(corpus::PyCorpus::shared)
-    }
-
-    /// Counters of the running scan.
-    fn progress<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        let p = &self.progress;
-        d.set_item("units_total", p.units_total.load(Ordering::Relaxed))?;
-        d.set_item("units_done", p.units_done.load(Ordering::Relaxed))?;
-        d.set_item("samples", p.samples.load(Ordering::Relaxed))?;
-        d.set_item("tokens", p.tokens.load(Ordering::Relaxed))?;
-        Ok(d)
-    }
-
-    /// Stops a running scan; `run()` then raises `ScanInterrupted`.
-    fn cancel(&self) {
-        self.progress.cancel();
-    }
-}
 
 /// Checks one sample and explains it: codes, positions, lengths, completion and reasoning spans, turns,
 /// special-token events and the core's segments `[(kind, start, end), ...]`, which tile the sample (see
@@ -704,7 +293,7 @@ fn install_quiet_panic_hook() {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     install_quiet_panic_hook();
     m.add_class::<PyProfile>()?;
-    m.add_class::<PyScan>()?;
+    m.add_class::<scan::PyScan>()?;
     m.add_class::<validate::PyValidator>()?;
     m.add_class::<corpus::PyCorpus>()?;
     m.add_function(wrap_pyfunction!(codes, m)?)?;
@@ -713,8 +302,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(profile_toml, m)?)?;
     m.add_function(wrap_pyfunction!(profile_aliases, m)?)?;
     m.add_function(wrap_pyfunction!(pretty_json, m)?)?;
-    m.add_function(wrap_pyfunction!(policy_statuses, m)?)?;
-    m.add_function(wrap_pyfunction!(policy_sample_mask, m)?)?;
+    m.add_function(wrap_pyfunction!(policy::policy_statuses, m)?)?;
+    m.add_function(wrap_pyfunction!(policy::policy_sample_mask, m)?)?;
     m.add_function(wrap_pyfunction!(write_json, m)?)?;
     m.add_function(wrap_pyfunction!(check_one, m)?)?;
     m.add_function(wrap_pyfunction!(discover_inputs, m)?)?;

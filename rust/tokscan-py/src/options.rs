@@ -10,10 +10,9 @@ use pyo3::types::PyDict;
 use tokscan_core::report::RunInfo;
 use tokscan_core::{Error, ScanOptions};
 
-use crate::{
-    contamination_spec, near_params, parse_columns, parse_policy, parse_vocab, ContaminationArgs,
-    NearDupArgs,
-};
+use tokscan_core::source::ColumnNames;
+
+use crate::policy::parse_policy;
 
 /// The keys a scan's options dict may have.
 const KEYS: &[&str] = &[
@@ -101,4 +100,62 @@ pub(crate) fn scan_options(d: Option<&Bound<'_, PyDict>>) -> Result<ScanOptions,
         vocab: parse_vocab(draft_vocab.as_deref())?,
         flagged_detail: get(d, "flagged_detail")?.unwrap_or(1000),
     })
+}
+
+/// `(benchmark files, n-gram length, share, tokenizer directory)` of `--contamination`.
+/// `near_dup=(n, bands, rows, threshold)` as the core's parameters, checked.
+pub(crate) type NearDupArgs = (u32, u32, u32, f64);
+
+pub(crate) fn near_params(
+    a: Option<NearDupArgs>,
+) -> tokscan_core::Result<Option<tokscan_core::neardup::Params>> {
+    let Some((n, bands, rows, threshold)) = a else {
+        return Ok(None);
+    };
+    let p = tokscan_core::neardup::Params {
+        n,
+        bands,
+        rows,
+        threshold,
+    };
+    p.check()?;
+    Ok(Some(p))
+}
+
+pub(crate) type ContaminationArgs = (
+    Vec<std::path::PathBuf>,
+    usize,
+    f64,
+    Option<std::path::PathBuf>,
+);
+
+pub(crate) fn contamination_spec(a: ContaminationArgs) -> tokscan_core::contamination::Spec {
+    tokscan_core::contamination::Spec {
+        files: a.0,
+        n: a.1,
+        min_share: a.2,
+        tokenizer: a.3,
+    }
+}
+
+/// The draft-vocabulary options, given as JSON (`tokscan.vocab` writes it): sizes, a mapping to build, a
+/// mapping to check.
+pub(crate) fn parse_vocab(
+    json: Option<&str>,
+) -> Result<Option<tokscan_core::vocab::VocabOptions>, Error> {
+    json.map(|j| {
+        serde_json::from_str(j)
+            .map_err(|e| Error::Usage(format!("invalid draft-vocabulary options: {e}")))
+    })
+    .transpose()
+}
+
+pub(crate) fn parse_columns(
+    columns: Option<HashMap<String, String>>,
+) -> Result<ColumnNames, Error> {
+    let mut c = ColumnNames::default();
+    for (role, name) in columns.unwrap_or_default() {
+        c.set(&role, name)?;
+    }
+    Ok(c)
 }
