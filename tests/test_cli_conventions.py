@@ -183,6 +183,25 @@ def test_the_readme_code_table_is_the_cores():
     assert table in section, "README.md's code table differs from `tokscan codes --markdown`: paste it again"
 
 
+def test_the_readme_report_fields_are_the_cores(ds, tmp_path):
+    """Issue 21: the README's table of the JSON report's fields is `tokscan codes --report-schema`, generated
+    from the core's; and a report of a scan with the optional sections on has every always-present field and
+    no field the table does not document."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    table = run_cli("codes", "--report-schema").stdout
+    assert table in readme, "README.md's report field table differs from `tokscan codes --report-schema`"
+    documented = {n for names, _always in tokscan._core.report_fields() for n in names}
+    always = {n for names, a in tokscan._core.report_fields() if a for n in names}
+    _root, path, profile = ds
+    out = tmp_path / "r.json"
+    args = ["--near-dup", "--draft-vocab", "1000", "--flagged-detail", "1", "--decode", "1", "--json", str(out)]
+    assert run_cli("scan", str(path), "-p", profile, "-q", *args).returncode == 1
+    keys = set(json.loads(out.read_text()))
+    assert always <= keys, always - keys
+    assert keys <= documented, keys - documented
+    assert {"near_duplicates", "draft_vocab", "flagged_summarized", "decoded"} <= keys
+
+
 def test_a_scan_keeps_the_corpus_it_read(ds, tmp_path):
     """The report of a local scan holds the corpus the scan opened: its samples are fetched without opening
     the inputs again; a report read back from JSON, or pickled, has none."""

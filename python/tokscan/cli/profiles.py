@@ -162,8 +162,15 @@ def codes(
     markdown: Annotated[
         bool, typer.Option("--markdown", help="The full table in Markdown, as in the README (with scopes).")
     ] = False,
+    report_schema: Annotated[
+        bool,
+        typer.Option("--report-schema", help="The JSON report's fields in Markdown, as in the README."),
+    ] = False,
 ) -> None:
     """List the anomaly codes with their default severities."""
+    if report_schema:
+        sys.stdout.write(_core.report_schema_markdown())
+        return
     if markdown:
         sys.stdout.write(_core.codes_markdown())
         return

@@ -23,6 +23,7 @@ pub mod prompt;
 pub mod remote;
 pub mod repetition;
 pub mod report;
+pub mod report_schema;
 pub mod sample_id;
 pub mod scan;
 pub mod source;

@@ -229,6 +229,21 @@ fn formats() -> Vec<(&'static str, &'static str)> {
         .collect()
 }
 
+/// The README's table of the JSON report's fields (Markdown), from the core's.
+#[pyfunction]
+fn report_schema_markdown() -> String {
+    tokscan_core::report_schema::markdown_table()
+}
+
+/// `(names, always present)` of each row of the report's field table.
+#[pyfunction]
+fn report_fields() -> Vec<(Vec<&'static str>, bool)> {
+    tokscan_core::report_schema::FIELDS
+        .iter()
+        .map(|f| (f.names.to_vec(), f.always))
+        .collect()
+}
+
 /// The README's table of codes (Markdown), from the core's catalogue.
 #[pyfunction]
 fn codes_markdown() -> String {
@@ -314,6 +329,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(code_scopes, m)?)?;
     m.add_function(wrap_pyfunction!(codes_markdown, m)?)?;
     m.add_function(wrap_pyfunction!(formats, m)?)?;
+    m.add_function(wrap_pyfunction!(report_schema_markdown, m)?)?;
+    m.add_function(wrap_pyfunction!(report_fields, m)?)?;
     m.add_function(wrap_pyfunction!(reads_tokenizer_vocabulary, m)?)?;
     m.add_function(wrap_pyfunction!(prompt::encode_prompts, m)?)?;
     m.add_function(wrap_pyfunction!(prompt::render_prompts, m)?)?;
