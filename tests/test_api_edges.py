@@ -59,6 +59,13 @@ def test_ids_keep_their_column_type_end_to_end(tmp_path):
     from tokscan.clean import selected
 
     assert excl.read_text().split() == [str(f["sample_id"]) for f in selected(report)] != []
+    # The terminal summary, the decoded examples and the HTML page name samples by their integer ids (an
+    # integer id with no position, as `missing_system` has, crashed the summary's examples column).
+    assert any(f["codes"] == ["missing_system"] for f in report.flagged)
+    page = tmp_path / "r.html"
+    proc = run_cli("scan", str(ints), "--decode", "1", "--html", str(page))
+    assert proc.returncode == 1 and "error" not in proc.stderr, proc.stderr
+    assert "missing_system" in proc.stdout and str(dup["sample_id"]) in proc.stdout and page.is_file()
     # Text ids stay text, even when they look like numbers; JSONL integers stay ints.
     text = tmp_path / "text.parquet"
     pq.write_table(pa.table({"input_ids": [s.ids for s in samples], "sample_id": [str(i) for i in ids]}), text)

@@ -162,7 +162,7 @@ def anomaly_table(
         for code in f["codes"]:
             ex = examples.setdefault(code, [])
             if len(ex) < EXAMPLES_PER_CODE:
-                who = f["sample_id"] if f["sample_id"] is not None else f"#{f['row']}"
+                who = str(f["sample_id"]) if f["sample_id"] is not None else f"#{f['row']}"
                 pos = f["positions"].get(code)
                 ex.append(f"{who}@{pos}" if pos is not None else who)
     n = max(1, report.n_samples)
