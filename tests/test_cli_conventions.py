@@ -200,6 +200,10 @@ def test_the_readme_report_fields_are_the_cores(ds, tmp_path):
     assert always <= keys, always - keys
     assert keys <= documented, keys - documented
     assert {"near_duplicates", "draft_vocab", "flagged_summarized", "decoded"} <= keys
+    from tokscan.schema import ReportDoc
+
+    assert set(ReportDoc.__annotations__) == documented
+    assert set(ReportDoc.__required_keys__) == always
 
 
 def test_a_scan_keeps_the_corpus_it_read(ds, tmp_path):

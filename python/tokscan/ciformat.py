@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
+from typing import Any
 
 from .drift import Drift
 from .report import PolicyValue, Report
@@ -17,7 +18,7 @@ def _anomaly_line(report: Report, code: str) -> str:
     return f"{a['count']} sample(s) ({share:.2f}%) flagged {code}: {a['description']}" + (f"; e.g. {ex}" if ex else "")
 
 
-def _flagged_line(x: dict, code: str) -> str:
+def _flagged_line(x: Mapping[str, Any], code: str) -> str:
     pos = x["positions"].get(code)
     return f"row {x['row']} sample_id={x['sample_id']} source={x['source']}" + (
         f" position={pos}" if pos is not None else ""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from .report import Report
 
 if TYPE_CHECKING:
     from .report import PolicyValue
+    from .schema import FlaggedSample
 
 MANIFEST = "tokscan-clean.json"
 
@@ -30,7 +31,7 @@ def selected(
     fail_on: str | None = None,
     codes: Iterable[str] = (),
     policy: Mapping[str, PolicyValue] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[FlaggedSample]:
     """The flagged samples to drop that the report lists in full: those with any of `codes` when given, else
     those with a code that fails the run under `fail_on` and `policy` (each defaulting to what the scan ran
     with; the core's decision: ignored, tolerated and below-`fail_on` codes are kept, exactly as the exit code
@@ -66,7 +67,7 @@ def _one_line(sample_id: str) -> str:
     return re.sub("[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", sample_id)
 
 
-def write_exclusions(entries: list[dict[str, Any]], path: Path, more_rows: np.ndarray | None = None) -> str:
+def write_exclusions(entries: Sequence[Mapping[str, Any]], path: Path, more_rows: np.ndarray | None = None) -> str:
     """Writes one line per sample: its sample_id when every selected sample has one (and the report listed
     each in full), else its global row, in row order; `more_rows` are the selected samples the report kept
     without detail (their ids are not in the report, so they make the list one of rows). Returns which of the

@@ -124,7 +124,7 @@ def _unusual_glyphs(names: Iterable[str]) -> str:
 def _inputs(report: Report) -> str:
     inputs = report.data["inputs"]
 
-    def line(i: dict[str, Any]) -> str:
+    def line(i: Mapping[str, Any]) -> str:
         return (
             f"<code>{_e(i['path'])}</code> <span class='note'>{_e(i['format'])} · {_e(i['layout'])} · "
             f"{_num(i['samples'])} samples · {_short(i['tokens'])} tokens</span>"
@@ -740,7 +740,7 @@ def _by_category(report: Report, codes: list[str]) -> str:
 # ----------------------------------------------------------------------------------------------- flagged list
 
 
-def select_rows(flagged: list[dict[str, Any]], cap: int | None) -> list[int]:
+def select_rows(flagged: Sequence[Mapping[str, Any]], cap: int | None) -> list[int]:
     """Indices of the flagged samples the page lists: all of them up to `cap`; beyond it, first up to an equal
     share of half the cap for every code (so a rare code is never crowded out), then the rest in row order."""
     if cap is None or len(flagged) <= cap:

@@ -7,13 +7,15 @@ import json
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from . import _core
 from .errors import ReportError, UsageError, did_you_mean
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from .schema import FlaggedSample, ReportDoc
 
 #: One `[policy]` value as written: a severity ("error"), "ignore", a tolerated count (10) or rate ("0.5%").
 #: The core's policy engine parses and applies it; Python only carries it.
@@ -78,12 +80,13 @@ class Report:
         return self._corpus
 
     @property
-    def data(self) -> dict[str, Any]:
+    def data(self) -> ReportDoc:
+        """The JSON document (typed by `tokscan.schema.ReportDoc`; the README documents every field)."""
         if self._data is None:
             # One assignment of a fully parsed dict, so a concurrent reader sees either nothing or all of it.
             data = json.loads(self._text)  # type: ignore[arg-type]
             self._data = data
-        return self._data
+        return cast("ReportDoc", self._data)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Report):
@@ -156,7 +159,7 @@ class Report:
         return self.data["anomalies"]
 
     @property
-    def flagged(self) -> list[dict[str, Any]]:
+    def flagged(self) -> list[FlaggedSample]:
         return self.data["flagged"]
 
     @property

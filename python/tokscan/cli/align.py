@@ -131,7 +131,7 @@ def align(
             mismatches.append(
                 {
                     "row": row,
-                    "sample_id": by_row.get(row, {}).get("sample_id"),
+                    "sample_id": by_row[row]["sample_id"] if row in by_row else None,
                     "record": paired.get("line"),
                     "first_difference": diff,
                     "sample_text": decode_text(tok, list(sample["ids"][a:b])),

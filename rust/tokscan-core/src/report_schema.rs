@@ -31,7 +31,7 @@ pub const FIELDS: &[Field] = &[
     Field {
         names: &["schema_version", "tool"],
         shown: r#"`schema_version`, `tool` {`name`, `version`}"#,
-        always: false,
+        always: true,
         content: r#""#,
     },
     Field {
