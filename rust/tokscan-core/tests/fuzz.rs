@@ -1,6 +1,6 @@
 //! Stable-toolchain fuzzing (cargo fuzz needs nightly, which this project's machines cannot fetch): mutation
-//! fuzzers over the input readers (NumPy seeded from `fuzz-seeds/`; Arrow IPC, Megatron, JSONL and llm.c
-//! from small valid files written here), each mutated input discovered, opened, read sample by sample and
+//! fuzzers over the input readers, one per format of the core's registry (a test checks; NumPy seeded from
+//! `fuzz-seeds/`; Parquet, Arrow IPC, Megatron, JSONL and llm.c from small valid files written here), each mutated input discovered, opened, read sample by sample and
 //! scanned; and a generator of arbitrary id sequences for the per-sample checker under every built-in
 //! profile. Nothing may panic; a reader may return an error, which must name the input; the checker's output
 //! must stay within the sample. `TOKSCAN_FUZZ_CASES` sets the number of cases per fuzzer (`make fuzz` runs
@@ -15,6 +15,9 @@ use arrow_array::builder::{
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_ipc::writer::{FileWriter, IpcWriteOptions, StreamWriter};
 use arrow_ipc::CompressionType;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use tokscan_core::check::{check_sample, Scratch, NO_POS};
@@ -450,7 +453,9 @@ fn ipc_bytes(batch: &RecordBatch, stream: bool, codec: Option<CompressionType>) 
 /// Arrow IPC seeds: both formats, uncompressed / LZ4 / ZSTD, the column layouts the reader knows (input_ids
 /// with a mask, ids and categories; prompt and output apart; rows as a batch of one with labels; uint32 with
 /// a null row).
-fn ipc_seeds() -> Vec<Seed> {
+/// Small valid batches in the Arrow layouts the readers take: ids + mask + id + category, prompt/output
+/// large lists, a batch of one `[[...]]` row with labels, and a nullable uint32 list with a null row.
+fn seed_batches() -> [RecordBatch; 4] {
     let n = 7i64;
     let mut ids = ListBuilder::new(Int32Builder::new());
     let mut mask = ListBuilder::new(Int8Builder::new());
@@ -516,6 +521,11 @@ fn ipc_seeds() -> Vec<Seed> {
     }
     let nullable =
         RecordBatch::try_from_iter([("input_ids", Arc::new(wide.finish()) as ArrayRef)]).unwrap();
+    [full, split, batch_of_one, nullable]
+}
+
+fn ipc_seeds() -> Vec<Seed> {
+    let [full, split, batch_of_one, nullable] = seed_batches();
     let one = |bytes| Seed {
         files: vec![("x.arrow", bytes)],
         target: "x.arrow",
@@ -539,6 +549,56 @@ fn arrow_ipc_reader_never_panics_on_mutated_seeds() {
     let seeds = ipc_seeds();
     assert!(seeds.iter().all(|s| s.files[0].1.len() < 8 << 10));
     fuzz_format(&seeds, "kimi-k2", |_, _| Ok(()));
+}
+
+fn parquet_bytes(batch: &RecordBatch, codec: Compression) -> Vec<u8> {
+    let props = WriterProperties::builder()
+        .set_compression(codec)
+        .set_max_row_group_row_count(Some(3))
+        .build();
+    let mut buf = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props)).unwrap();
+    w.write(batch).unwrap();
+    w.close().unwrap();
+    buf
+}
+
+fn parquet_seeds() -> Vec<Seed> {
+    let [full, split, batch_of_one, nullable] = seed_batches();
+    let one = |bytes| Seed {
+        files: vec![("x.parquet", bytes)],
+        target: "x.parquet",
+    };
+    vec![
+        one(parquet_bytes(&full, Compression::UNCOMPRESSED)),
+        one(parquet_bytes(&full, Compression::ZSTD(Default::default()))),
+        one(parquet_bytes(&split, Compression::SNAPPY)),
+        one(parquet_bytes(&batch_of_one, Compression::UNCOMPRESSED)),
+        one(parquet_bytes(&nullable, Compression::LZ4_RAW)),
+    ]
+}
+
+#[test]
+fn parquet_reader_never_panics_on_mutated_seeds() {
+    let seeds = parquet_seeds();
+    assert!(seeds.iter().all(|s| s.files[0].1.len() < 8 << 10));
+    fuzz_format(&seeds, "kimi-k2", |_, _| Ok(()));
+}
+
+/// The formats with a mutation fuzzer in this file.
+const FUZZED: &[&str] = &["parquet", "arrow", "megatron", "jsonl", "llmc", "numpy"];
+
+/// A format added to the core's registry fails here until it has a fuzzer.
+#[test]
+fn every_registered_format_has_a_fuzzer() {
+    let mut registered: Vec<&str> = tokscan_core::source::FORMATS
+        .iter()
+        .map(|f| f.name)
+        .collect();
+    registered.sort_unstable();
+    let mut fuzzed = FUZZED.to_vec();
+    fuzzed.sort_unstable();
+    assert_eq!(registered, fuzzed);
 }
 
 /// A Megatron `.idx` as megatron-core's `_IndexWriter` writes it.

@@ -277,7 +277,10 @@ pub fn detect_layout(path: &Path, schema: &Schema, names: &ColumnNames) -> Resul
 /// row has at least one value (or null / empty-list level) in each leaf column, so a row group that claims more
 /// rows than one of its column chunks holds values lies (a corrupt footer), and is refused here rather than
 /// sizing anything by it.
-fn row_group_rows(path: &Path, meta: &ArrowReaderMetadata) -> Result<Vec<u64>> {
+/// Each row group's row count, after checking what the footer says of it against itself and the file: a
+/// corrupt footer is an input error here, not a panic in the reader later (arrow-rs asserts that a column
+/// chunk's offset and size are not negative).
+fn row_group_rows(path: &Path, meta: &ArrowReaderMetadata, file_len: u64) -> Result<Vec<u64>> {
     meta.metadata()
         .row_groups()
         .iter()
@@ -289,6 +292,24 @@ fn row_group_rows(path: &Path, meta: &ArrowReaderMetadata) -> Result<Vec<u64>> {
                     path,
                     format!("corrupt footer: row group {i} has {rows} rows"),
                 ));
+            }
+            for c in rg.columns() {
+                let start = c.dictionary_page_offset().unwrap_or(c.data_page_offset());
+                let size = c.compressed_size();
+                let inside = u64::try_from(start)
+                    .ok()
+                    .zip(u64::try_from(size).ok())
+                    .and_then(|(s, n)| s.checked_add(n))
+                    .is_some_and(|end| end <= file_len);
+                if !inside {
+                    return Err(Error::invalid(
+                        path,
+                        format!(
+                            "corrupt footer: row group {i}'s column {} claims bytes {start}..+{size}, outside the file ({file_len} bytes)",
+                            c.column_path()
+                        ),
+                    ));
+                }
             }
             if let Some(c) = rg.columns().iter().find(|c| c.num_values() < rows) {
                 return Err(Error::invalid(
@@ -322,7 +343,7 @@ impl ParquetShard {
             .map(|n| schema.index_of(n).expect("detected column"))
             .collect();
         let projection = ProjectionMask::roots(meta.parquet_schema(), indices);
-        let row_group_rows = row_group_rows(path, &meta)?;
+        let row_group_rows = row_group_rows(path, &meta, len)?;
         let batch_rows = batch_rows(&meta, &layout, &row_group_rows);
         let units = row_group_rows
             .iter()
@@ -364,9 +385,23 @@ impl ParquetShard {
                 .with_batch_size(self.batch_rows[rg])
                 .build()
                 .map_err(|e| parquet_err(path, e))?;
+        let mut rows = 0u64;
         for rb in reader {
             let rb = rb.map_err(|e| parquet_err(path, e))?;
+            rows += rb.num_rows() as u64;
             self.with_batch(&rb, &mut f)?;
+        }
+        // A page whose header lies about its values decodes into another number of rows than the footer
+        // gives its row group (pyarrow refuses such a file too); reading a row range would then disagree
+        // with the scan.
+        if rows != self.row_group_rows[rg] {
+            return Err(Error::invalid(
+                path,
+                format!(
+                    "corrupt data: row group {rg} decodes to {rows} rows, its footer says {}",
+                    self.row_group_rows[rg]
+                ),
+            ));
         }
         Ok(())
     }
