@@ -207,19 +207,24 @@ def test_the_readme_report_fields_are_the_cores(ds, tmp_path):
 
 
 def test_a_scan_keeps_the_corpus_it_read(ds, tmp_path):
-    """The report of a local scan holds the corpus the scan opened: its samples are fetched without opening
-    the inputs again; a report read back from JSON, or pickled, has none."""
+    """With `keep_corpus`, the report of a local scan holds the corpus the scan opened: its samples are fetched
+    without opening the inputs again; a corpus given to the scan is kept; a report read back from JSON, or
+    pickled, has none, and nor has a scan that did not ask (a JSONL corpus holds its parsed ids)."""
     import pickle
 
     _root, path, profile = ds
-    report = tokscan.scan(path, profile)
+    assert tokscan.scan(path, profile).corpus is None
+    report = tokscan.scan(path, profile, keep_corpus=True)
     corpus = report.corpus
     assert corpus is not None and len(corpus) == report.n_samples
     row = report.flagged[0]["row"]
     from tokscan.forensics import Corpus
 
     assert list(corpus.fetch(row).ids) == list(Corpus([str(path)]).fetch(row).ids)
-    assert tokscan.scan(corpus, profile).findings == report.findings
+    again_opened = tokscan.scan(corpus, profile)
+    assert again_opened.findings == report.findings and again_opened.corpus.inputs == corpus.inputs
+    with pytest.raises(UsageError, match="not an opened corpus"):
+        tokscan.scan(corpus, profile, engine="ray")
     report.write_json(tmp_path / "r.json")
     assert tokscan.Report.load(tmp_path / "r.json").corpus is None
     again = pickle.loads(pickle.dumps(report))
@@ -227,9 +232,9 @@ def test_a_scan_keeps_the_corpus_it_read(ds, tmp_path):
 
 
 def test_the_cli_opens_the_corpus_and_loads_the_profile_once(ds, tmp_path, monkeypatch):
-    """`scan --decode` with the wrong profile (so both hints probe the corpus) discovers and opens its inputs
-    once and loads the profile once: the hint before the scan, the scan, the decoded excerpts and the hint
-    after it share them."""
+    """`scan --decode` with the wrong profile loads the profile once (the hint before the scan, the scan and the
+    decoded excerpts share it), and the excerpts read the corpus the scan opened: outside the scan, only the
+    hint's probe of the first samples opens the inputs."""
     from tokscan import _core, api
 
     _root, path, _profile = ds

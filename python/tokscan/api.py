@@ -76,6 +76,7 @@ def scan(
     near_dup_threshold: float = 0.8,
     flagged_detail: int = 1000,
     command: Sequence[str] | None = None,
+    keep_corpus: bool = False,
 ) -> Report:
     """Scans corpora in any supported format (files, directories, globs), or a Hugging Face
     `datasets.Dataset` / `DatasetDict` through the Arrow files it is memory-mapped from (no copy).
@@ -114,6 +115,11 @@ def scan(
     every sample in full (in both engines).
     `command` (the command line, when a tool runs the scan for one) goes into the report's `run`, with the
     start, duration, engine, threads, profile source and tokenizer the core records.
+    `paths` may also be a corpus opened already (`tokscan.forensics.Corpus`, or the core's `_core.Corpus`), read
+    as it was opened (its columns, not `columns`; local engine only). The report then keeps it
+    (`Report.corpus`), and with `keep_corpus` it keeps the corpus the scan opened, so its samples are read
+    without opening the inputs again (it holds the inputs open, and a JSONL corpus's parsed ids in memory, as
+    long as the report lives; off by default).
     """
     if isinstance(flagged_detail, bool) or not isinstance(flagged_detail, int) or not 0 <= flagged_detail < 2**63:
         raise UsageError(f"flagged_detail must be an integer >= 0 (0: no limit), got {flagged_detail!r}")
@@ -124,6 +130,8 @@ def scan(
     # `--decode` and the hint after it.
     opened = getattr(paths, "core", paths)
     if isinstance(opened, _core.Corpus):
+        if engine == "ray":
+            raise UsageError("engine='ray' scans paths (every task opens its own inputs), not an opened corpus")
         columns = getattr(paths, "columns", columns)
         paths = [path for path, *_rest in opened.inputs]
     else:
@@ -202,7 +210,10 @@ def scan(
     from .remote import relabel, staged
 
     with staged([] if opened is not None else path_list) as (local_paths, bases):
-        report = _run_local(opened if opened is not None else local_paths, prof, options, progress, poll_interval)
+        # The corpus is kept when it was given, or asked for (never a staged copy, deleted on leaving here).
+        keep = opened is not None or (keep_corpus and not bases)
+        inputs = opened if opened is not None else local_paths
+        report = _run_local(inputs, prof, options, progress, poll_interval, keep)
     return Report(relabel(report.data, bases)) if bases else report
 
 
@@ -212,13 +223,14 @@ def _run_local(
     options: ScanOptions,
     progress: ProgressCallback | None,
     poll_interval: float,
+    keep: bool = False,
 ) -> Report:
-    """The local engine's scan of `inputs`, files on disk or a corpus opened already. The report keeps the
-    corpus the scan read (`Report.corpus`)."""
+    """The local engine's scan of `inputs`, files on disk or a corpus opened already; with `keep` the report
+    keeps the corpus the scan read (`Report.corpus`)."""
     job = _core.Scan(inputs, prof, options.to_core())
 
     def kept(text: str) -> Report:
-        return Report._from_core(text, job.corpus, options.columns)
+        return Report._from_core(text, job.corpus if keep else None, options.columns)
 
     if progress is None:
         return kept(job.run())

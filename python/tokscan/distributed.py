@@ -341,6 +341,8 @@ def _run(
     poll_interval: float,
 ) -> Report:
     columns, core_options = options.columns, options.to_core()
+    # One copy in the object store for every task (a mapping to check carries a flag per vocabulary id).
+    shared_options = ray.put(core_options)
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     tasks, inputs, rows, _units, _tokens = _core.plan_scan(paths, columns, n_tasks or 4 * cpus)
     if not tasks:  # no sample anywhere: the core's usage error, naming the inputs
@@ -353,7 +355,7 @@ def _run(
     maps = [
         fn["scan_task"]
         .options(num_returns=2 + buckets)
-        .remote(i, hold, t, profile_args, core_options, buckets, counter)
+        .remote(i, hold, t, profile_args, shared_options, buckets, counter)
         for i, t in enumerate(tasks)
     ]
     try:

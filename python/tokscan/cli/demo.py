@@ -42,7 +42,9 @@ def demo(
         out.print(f"Demo corpus ({layout.value} layout) written to [bold]{path}[/]; scanning it:\n")
         t0 = time.perf_counter()
         tok = demo_mod.demo_tokenizer(layout.value)
-        report = run_scan([str(path)], profile=profile, tokenizer=tok, command=["tokscan", *sys.argv[1:]])
+        report = run_scan(
+            [str(path)], profile=profile, tokenizer=tok, command=["tokscan", *sys.argv[1:]], keep_corpus=True
+        )
         seconds = time.perf_counter() - t0
         print_summary(report, out, "error", seconds)
         # The page shows what `scan --decode` gives: flagged samples decoded around the flagged token.

@@ -129,7 +129,7 @@ def execute(a: ScanArgs) -> int:
     from ..api import load_profile
     from ..config import discover, load_file
     from ..drift import compare
-    from ..outputs import input_paths, refuse_overlap, utf8_paths, write_file
+    from ..outputs import input_paths, refuse_overlap, write_file
     from ..report import Report
 
     cfg = load_file(a.config) if a.config is not None else discover()
@@ -176,27 +176,28 @@ def execute(a: ScanArgs) -> int:
     early = None
     from ..remote import any_url
 
-    # A local scan of files on disk loads the profile and opens the corpus once: the hint before the scan, the
-    # scan, --decode and the hint after it read that corpus (a Ray scan loads and opens on its workers;
-    # object-store URLs are fetched by the scan).
-    prof, corpus = None, None
-    if a.ray is None and not any_url(list(paths)):
-        prof = load_profile(profile, tok_dir, a.trust_remote_code)
-        corpus = _core.Corpus(utf8_paths(list(paths)), columns)
-    if a.hint and not a.quiet and corpus is not None and prof is not None:
+    # A local scan of files on disk loads the profile once for the hint before the scan and the scan, and the
+    # scan keeps the corpus it opened for --decode and the hint after it (a Ray scan loads and opens on its
+    # workers; object-store URLs are fetched by the scan). The scan opens the corpus itself, within --threads,
+    # its timer and its progress bar.
+    local = a.ray is None and not any_url(list(paths))
+    hinting = a.hint and not a.quiet and local
+    prof = None
+    if hinting:
         # Before the scan: with the wrong profile every sample is flagged, and a long scan would only say so
         # at its end.
-        from ..forensics import Corpus
         from ..hints import preflight_hint
 
-        early = preflight_hint(prof, Corpus.of(corpus, columns))
+        prof = load_profile(profile, tok_dir, a.trust_remote_code)
+        early = preflight_hint(prof, list(paths), columns)
         if early is not None:
             err.print(f"[bold yellow]hint:[/] {early.message}", highlight=False, soft_wrap=True)
     t0 = time.perf_counter()
     report = scan_with_progress(
-        corpus if corpus is not None else paths,
+        paths,
         a.progress and text_out,
         profile=prof if prof is not None else profile,
+        keep_corpus=local and (bool(a.decode) or (hinting and early is None)),
         tokenizer=tok_dir,
         columns=columns,
         threads=threads,

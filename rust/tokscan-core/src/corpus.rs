@@ -86,8 +86,8 @@ impl Corpus {
         out
     }
 
-    /// Discovers and opens `paths` (every header and schema validated before any token is read). With
-    /// `open_all`, inputs open in parallel on the current rayon pool.
+    /// Discovers and opens `paths` (every header and schema validated before any token is read); the inputs
+    /// open in parallel on the current rayon pool.
     pub fn open(paths: &[String], columns: &ColumnNames) -> Result<Corpus> {
         use rayon::prelude::*;
         let found = source::discover_all(paths)?;

@@ -102,7 +102,6 @@ pub(crate) fn scan_options(d: Option<&Bound<'_, PyDict>>) -> Result<ScanOptions,
     })
 }
 
-/// `(benchmark files, n-gram length, share, tokenizer directory)` of `--contamination`.
 /// `near_dup=(n, bands, rows, threshold)` as the core's parameters, checked.
 pub(crate) type NearDupArgs = (u32, u32, u32, f64);
 
@@ -122,6 +121,7 @@ pub(crate) fn near_params(
     Ok(Some(p))
 }
 
+/// `(benchmark files, n-gram length, share, tokenizer directory)` of `--contamination`.
 pub(crate) type ContaminationArgs = (
     Vec<std::path::PathBuf>,
     usize,

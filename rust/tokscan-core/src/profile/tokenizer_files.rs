@@ -174,10 +174,20 @@ pub const TOKENIZER_FILE_NAMES: &[&str] = &[
     "tokenizer.json",
     "tokenizer_config.json",
     "tokenizer.model",
+    "tiktoken.model",
     "special_tokens_map.json",
     "vocab.json",
     "merges.txt",
+    "chat_template.jinja",
 ];
+
+/// Whether a file called `name` belongs to a tokenizer (one of [`TOKENIZER_FILE_NAMES`], a `*.tiktoken`
+/// vocabulary or a `tokenization_*.py` class).
+pub fn is_tokenizer_file(name: &str) -> bool {
+    TOKENIZER_FILE_NAMES.contains(&name)
+        || name.ends_with(".tiktoken")
+        || (name.starts_with("tokenization_") && name.ends_with(".py"))
+}
 
 /// Whether `dir` holds a tokenizer: a `tokenizer.json`, a `tokenizer_config.json` or a tiktoken vocabulary
 /// (discovery passes over such a folder; a tokenizer argument names one).

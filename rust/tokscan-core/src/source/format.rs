@@ -56,13 +56,16 @@ pub struct FormatSpec {
 
 /// Every format tokscan reads, in the order they are asked (and listed in errors). Adding a format is its
 /// file in `source/` and one line here.
+///
+/// The order decides: NumPy's folder (`tokens.npy`) is taken before a `datasets` folder's `state.json`, and a
+/// file's path evidence (a Megatron `.bin` with its `.idx` beside it) before any magic number in its content.
 pub static FORMATS: &[&FormatSpec] = &[
-    &super::parquet::FORMAT,
-    &super::ipc::FORMAT,
+    &super::numpy::FORMAT,
     &super::megatron::FORMAT,
     &super::llmc::FORMAT,
+    &super::parquet::FORMAT,
+    &super::ipc::FORMAT,
     &super::jsonl::FORMAT,
-    &super::numpy::FORMAT,
 ];
 
 /// The formats as an error lists them: "Parquet *.parquet, Arrow IPC *.arrow / *.feather, …".
@@ -185,8 +188,8 @@ mod tests {
     fn the_error_lists_every_format() {
         assert_eq!(
             formats_list(),
-            "Parquet *.parquet, Arrow IPC *.arrow / *.feather, Megatron *.bin + *.idx, llm.c *.bin, \
-             JSONL *.jsonl[.gz|.zst], NumPy tokens.npy"
+            "NumPy tokens.npy, Megatron *.bin + *.idx, llm.c *.bin, Parquet *.parquet, \
+             Arrow IPC *.arrow / *.feather, JSONL *.jsonl[.gz|.zst]"
         );
     }
 }

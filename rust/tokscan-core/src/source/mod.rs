@@ -7,8 +7,10 @@
 //! **Adding a format**: one new file in this folder implementing [`Source`] (open with validation and plan
 //! the units; `read_rows`; `write_filtered`; `scan_unit` only when a unit decodes as a whole; `sample_ids`
 //! when the format has ids) and declaring its [`FormatSpec`] (how a file or folder is recognised, how it
-//! opens), and one line in [`format::FORMATS`]; its tests are a reader and writer unit test in its file and a
-//! builder in `tests/formats.py`, which the corrupt-input, layout and clean suites take from the registry.
+//! opens), and one line in [`format::FORMATS`]; its tests are a reader and writer unit test in its file, a
+//! builder in `BUILDERS` of `tests/test_format_registry.py` (the corrupt-input suite over the registry), a
+//! mutation fuzzer in `tests/fuzz.rs` (both fail for a registered format without one), and cases in the
+//! layout and clean suites (`tests/test_scan_layouts.py`, `tests/test_clean_property.py`).
 //! Nothing else in the core or in Python names a format.
 
 mod fault;
@@ -682,7 +684,7 @@ impl Walk {
                 );
                 continue;
             }
-            if tokenizer_here && tokenizer_files::TOKENIZER_FILE_NAMES.contains(&name.as_str()) {
+            if tokenizer_here && tokenizer_files::is_tokenizer_file(&name) {
                 self.skip(&entry, "a tokenizer file");
                 continue;
             }
