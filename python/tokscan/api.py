@@ -126,8 +126,7 @@ def scan(
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise UsageError(f"threads must be an integer >= 0 (0: one per core), got {threads!r}")
     # A corpus opened already (a `tokscan.forensics.Corpus`, or the core's `_core.Corpus` opened with
-    # `columns`): scanned as it was opened. The CLI opens it once for the hint before the scan, the scan,
-    # `--decode` and the hint after it.
+    # `columns`): scanned as it was opened, and kept by the report.
     opened = getattr(paths, "core", paths)
     if isinstance(opened, _core.Corpus):
         if engine == "ray":

@@ -5,7 +5,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -42,7 +42,7 @@ from .app import (
 RAY_DEFAULT = ""
 
 
-def scan_with_progress(paths: list[str] | Any, show_progress: bool, **kwargs):
+def scan_with_progress(paths: list[str], show_progress: bool, **kwargs):
     if not (show_progress and err.is_terminal):
         # Still poll from this thread, so Ctrl-C cancels the scan promptly.
         # A Ray scan without a bar needs no progress actor; Ctrl-C stops either scan.
