@@ -307,6 +307,11 @@ def _near_clusters(
     return out
 
 
+def opened(corpus: Corpus | list[str], columns: Mapping[str, str] | None = None) -> Corpus:
+    """`corpus` when it is an open `Corpus` (the one a scan kept), else the corpus of the paths it is."""
+    return corpus if isinstance(corpus, Corpus) else Corpus(corpus, columns)
+
+
 def decode_flagged(
     report: Any,
     paths: list[str] | Corpus,
@@ -322,7 +327,7 @@ def decode_flagged(
     Without a tokenizer (`tok=None`) the excerpts are ids, special tokens by name when `profile` is given
     (`decoder` is then "ids" and segments carry their `ids`). Ids outside the vocabulary show as `⟨oov N⟩`.
     `paths` is the open corpus the scan read (`report.corpus`), or its paths."""
-    corpus = paths if isinstance(paths, Corpus) else Corpus(paths, columns)
+    corpus = opened(paths, columns)
     dec: Decoder = tok if tok is not None else IdDecoder(profile)
     vocab = vocab_size_of(tok, profile)
     cache: dict[int, Sample] = {}

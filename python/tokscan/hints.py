@@ -73,8 +73,10 @@ def preflight_hint(
     """The hint before a scan: the corpus's first `limit` samples (one read at its start) checked with
     `profile`. With the wrong profile every sample is flagged, and a scan of 10M samples spends its time (and
     the memory of its flagged samples) before the hint after it would fire; this one costs a few milliseconds.
-    `corpus` is a `forensics.Corpus` the caller has open (the one it then scans), or its paths."""
-    corpus = _opened(corpus, columns)
+    `corpus` is an open `forensics.Corpus`, or its paths."""
+    from .forensics import opened
+
+    corpus = opened(corpus, columns)
     n = min(limit, int(corpus.starts[-1]))
     if n == 0:
         return None
@@ -91,15 +93,10 @@ def _structure_share(counts: Mapping[str, int], n: int) -> tuple[str, float]:
     return code, counts.get(code, 0) / max(n, 1)
 
 
-def _opened(corpus: Any, columns: Mapping[str, str] | None) -> Any:
-    """`corpus` when it is an open `forensics.Corpus`, else the corpus of the paths it is."""
-    from .forensics import Corpus
-
-    return corpus if isinstance(corpus, Corpus) else Corpus(corpus, columns)
-
-
 def _probe(corpus: Any, columns: Mapping[str, str] | None, limit: int) -> list[np.ndarray]:
-    corpus = _opened(corpus, columns)
+    from .forensics import opened
+
+    corpus = opened(corpus, columns)
     n = int(corpus.starts[-1])
     rows = np.unique(np.linspace(0, n - 1, num=min(limit, n)).astype(np.int64)) if n else []
     return [corpus.fetch(int(r)).ids for r in rows]

@@ -96,6 +96,15 @@ pub(crate) fn file_name(path: &Path) -> std::borrow::Cow<'_, str> {
         .unwrap_or_default()
 }
 
+/// `found` of a format recognised by its file name alone: an input when `named` says so.
+pub(crate) fn input_if_named(named: fn(&str) -> bool, path: &Path) -> Found {
+    if named(&file_name(path)) {
+        Found::Input(path.to_path_buf())
+    } else {
+        Found::No
+    }
+}
+
 /// Whether `name` ends with `.EXT` for one of `exts`.
 pub(crate) fn has_extension(name: &str, exts: &[&str]) -> bool {
     name.rsplit_once('.')

@@ -21,7 +21,7 @@ use arrow_ipc::{Block, MessageHeader, MetadataVersion};
 use arrow_schema::SchemaRef;
 use memmap2::Mmap;
 
-use super::format::{self, FormatSpec, Found};
+use super::format::{self, FormatSpec};
 use super::parquet::{detect_layout, record_batch, sample_ids, Layout};
 use super::{Batch, ColumnNames, Format, Source, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
@@ -41,13 +41,7 @@ pub static FORMAT: FormatSpec = FormatSpec {
     sniff: |head, _| sniff(head).is_some(),
     named: is_ipc_name,
     input_path: format::same_path,
-    found: |path| {
-        Ok(if is_ipc_name(&format::file_name(path)) {
-            Found::Input(path.to_path_buf())
-        } else {
-            Found::No
-        })
-    },
+    found: |path| Ok(format::input_if_named(is_ipc_name, path)),
     folder: hf_data_files,
     prefix: format::no_prefix,
     splits_across_tasks: true,

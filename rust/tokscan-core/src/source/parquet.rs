@@ -13,7 +13,7 @@ use parquet::arrow::arrow_reader::{
 };
 use parquet::arrow::ProjectionMask;
 
-use super::format::{self, FormatSpec, Found};
+use super::format::{self, FormatSpec};
 use super::lists::ListProblem;
 use super::{Batch, ColumnNames, Format, Ragged, Source, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
@@ -87,13 +87,7 @@ pub static FORMAT: FormatSpec = FormatSpec {
     sniff: |head, _| head.starts_with(b"PAR1"),
     named: is_parquet_name,
     input_path: format::same_path,
-    found: |path| {
-        Ok(if is_parquet_name(&format::file_name(path)) {
-            Found::Input(path.to_path_buf())
-        } else {
-            Found::No
-        })
-    },
+    found: |path| Ok(format::input_if_named(is_parquet_name, path)),
     folder: format::no_folder,
     prefix: format::no_prefix,
     splits_across_tasks: true,
