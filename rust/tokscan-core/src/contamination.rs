@@ -381,7 +381,7 @@ fn read_parquet(path: &Path) -> Result<Vec<Item>> {
         .build()
         .map_err(|e| bad(&e))?;
     let mut items = Vec::new();
-    for batch in reader {
+    for batch in crate::source::parquet::guarded_batches(reader) {
         let batch = batch.map_err(|e| bad(&e))?;
         let base = items.len();
         items.extend((0..batch.num_rows()).map(|r| Item {

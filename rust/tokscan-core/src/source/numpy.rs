@@ -609,7 +609,7 @@ fn read_meta(path: &Path, n: usize) -> Result<(Ids, Labels)> {
     let (want_id, want_cat) = (has("sample_id"), has("category"));
     let (mut ids, mut cats): (Vec<Option<SampleId>>, Vec<Option<String>>) =
         (Vec::new(), Vec::new());
-    for rb in reader {
+    for rb in super::parquet::guarded_batches(reader) {
         let rb =
             rb.map_err(|e| Error::invalid(path, format!("not a readable Parquet file: {e}")))?;
         if want_id {

@@ -2,14 +2,15 @@
 //! decoded on its own (only the projected columns), batch by batch, so memory stays bounded.
 
 use std::fs::File;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Schema};
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
-    RowSelector,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
 };
 use parquet::arrow::ProjectionMask;
 
@@ -105,6 +106,36 @@ fn open_file(path: &Path) -> Result<File> {
 fn parquet_err(path: &Path, e: impl std::fmt::Display) -> Error {
     let msg = e.to_string().replace('\n', " ");
     Error::invalid(path, format!("not a readable Parquet file: {msg}"))
+}
+
+/// The record batches of `reader`, with a panic of the parquet crate's decoders (it trusts some page
+/// headers: a dictionary-encoded page in a column chunk without a dictionary page panics in parquet 60)
+/// turned into an error, so a corrupt file is refused like any other instead of aborting the scan. The
+/// iterator ends after the first error.
+pub(crate) fn guarded_batches(
+    reader: ParquetRecordBatchReader,
+) -> impl Iterator<Item = std::result::Result<RecordBatch, arrow_schema::ArrowError>> {
+    let mut reader = Some(reader);
+    std::iter::from_fn(move || {
+        let r = reader.as_mut()?;
+        match catch_unwind(AssertUnwindSafe(|| r.next())) {
+            Ok(Some(Ok(rb))) => Some(Ok(rb)),
+            Ok(None) => {
+                reader = None;
+                None
+            }
+            Ok(Some(Err(e))) => {
+                reader = None;
+                Some(Err(e))
+            }
+            Err(_) => {
+                reader = None;
+                Some(Err(arrow_schema::ArrowError::ParquetError(
+                    "corrupt data: a page the decoder cannot read".into(),
+                )))
+            }
+        }
+    })
 }
 
 /// A list of ids, or a list of lists (read when each row holds one inner list: a batch of one).
@@ -380,7 +411,7 @@ impl ParquetShard {
                 .build()
                 .map_err(|e| parquet_err(path, e))?;
         let mut rows = 0u64;
-        for rb in reader {
+        for rb in guarded_batches(reader) {
             let rb = rb.map_err(|e| parquet_err(path, e))?;
             rows += rb.num_rows() as u64;
             self.with_batch(&rb, &mut f)?;
@@ -426,7 +457,7 @@ impl ParquetShard {
                 .with_batch_size(self.batch_rows[rg])
                 .build()
                 .map_err(|e| parquet_err(path, e))?;
-                for rb in reader {
+                for rb in guarded_batches(reader) {
                     let rb = rb.map_err(|e| parquet_err(path, e))?;
                     self.with_batch(&rb, &mut f)?;
                 }
@@ -453,7 +484,7 @@ impl ParquetShard {
                 .map_err(|e| parquet_err(path, e))?;
         // Grown as rows are read, not sized by the footer's count (which a corrupt footer may inflate).
         let mut out = Vec::new();
-        for rb in reader {
+        for rb in guarded_batches(reader) {
             let rb = rb.map_err(|e| parquet_err(path, e))?;
             out.extend(sample_ids(path, name, rb.column(0))?);
         }
@@ -635,7 +666,7 @@ pub(crate) fn write_filtered_file(
                 .build()
                 .map_err(|e| parquet_err(path, e))?;
         let mut at = 0usize;
-        for rb in reader {
+        for rb in guarded_batches(reader) {
             let rb = rb.map_err(|e| parquet_err(path, e))?;
             let part = &k[at..at + rb.num_rows()];
             at += rb.num_rows();
