@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::flagged::Hit;
 use crate::token::TokenId;
 
 /// The default n-gram length, in tokens.
@@ -40,20 +41,6 @@ pub struct BenchmarkInfo {
     pub items: u64,
     /// Distinct n-grams the file contributed.
     pub ngrams: u64,
-}
-
-/// A sample's match: the first benchmark item it shares n-grams with, and how many.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Hit {
-    /// The benchmark file.
-    pub file: String,
-    /// The item's name.
-    pub item: String,
-    /// `prompt` or `completion`: the part of the sample the match is in.
-    pub part: String,
-    /// The part's windows that are a benchmark n-gram, and its windows.
-    pub ngrams: u32,
-    pub windows: u32,
 }
 
 /// What a scan looks for (`--contamination FILE...`, `--contamination-n`, `--contamination-share`).
@@ -106,7 +93,7 @@ pub struct ContaminationReport {
 }
 
 impl ContaminationReport {
-    pub fn of(b: Benchmarks, flagged: &[crate::summary::FlaggedSample]) -> Self {
+    pub fn of(b: Benchmarks, flagged: &[crate::flagged::FlaggedSample]) -> Self {
         let mut items: std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>> =
             Default::default();
         let mut samples = 0;

@@ -48,44 +48,6 @@ pub struct Corpus {
 }
 
 impl Corpus {
-    /// The inputs as the report describes them (counts filled in when the report is built).
-    pub fn input_infos(&self) -> Vec<crate::report::InputInfo> {
-        self.sources
-            .iter()
-            .map(|s| crate::report::InputInfo {
-                path: crate::source::path_text(s.path()),
-                format: s.format().name().into(),
-                layout: s.layout(),
-                samples: 0,
-                tokens: 0,
-                warning: s.warning(),
-            })
-            .collect()
-    }
-
-    /// The report's `skipped` list; with `prompts`, the prompts files too (for a scan that does not pair,
-    /// so that they are not passed over in silence).
-    pub fn skipped_infos(&self, prompts: bool) -> Vec<crate::report::SkippedInfo> {
-        let mut out: Vec<crate::report::SkippedInfo> = self
-            .skipped
-            .iter()
-            .map(|s| crate::report::SkippedInfo {
-                path: crate::source::path_text(&s.path),
-                reason: s.reason.clone(),
-            })
-            .collect();
-        if prompts {
-            out.extend(self.prompts.iter().map(|p| crate::report::SkippedInfo {
-                path: crate::source::path_text(&p.path),
-                reason:
-                    "a prompts file: pairing runs in the local engine only (scan without --ray to pair)"
-                        .into(),
-            }));
-            out.sort_by(|a, b| a.path.cmp(&b.path));
-        }
-        out
-    }
-
     /// Discovers and opens `paths` (every header and schema validated before any token is read); the inputs
     /// open in parallel on the current rayon pool.
     pub fn open(paths: &[String], columns: &ColumnNames) -> Result<Corpus> {

@@ -18,10 +18,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::anomaly::Code;
 use crate::error::Result;
-use crate::report::{FirstSeen, PromptFirst};
+use crate::flagged::{FirstSeen, FlaggedSample, PromptFirst};
+use crate::records::Records;
 use crate::sample_id::SampleId;
 use crate::stats::log_quartiles;
-use crate::summary::{decode, encode, FlaggedSample, Partial, Records};
+use crate::summary::Partial;
+use crate::wire::{decode, encode};
 
 /// Categories with fewer samples are not judged for length outliers.
 pub const OUTLIER_MIN_SAMPLES: u64 = 20;
@@ -409,7 +411,7 @@ pub fn local(partial: &Partial, records: &[Records]) -> Vec<FlaggedSample> {
     let fences = Fences::of(partial);
     let mut out = Vec::new();
     for r in records {
-        out = crate::summary::merge_by_row(out, resolve(r, &repeats, &fences));
+        out = crate::flagged::merge_by_row(out, resolve(r, &repeats, &fences));
     }
     out
 }
@@ -418,7 +420,7 @@ pub fn local(partial: &Partial, records: &[Records]) -> Vec<FlaggedSample> {
 mod tests {
     use super::*;
     use crate::check::Lengths;
-    use crate::summary::SampleRecord;
+    use crate::records::SampleRecord;
     use proptest::prelude::*;
 
     fn records(rows: &[(u64, &str, u32, u64, Option<&str>)]) -> Records {
@@ -595,7 +597,7 @@ mod tests {
             let fences = Fences::from_bytes(&Fences::of(&partial).to_bytes()).unwrap();
             let mut got = Vec::new();
             for p in parts.iter().rev() {
-                got = crate::summary::merge_by_row(got, resolve(p, &repeats, &fences));
+                got = crate::flagged::merge_by_row(got, resolve(p, &repeats, &fences));
             }
             prop_assert_eq!(got, want);
         }

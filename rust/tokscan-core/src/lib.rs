@@ -12,6 +12,7 @@ pub mod convert;
 pub mod corpus;
 pub mod corpus_checks;
 pub mod error;
+pub mod flagged;
 pub mod json;
 pub mod neardup;
 pub mod pairing;
@@ -20,6 +21,7 @@ pub mod policy;
 pub mod profile;
 #[cfg(feature = "prompt")]
 pub mod prompt;
+pub mod records;
 pub mod remote;
 pub mod repetition;
 pub mod report;
@@ -33,6 +35,7 @@ pub mod summary;
 pub mod token;
 pub mod validate;
 pub mod vocab;
+pub mod wire;
 
 pub use anomaly::{Code, Severity};
 pub use corpus::{Corpus, SampleData};

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use crate::report::FirstSeen;
+use crate::flagged::FirstSeen;
 use crate::token::TokenId;
 
 /// Near-duplicate parameters (`--near-dup`, `--near-dup-n`, `--near-dup-bands`, `--near-dup-rows`,
@@ -242,22 +242,22 @@ pub fn pairs_of_bands(mut keys: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
 
 /// Candidate pairs in the compact form that crosses processes.
 pub fn pairs_to_bytes(pairs: &[(u64, u64)]) -> Vec<u8> {
-    crate::summary::encode(&pairs)
+    crate::wire::encode(&pairs)
 }
 
 pub fn pairs_from_bytes(b: &[u8]) -> crate::error::Result<Vec<(u64, u64)>> {
-    crate::summary::decode(b, "near-duplicate candidates")
+    crate::wire::decode(b, "near-duplicate candidates")
 }
 
 /// What [`crate::scan::near_duplicates`] found: the flagged members and the report's section.
-pub type Found = (Vec<crate::summary::FlaggedSample>, NearDupReport);
+pub type Found = (Vec<crate::flagged::FlaggedSample>, NearDupReport);
 
 pub fn found_to_bytes(found: &Found) -> Vec<u8> {
-    crate::summary::encode(found)
+    crate::wire::encode(found)
 }
 
 pub fn found_from_bytes(b: &[u8]) -> crate::error::Result<Found> {
-    crate::summary::decode(b, "near-duplicate findings")
+    crate::wire::decode(b, "near-duplicate findings")
 }
 
 /// One cluster of near-duplicate completions.

@@ -11,7 +11,7 @@ use crate::corpus::Corpus;
 use crate::error::Result;
 use crate::report::InputInfo;
 use crate::source::{ColumnNames, Format, Input};
-use crate::summary::{decode, encode};
+use crate::wire::{decode, encode};
 
 /// An input a task reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,11 +130,11 @@ pub fn plan_corpus(corpus: &Corpus, n_tasks: usize) -> Plan {
     }
     Plan {
         tasks,
-        inputs: corpus.input_infos(),
+        inputs: crate::report::InputInfo::of_corpus(corpus),
         rows: total,
         units: units.len(),
         tokens_hint: corpus.sources.iter().filter_map(|s| s.tokens_hint()).sum(),
-        skipped: corpus.skipped_infos(true),
+        skipped: crate::report::SkippedInfo::of_corpus(corpus, true),
     }
 }
 

@@ -24,10 +24,8 @@
 use std::cell::RefCell;
 
 use crate::profile::RepetitionPolicy;
+pub use crate::profile::MAX_PERIOD;
 use crate::token::TokenId;
-
-/// Longest loop unit a profile may ask for (`[repetition] max_period`).
-pub const MAX_PERIOD: usize = 4096;
 
 /// n of the repeated n-gram coverage statistic: 10 tokens (about 7-8 words of English; Gopher's
 /// duplicate-n-gram rules use 5- to 10-word n-grams).

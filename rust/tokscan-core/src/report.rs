@@ -8,13 +8,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::anomaly::{codes_in, Code, Severity};
 use crate::check::NO_POS;
+use crate::corpus::Corpus;
+use crate::flagged::{FirstSeen, FlaggedSample, PromptFirst};
 use crate::policy::{Policy, RuleValue, Status};
 use crate::profile::Profile;
 use crate::repetition::COVERAGE_N;
 use crate::sample_id::SampleId;
 use crate::stats::{CoverageStats, LengthStats};
-use crate::summary::{CategoryPartial, FlaggedSample, Partial};
-pub use crate::summary::{FirstSeen, PromptFirst};
+use crate::summary::{CategoryPartial, Partial};
 
 /// The schema this tokscan writes; version 2 added `run`, version 3 keeps an integer id column's
 /// `sample_id`s as JSON numbers (they were strings).
@@ -82,6 +83,24 @@ pub struct InputInfo {
     /// What the reader noticed about the input though it reads (an optional addition to `schema_version` 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+}
+
+impl InputInfo {
+    /// The inputs as the report describes them (counts filled in when the report is built).
+    pub fn of_corpus(corpus: &Corpus) -> Vec<InputInfo> {
+        corpus
+            .sources
+            .iter()
+            .map(|s| InputInfo {
+                path: crate::source::path_text(s.path()),
+                format: s.format().name().into(),
+                layout: s.layout(),
+                samples: 0,
+                tokens: 0,
+                warning: s.warning(),
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -163,7 +182,7 @@ pub struct Flagged {
     pub prompt_of: Option<PromptFirst>,
     /// For `contaminated`: the benchmark file and item, the part of the sample, its matching windows.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub contamination: Option<crate::contamination::Hit>,
+    pub contamination: Option<crate::flagged::Hit>,
     /// For `near_duplicate`: the cluster's representative (kept).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub near_duplicate_of: Option<FirstSeen>,
@@ -469,6 +488,31 @@ impl FlaggedSummarized {
 pub struct SkippedInfo {
     pub path: String,
     pub reason: String,
+}
+
+impl SkippedInfo {
+    /// The report's `skipped` list; with `prompts`, the prompts files too (for a scan that does not pair,
+    /// so that they are not passed over in silence).
+    pub fn of_corpus(corpus: &Corpus, prompts: bool) -> Vec<SkippedInfo> {
+        let mut out: Vec<SkippedInfo> = corpus
+            .skipped
+            .iter()
+            .map(|s| SkippedInfo {
+                path: crate::source::path_text(&s.path),
+                reason: s.reason.clone(),
+            })
+            .collect();
+        if prompts {
+            out.extend(corpus.prompts.iter().map(|p| SkippedInfo {
+                path: crate::source::path_text(&p.path),
+                reason:
+                    "a prompts file: pairing runs in the local engine only (scan without --ray to pair)"
+                        .into(),
+            }));
+            out.sort_by(|a, b| a.path.cmp(&b.path));
+        }
+        out
+    }
 }
 
 /// Severity of each code, with the policy's overrides applied.

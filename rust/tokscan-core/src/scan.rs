@@ -11,17 +11,19 @@ use crate::check::{check_sample, Scratch};
 use crate::corpus::Corpus;
 use crate::corpus_checks;
 use crate::error::{Error, Result};
+use crate::flagged::{FlagDetail, FlaggedSample, MAX_BOUNDARIES};
 use crate::pairing::{pair_sample, Pairing, PromptShape, RecordEncoder};
 use crate::plan::Task;
 use crate::policy::Policy;
 use crate::profile::Profile;
+use crate::records::{Records, SampleRecord};
 use crate::repetition::ngram_coverage;
-use crate::report::{build_report, InputInfo, Report};
+use crate::report::{build_report, InputInfo, Report, SkippedInfo};
 use crate::source::{
     self, with_tokens, Batch, ColumnNames, Finding, Finish, FromTokens, Source, DEFAULT_CATEGORY,
 };
 use crate::spill::{Held, Spill};
-use crate::summary::{FlagDetail, FlaggedSample, Partial, Records, SampleRecord, MAX_BOUNDARIES};
+use crate::summary::Partial;
 use crate::token::{hash_ids, TokenId};
 
 #[derive(Debug, Clone, Default)]
@@ -159,7 +161,7 @@ fn scan_in_pool(
         spill.as_ref(),
     )?;
     if partial.n_samples() == 0 {
-        return Err(no_samples(&corpus.input_infos()));
+        return Err(no_samples(&InputInfo::of_corpus(corpus)));
     }
     let (corpus_flagged, records) = match &spill {
         Some(s) if s.spilled() => (s.corpus_checks(&partial, &held)?, Vec::new()),
@@ -184,12 +186,12 @@ fn scan_in_pool(
         corpus_flagged,
         &records,
         profile,
-        corpus.input_infos(),
+        InputInfo::of_corpus(corpus),
         opts,
         pairing.as_ref(),
         near,
     )?;
-    report.skipped = corpus.skipped_infos(false);
+    report.skipped = SkippedInfo::of_corpus(corpus, false);
     report.run = Some(crate::report::RunInfo::of(
         &opts.run,
         started,
@@ -217,13 +219,13 @@ pub fn finish(
         return Err(no_samples(&inputs));
     }
     let near_report = near.map(|(flagged, r)| {
-        corpus_flagged = crate::summary::merge_by_row(std::mem::take(&mut corpus_flagged), flagged);
+        corpus_flagged = crate::flagged::merge_by_row(std::mem::take(&mut corpus_flagged), flagged);
         r
     });
     let mut pairing_reports = Vec::new();
     if let Some(p) = pairing {
         let (flagged, reports) = crate::pairing::resolve(p, records);
-        corpus_flagged = crate::summary::merge_by_row(corpus_flagged, flagged);
+        corpus_flagged = crate::flagged::merge_by_row(corpus_flagged, flagged);
         pairing_reports = reports;
     }
     let mut report = build_report(
@@ -268,7 +270,7 @@ pub fn near_duplicates(
         .copied()
         .collect();
     let members = clusters(&confirmed);
-    let first_seen = |row: u64| crate::report::FirstSeen {
+    let first_seen = |row: u64| crate::flagged::FirstSeen {
         row,
         sample_id: rows[&row].sample_id.clone(),
     };
@@ -603,7 +605,9 @@ fn scan_units(
         records.push(r);
     }
     if let Some(pool) = pool {
-        pool.into_partial(&mut partial);
+        for totals in pool.into_totals() {
+            partial.add_token_counts(totals);
+        }
     }
     Ok((partial, records))
 }

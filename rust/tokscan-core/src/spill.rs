@@ -10,7 +10,7 @@
 //! Near-duplicate detection and prompt pairing look at every record together, so a scan with either keeps its
 //! records in memory.
 //!
-//! [`SampleRecord`]: crate::summary::SampleRecord
+//! [`SampleRecord`]: crate::records::SampleRecord
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -20,7 +20,9 @@ use std::sync::Mutex;
 
 use crate::corpus_checks::{self, Bucket, Fences};
 use crate::error::{Error, Result};
-use crate::summary::{merge_by_row, FlaggedSample, Partial, Records, SampleRecord};
+use crate::flagged::{merge_by_row, FlaggedSample};
+use crate::records::{Records, SampleRecord};
+use crate::summary::Partial;
 
 /// Records kept in memory before a scan spills the next units' records (128 MiB: about 1.2M samples).
 pub const DEFAULT_BUDGET: u64 = 128 << 20;

@@ -1,8 +1,8 @@
 //! Length statistics: exact quantiles (numpy's default linear interpolation) and a log2 histogram.
 
-use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
-use crate::summary::{Dist, FractionDist};
+use serde::{Deserialize, Serialize};
 
 /// Quantiles reported for every length series, in percent.
 pub const QUANTILES: [(&str, f64); 7] = [
@@ -243,6 +243,61 @@ impl CoverageStats {
             },
         }
     }
+}
+
+/// Counts per distinct value: an exact, mergeable distribution of integer lengths.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dist(pub BTreeMap<u32, u64>);
+
+impl Dist {
+    pub fn add(&mut self, v: u32) {
+        *self.0.entry(v).or_insert(0) += 1;
+    }
+
+    pub fn merge(&mut self, other: &Dist) {
+        for (&v, &c) in &other.0 {
+            *self.0.entry(v).or_insert(0) += c;
+        }
+    }
+
+    pub fn n(&self) -> u64 {
+        self.0.values().sum()
+    }
+
+    /// The values in ascending order with their counts.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.0.iter().map(|(&v, &c)| (v, c))
+    }
+}
+
+/// Repeated n-gram coverage of completions: counts per distinct fraction `covered / length`, kept reduced to
+/// lowest terms (0 as `0/1`), so equal fractions share an entry whatever the lengths.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FractionDist(pub BTreeMap<(u32, u32), u64>);
+
+impl FractionDist {
+    pub fn add(&mut self, part: u32, whole: u32) {
+        let key = if part == 0 || whole == 0 {
+            (0, 1)
+        } else {
+            let g = gcd(part, whole);
+            (part / g, whole / g)
+        };
+        *self.0.entry(key).or_insert(0) += 1;
+    }
+
+    pub fn merge(&mut self, other: &FractionDist) {
+        for (&k, &c) in &other.0 {
+            *self.0.entry(k).or_insert(0) += c;
+        }
+    }
+}
+
+fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 #[cfg(test)]

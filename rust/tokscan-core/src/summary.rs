@@ -6,72 +6,20 @@
 //! samples, not with the number of samples, and partials merge associatively and commutatively.
 //!
 //! The corpus-wide checks (duplicates, duplicate sample ids, length outliers) need one small key per sample:
-//! [`Records`] stay with whoever scanned them (in memory for a local scan, in a worker's object store on a
-//! cluster) and are routed and resolved by [`crate::corpus_checks`].
+//! [`crate::records::Records`] stay with whoever scanned them (in memory for a local scan, in a worker's
+//! object store on a cluster) and are routed and resolved by [`crate::corpus_checks`]. The flagged samples
+//! themselves are [`crate::flagged::FlaggedSample`]s.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::anomaly::N_CODES;
-use crate::check::{Event, Lengths};
-use crate::error::{Error, Result};
-use crate::sample_id::SampleId;
-
-/// Counts per distinct value: an exact, mergeable distribution of integer lengths.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Dist(pub BTreeMap<u32, u64>);
-
-impl Dist {
-    pub fn add(&mut self, v: u32) {
-        *self.0.entry(v).or_insert(0) += 1;
-    }
-
-    pub fn merge(&mut self, other: &Dist) {
-        for (&v, &c) in &other.0 {
-            *self.0.entry(v).or_insert(0) += c;
-        }
-    }
-
-    pub fn n(&self) -> u64 {
-        self.0.values().sum()
-    }
-
-    /// The values in ascending order with their counts.
-    pub fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
-        self.0.iter().map(|(&v, &c)| (v, c))
-    }
-}
-
-/// Repeated n-gram coverage of completions: counts per distinct fraction `covered / length`, kept reduced to
-/// lowest terms (0 as `0/1`), so equal fractions share an entry whatever the lengths.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FractionDist(pub BTreeMap<(u32, u32), u64>);
-
-impl FractionDist {
-    pub fn add(&mut self, part: u32, whole: u32) {
-        let key = if part == 0 || whole == 0 {
-            (0, 1)
-        } else {
-            let g = gcd(part, whole);
-            (part / g, whole / g)
-        };
-        *self.0.entry(key).or_insert(0) += 1;
-    }
-
-    pub fn merge(&mut self, other: &FractionDist) {
-        for (&k, &c) in &other.0 {
-            *self.0.entry(k).or_insert(0) += c;
-        }
-    }
-}
-
-fn gcd(mut a: u32, mut b: u32) -> u32 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
-}
+use crate::check::Lengths;
+use crate::error::Result;
+use crate::flagged::{merge_by_row, FlaggedSample};
+use crate::stats::{Dist, FractionDist};
+use crate::wire::{decode, encode};
 
 /// One category's share of a partial summary.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,108 +114,6 @@ fn add_into(a: &mut Vec<u64>, b: &[u64]) {
     }
 }
 
-/// Positions kept for a sample a per-sample rule flagged.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FlagDetail {
-    pub positions: Vec<u32>,
-    pub completion: (u32, u32),
-    /// Boundary tokens (turn starts/ends, think start/end, tool-call tokens), capped per sample.
-    pub boundaries: Vec<(u32, u16)>,
-    /// `(period, span)` of the `repetition` loop, when flagged.
-    pub repetition: Option<(u32, u32)>,
-    /// Where a `truncated` sample was cut ([`crate::check::CutIn`] index).
-    #[serde(default)]
-    pub cut: Option<u8>,
-}
-
-impl FlagDetail {
-    pub fn boundary_events(&self) -> impl Iterator<Item = Event> + '_ {
-        self.boundaries
-            .iter()
-            .map(|&(pos, slot)| Event { pos, slot })
-    }
-}
-
-/// Cap on boundary events kept per flagged sample.
-pub const MAX_BOUNDARIES: usize = 512;
-
-/// An earlier sample a flagged one repeats (`duplicate_of`, `near_duplicate_of`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FirstSeen {
-    pub row: u64,
-    pub sample_id: Option<SampleId>,
-}
-
-/// The kept first sample of a prompt group (`prompt_of`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PromptFirst {
-    pub row: u64,
-    pub sample_id: Option<SampleId>,
-    pub category: String,
-}
-
-/// A flagged sample, in full: what the report lists.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FlaggedSample {
-    /// Global row in scan order (inputs sorted by path, rows in file order).
-    pub row: u64,
-    /// Index of the input the sample came from.
-    pub source: u32,
-    pub category: String,
-    pub lengths: Lengths,
-    pub flags: u64,
-    pub sample_id: Option<SampleId>,
-    /// From the per-sample rules; `None` for a sample only the corpus-wide checks flagged.
-    pub detail: Option<FlagDetail>,
-    /// For `duplicate` / `sample_id_duplicate`: the first sample with the same completion / id.
-    pub duplicate_of: Option<FirstSeen>,
-    /// For `departs_from_category`: the features (bits) on which it departs from its category's majority,
-    /// that majority's packed values and its own.
-    #[serde(default)]
-    pub departs: (u32, u32, u32),
-    /// For a later member of a prompt group (`prompt_duplicate`, `prompt_cross_category`): the group's
-    /// kept first sample.
-    #[serde(default)]
-    pub prompt_of: Option<PromptFirst>,
-    /// For `contaminated`: the benchmark item the sample shares n-grams with.
-    #[serde(default)]
-    pub contamination: Option<crate::contamination::Hit>,
-    /// For `near_duplicate`: its cluster's representative.
-    #[serde(default)]
-    pub near_of: Option<FirstSeen>,
-}
-
-impl FlaggedSample {
-    /// Adds what the corpus-wide checks found about the same row.
-    pub fn absorb(&mut self, other: FlaggedSample) {
-        match (&mut self.detail, other.detail) {
-            (Some(mine), Some(theirs)) => {
-                for c in crate::anomaly::codes_in(other.flags & !self.flags) {
-                    mine.positions[c.index()] = theirs.positions[c.index()];
-                }
-            }
-            (None, Some(theirs)) => self.detail = Some(theirs),
-            _ => {}
-        }
-        self.flags |= other.flags;
-        if self.duplicate_of.is_none() {
-            self.duplicate_of = other.duplicate_of;
-        }
-        if other.departs.0 != 0 {
-            self.departs = other.departs;
-        }
-        if self.prompt_of.is_none() {
-            self.prompt_of = other.prompt_of;
-        }
-        if self.contamination.is_none() {
-            self.contamination = other.contamination;
-        }
-        if self.near_of.is_none() {
-            self.near_of = other.near_of;
-        }
-    }
-}
-
 /// Samples and tokens read from one input.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InputCounts {
@@ -326,6 +172,14 @@ impl Partial {
             n_slots,
             ..Default::default()
         }
+    }
+
+    /// Adds what one token-count accumulator of the scan counted ([`crate::vocab::Counts`]).
+    pub fn add_token_counts(&mut self, totals: crate::vocab::Totals) {
+        for (name, c) in totals.categories {
+            add_into(&mut self.category(&name).loss_counts, &c);
+        }
+        crate::vocab::merge_first(&mut self.first_seen, &totals.first);
     }
 
     pub fn category(&mut self, name: &str) -> &mut CategoryPartial {
@@ -550,122 +404,6 @@ fn merge_summarized(a: Vec<Summarized>, b: Vec<Summarized>) -> Vec<Summarized> {
         }
     }
     out
-}
-
-/// Two row-sorted lists as one; a row in both (never the case for disjoint units) keeps one entry.
-pub fn merge_by_row(a: Vec<FlaggedSample>, b: Vec<FlaggedSample>) -> Vec<FlaggedSample> {
-    if b.is_empty() {
-        return a;
-    }
-    if a.is_empty() {
-        return b;
-    }
-    if a.last().map(|x| x.row) < b.first().map(|x| x.row) {
-        // Units merged in row order (the local scan): an append, not a merge.
-        let mut a = a;
-        a.extend(b);
-        return a;
-    }
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
-    loop {
-        match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) if x.row < y.row => out.push(a.next().expect("peeked")),
-            (Some(x), Some(y)) if x.row > y.row => out.push(b.next().expect("peeked")),
-            (Some(_), Some(_)) => {
-                let mut x = a.next().expect("peeked");
-                x.absorb(b.next().expect("peeked"));
-                out.push(x);
-            }
-            (Some(_), None) => out.extend(a.by_ref()),
-            (None, Some(_)) => out.extend(b.by_ref()),
-            (None, None) => return out,
-        }
-    }
-}
-
-/// What the corpus-wide checks need of one sample.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SampleRecord {
-    pub row: u64,
-    pub source: u32,
-    /// Index into [`Records::categories`].
-    pub category: u32,
-    pub lengths: Lengths,
-    /// xxh3 of the completion ids (0 for an empty completion).
-    pub completion_hash: u64,
-    pub completion_len: u32,
-    pub sample_id: Option<SampleId>,
-    /// The per-sample codes it was flagged with (a corpus-wide check does not repeat what they explain).
-    #[serde(default)]
-    pub flags: u64,
-    /// Its structural features, packed ([`crate::check::features`]).
-    #[serde(default)]
-    pub features: u32,
-    /// xxh3 and length of the prompt's turns ([`crate::check::Scratch::prompt_key`]); 0 and 0 when the
-    /// sample has no prompt turns.
-    #[serde(default)]
-    pub prompt_hash: u64,
-    #[serde(default)]
-    pub prompt_len: u32,
-    /// With near-duplicate detection: the completion's MinHash signature ([`crate::neardup`]).
-    #[serde(default)]
-    pub sketch: Option<Box<[u32]>>,
-}
-
-/// Per-sample records of the units one scan (or one cluster task) read, in row order.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Records {
-    pub categories: Vec<String>,
-    pub rows: Vec<SampleRecord>,
-    /// Pairing facts of the samples whose input pairs with a prompts file, in row order.
-    #[serde(default)]
-    pub pairs: Vec<crate::pairing::PairFact>,
-}
-
-impl Records {
-    pub fn category_index(&mut self, name: &str) -> u32 {
-        if let Some(i) = self.categories.iter().position(|c| c == name) {
-            return i as u32;
-        }
-        self.categories.push(name.to_string());
-        (self.categories.len() - 1) as u32
-    }
-
-    /// Appends `other` (rows after this one's).
-    pub fn append(&mut self, other: Records) {
-        let remap: Vec<u32> = other
-            .categories
-            .iter()
-            .map(|c| self.category_index(c))
-            .collect();
-        self.rows.extend(other.rows.into_iter().map(|mut r| {
-            r.category = remap[r.category as usize];
-            r
-        }));
-        self.pairs.extend(other.pairs);
-    }
-
-    pub fn to_bytes(&self) -> Vec<u8> {
-        encode(self)
-    }
-
-    pub fn from_bytes(b: &[u8]) -> Result<Records> {
-        decode(b, "sample records")
-    }
-}
-
-/// The compact binary form results travel in between processes.
-pub(crate) fn encode<T: Serialize>(v: &T) -> Vec<u8> {
-    postcard::to_stdvec(v).expect("in-memory serialization cannot fail")
-}
-
-pub(crate) fn decode<'a, T: Deserialize<'a>>(b: &'a [u8], what: &str) -> Result<T> {
-    postcard::from_bytes(b).map_err(|e| {
-        Error::Usage(format!(
-            "corrupt {what} ({e}): was it written by this version of tokscan?"
-        ))
-    })
 }
 
 #[cfg(test)]
@@ -910,7 +648,7 @@ mod tests {
         assert_eq!(p.flag_counts[0..2], [10, 2]);
         // A contamination hit keeps its detail past the limit.
         let mut c = flagged(100, 1, "c1");
-        c.contamination = Some(crate::contamination::Hit {
+        c.contamination = Some(crate::flagged::Hit {
             file: "b.jsonl".into(),
             item: "0".into(),
             part: "prompt".into(),

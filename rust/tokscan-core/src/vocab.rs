@@ -254,22 +254,26 @@ impl Counts {
         !self.unordered && self.rows_below <= row
     }
 
-    /// Adds these counts into a partial summary.
-    pub fn into_partial(self, partial: &mut crate::summary::Partial) {
-        for (name, c) in self.categories {
-            let c = c.totals();
-            let cat = partial.category(&name);
-            if cat.loss_counts.is_empty() {
-                cat.loss_counts = c;
-            } else {
-                for (a, b) in cat.loss_counts.iter_mut().zip(&c) {
-                    *a += b;
-                }
-            }
+    /// The counts per category (loss-bearing tokens per id) and the first-seen keys (as
+    /// [`merge_first`] merges them), for a partial summary to add.
+    pub fn into_totals(self) -> Totals {
+        Totals {
+            categories: self
+                .categories
+                .into_iter()
+                .map(|(name, c)| (name, c.totals()))
+                .collect(),
+            first: self.first.iter().map(|&k| widen_key(k)).collect(),
         }
-        let first: Vec<u64> = self.first.iter().map(|&k| widen_key(k)).collect();
-        merge_first(&mut partial.first_seen, &first);
     }
+}
+
+/// What one accumulator counted: loss-bearing tokens per id for each category, and the first-seen key of
+/// each id.
+#[derive(Debug, Default)]
+pub struct Totals {
+    pub categories: Vec<(String, Vec<u64>)>,
+    pub first: Vec<u64>,
 }
 
 /// The accumulators of a scan's workers: a unit takes one (or makes one) and gives it back.
@@ -309,11 +313,10 @@ impl CountsPool {
         self.0.lock().expect("no panic while held").idle.push(c);
     }
 
-    /// Adds every accumulator into `partial`.
-    pub fn into_partial(self, partial: &mut crate::summary::Partial) {
-        for c in self.0.into_inner().expect("no panic while held").idle {
-            c.into_partial(partial);
-        }
+    /// What every accumulator counted.
+    pub fn into_totals(self) -> impl Iterator<Item = Totals> {
+        let idle = self.0.into_inner().expect("no panic while held").idle;
+        idle.into_iter().map(Counts::into_totals)
     }
 }
 
@@ -865,7 +868,7 @@ mod tests {
             }
             assert!(want["a"][5] > 1 << 16);
             let mut partial = crate::summary::Partial::default();
-            fast.into_partial(&mut partial);
+            partial.add_token_counts(fast.into_totals());
             for (cat, c) in &want {
                 assert_eq!(&partial.categories[*cat].loss_counts, c, "{cat} {rows:?}");
             }

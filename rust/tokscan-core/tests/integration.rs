@@ -6,3 +6,5 @@
 mod fuzz;
 #[path = "merge_shards.rs"]
 mod merge_shards;
+#[path = "module_graph.rs"]
+mod module_graph;

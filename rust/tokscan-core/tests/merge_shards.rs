@@ -10,10 +10,12 @@ use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use parquet::arrow::ArrowWriter;
 use proptest::prelude::*;
 use tokscan_core::corpus_checks::{find_repeats, resolve, route, Bucket, Fences};
+use tokscan_core::flagged::merge_by_row;
 use tokscan_core::plan::{plan, Task};
+use tokscan_core::records::Records;
 use tokscan_core::report::{build_report, Report};
 use tokscan_core::scan::{scan, scan_task};
-use tokscan_core::summary::{merge_by_row, Partial, Records};
+use tokscan_core::summary::Partial;
 use tokscan_core::{Profile, Progress, ScanOptions};
 
 const IM_END: i32 = 163586;

@@ -9,9 +9,11 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use tokscan_core::corpus_checks::{self, Bucket, Fences, Repeat};
+use tokscan_core::flagged::{merge_by_row, FlaggedSample};
 use tokscan_core::plan::{self, Task};
+use tokscan_core::records::Records;
 use tokscan_core::report::InputInfo;
-use tokscan_core::summary::{merge_by_row, FlaggedSample, Partial, Records};
+use tokscan_core::summary::Partial;
 use tokscan_core::{Error, Profile, Progress, ScanOptions};
 
 use crate::{detached, interruptible, parse_columns, to_py, PyProfile};

@@ -18,7 +18,6 @@
 
 pub mod records;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -28,16 +27,16 @@ use crate::anomaly::Code;
 use crate::check::{Scratch, Turn};
 use crate::corpus::Corpus;
 use crate::error::Result;
+use crate::flagged::FlaggedSample;
+use crate::profile::id_text::{decodes_to, IdText};
 use crate::profile::{kind, Profile, Role};
+use crate::records::{Fit, PairFact, Records, NOT_RENDERED, NO_RATIO, SHIFT_WINDOW, TOKENS_MATCH};
 use crate::sample_id::SampleId;
 use crate::source::prompts_for;
-use crate::summary::{FlaggedSample, Records};
 use crate::token::TokenId;
 
 pub use records::{PromptRecord, PromptSet};
 
-/// How many records either side of its own a sample is compared with, to tell a shift from a mismatch.
-pub const SHIFT_WINDOW: usize = 3;
 /// Consecutive samples that must fit the record at the same offset before it is called a shift (one sample
 /// fitting a neighbour is more likely two similar prompts).
 pub const MIN_SHIFT_RUN: usize = 3;
@@ -72,112 +71,6 @@ pub trait RecordEncoder: Send + Sync + std::fmt::Debug {
     }
     /// Where the tokenizer came from, for the report.
     fn describe(&self) -> String;
-}
-
-/// The bytes every id of a vocabulary decodes to: ordinary tokens' bytes, added tokens' strings.
-#[derive(Debug)]
-pub struct IdText {
-    bytes: Arc<crate::profile::tokenizer_files::TokenBytes>,
-    added: HashMap<u32, Box<[u8]>>,
-    /// The added tokens' strings, to count them in rendered text: a tokenizer encodes each as its added id,
-    /// so text that holds more of them than the sample holds added ids was tokenized otherwise.
-    added_strings: Option<aho_corasick::AhoCorasick>,
-}
-
-impl IdText {
-    /// From a tokenizer directory's vocabulary; `None` when it has no byte table (a vocabulary whose
-    /// pieces are not bytes).
-    #[cfg(feature = "prompt")]
-    pub(crate) fn of(vocab: &crate::profile::tokenizer_files::Vocabulary) -> Option<IdText> {
-        let bytes = vocab.bytes.clone()?;
-        let mut names: Vec<(&String, u32)> = vocab
-            .ids
-            .iter()
-            .filter(|(_, &id)| bytes.get(id).is_none())
-            .map(|(k, &id)| (k, id))
-            .collect();
-        names.sort(); // one string per id whatever the map's order
-        let mut added: HashMap<u32, Box<[u8]>> = HashMap::new();
-        for (k, id) in names {
-            added.entry(id).or_insert_with(|| k.as_bytes().into());
-        }
-        Some(IdText::new(bytes, added))
-    }
-
-    /// From the ordinary tokens' bytes and the added tokens' strings.
-    #[cfg(any(feature = "prompt", test))]
-    fn new(
-        bytes: Arc<crate::profile::tokenizer_files::TokenBytes>,
-        added: HashMap<u32, Box<[u8]>>,
-    ) -> IdText {
-        let added_strings = aho_corasick::AhoCorasick::builder()
-            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
-            .build(added.values().filter(|b| !b.is_empty()))
-            .ok();
-        IdText {
-            bytes,
-            added,
-            added_strings,
-        }
-    }
-
-    #[inline]
-    fn get(&self, id: u32) -> Option<&[u8]> {
-        self.bytes
-            .get(id)
-            .or_else(|| self.added.get(&id).map(|b| &b[..]))
-    }
-}
-
-/// Whether the sample's prompt ids decode to exactly `text`: the stored prompt when prompt and completion are
-/// stored apart (`prompt_len`), else a prefix of the sequence that ends on a token boundary. Ids that decode
-/// to the rendered text are the rendering unless the sample was tokenized otherwise than the tokenizer does
-/// (the same text in other pieces), which this does not tell apart.
-pub fn decodes_to<T: TokenId>(
-    ids: &IdText,
-    tokens: &[T],
-    prompt_len: Option<usize>,
-    text: &[u8],
-) -> bool {
-    let head = match prompt_len {
-        Some(pl) if pl <= tokens.len() => &tokens[..pl],
-        Some(_) => return false,
-        None => tokens,
-    };
-    // A tokenizer with a normalizer (NFC, as Qwen's) encodes normalized text: ids that decode to text it
-    // would have changed are not its tokens, which only tokenizing tells.
-    #[cfg(feature = "prompt")]
-    if !text.is_ascii()
-        && std::str::from_utf8(text).map_or(true, |t| !unicode_normalization::is_nfc(t))
-    {
-        return false;
-    }
-    let (mut at, mut added) = (0usize, 0usize);
-    let mut used = head.len();
-    for (i, t) in head.iter().enumerate() {
-        if at == text.len() {
-            if prompt_len.is_some() || i == 0 {
-                return false;
-            }
-            used = i;
-            break;
-        }
-        let Some(b) = ids.get(t.id()) else {
-            return false;
-        };
-        added += usize::from(ids.added.contains_key(&t.id()));
-        match text.get(at..at + b.len()) {
-            Some(piece) if piece == b => at += b.len(),
-            _ => return false,
-        }
-    }
-    if at != text.len() || used == 0 {
-        return false;
-    }
-    // Every added token's string in the text is that token in the sample, not its pieces spelled out.
-    ids.added_strings
-        .as_ref()
-        .map_or(added == 0, |f| f.find_iter(text).count() == added)
 }
 
 #[cfg(feature = "prompt")]
@@ -293,49 +186,6 @@ impl Pairing {
             note: None,
         }))
     }
-}
-
-/// How well a sample fits one record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Fit {
-    /// No record at this offset.
-    pub absent: bool,
-    /// The conversation's shape agrees (system prompt, user and assistant turns).
-    pub shape: bool,
-    /// ln(record bytes / sample tokens) × 1000 over the compared turns; [`NO_RATIO`] when too short.
-    pub log_ratio: i16,
-    /// Largest departure of one turn's ratio from the sample's own (× 1000).
-    pub spread: i16,
-    /// With a tokenizer: the first position where the rendering and the sample differ ([`TOKENS_MATCH`] when
-    /// the rendering is the sample's prompt, [`NOT_RENDERED`] when not compared).
-    pub first_diff: u32,
-}
-
-pub const NO_RATIO: i16 = i16::MIN;
-pub const TOKENS_MATCH: u32 = u32::MAX;
-pub const NOT_RENDERED: u32 = u32::MAX - 1;
-
-impl Fit {
-    const ABSENT: Fit = Fit {
-        absent: true,
-        shape: false,
-        log_ratio: NO_RATIO,
-        spread: 0,
-        first_diff: NOT_RENDERED,
-    };
-}
-
-/// What the scan learnt about one sample's pairing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PairFact {
-    pub row: u64,
-    pub set: u32,
-    /// The record it paired with (index into the set), when one did.
-    pub record: Option<u32>,
-    pub by_id: bool,
-    /// Fits with records at offsets `-SHIFT_WINDOW..=SHIFT_WINDOW` from its own (index `SHIFT_WINDOW` is its
-    /// own record).
-    pub fits: [Fit; 2 * SHIFT_WINDOW + 1],
 }
 
 /// The sample's prompt as the parser saw it: the turns before the final assistant turn.
@@ -921,7 +771,7 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
                     detail: (pos != crate::check::NO_POS).then(|| {
                         let mut positions = vec![crate::check::NO_POS; crate::anomaly::N_CODES];
                         positions[Code::PromptMismatch.index()] = pos;
-                        crate::summary::FlagDetail {
+                        crate::flagged::FlagDetail {
                             positions,
                             completion: (r.lengths.prompt, r.lengths.total),
                             boundaries: Vec::new(),

@@ -90,7 +90,7 @@ fn records_of(facts: Vec<PairFact>) -> Records {
     let mut r = Records::default();
     let c = r.category_index("a");
     for f in &facts {
-        r.rows.push(crate::summary::SampleRecord {
+        r.rows.push(crate::records::SampleRecord {
             row: f.row,
             source: 0,
             category: c,

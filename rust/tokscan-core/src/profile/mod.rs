@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 mod builtin;
+pub mod id_text;
 mod resolve;
 mod schema;
 mod spelled;
@@ -19,7 +20,7 @@ pub mod tokenizer_files;
 pub use builtin::{BUILTIN_PROFILES, DEFAULT_PROFILE, PROFILE_ALIASES};
 pub use schema::{
     DeclarationSpec, NameFrom, PayloadSpec, ProfileSpec, RepetitionPolicy, Role, RoleNameSpec,
-    RoleSpec, RulesSpec, TokenRef, ToolCallSpec,
+    RoleSpec, RulesSpec, TokenRef, ToolCallSpec, MAX_PERIOD,
 };
 pub use spelled::SpelledPatterns;
 pub use tokenizer_files::{TokenBytes, Vocabulary};

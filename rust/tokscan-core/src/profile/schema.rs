@@ -186,12 +186,16 @@ pub struct RoleSpec {
     pub names: Vec<RoleNameSpec>,
 }
 
+/// Longest loop unit a profile may ask for (`[repetition] max_period`): the loop search
+/// ([`crate::repetition`]) never looks past it.
+pub const MAX_PERIOD: usize = 4096;
+
 /// Thresholds of the `repetition` check: a block of `1..=max_period` tokens repeated back to back is a loop
 /// when it spans at least `max(min_span, min_repeats * period)` tokens (see `repetition.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RepetitionPolicy {
-    /// Longest block (in tokens) that counts as a loop unit; at most `repetition::MAX_PERIOD`.
+    /// Longest block (in tokens) that counts as a loop unit; at most [`MAX_PERIOD`].
     #[serde(default = "default_max_period")]
     pub max_period: u32,
     /// Minimum number of back-to-back repeats (the last may be partial: span >= min_repeats * period).
@@ -225,7 +229,7 @@ impl Default for RepetitionPolicy {
 impl RepetitionPolicy {
     /// Why the thresholds are unusable, if they are.
     pub fn invalid(&self) -> Option<String> {
-        let max = crate::repetition::MAX_PERIOD;
+        let max = MAX_PERIOD;
         (self.max_period == 0
             || self.max_period as usize > max
             || self.min_repeats < 2

@@ -92,7 +92,7 @@ pub struct PromptEncoder {
     files: TokenizerFiles,
     path: PathBuf,
     /// What each id decodes to, to compare a sample's ids with rendered text without tokenizing it.
-    id_text: Option<crate::pairing::IdText>,
+    id_text: Option<crate::profile::id_text::IdText>,
 }
 
 impl PromptEncoder {
@@ -102,7 +102,7 @@ impl PromptEncoder {
         let files = TokenizerFiles::locate(dir)?;
         let id_text = crate::profile::tokenizer_files::Vocabulary::cached(dir)
             .ok()
-            .and_then(|v| crate::pairing::IdText::of(&v));
+            .and_then(|v| crate::profile::id_text::IdText::of(&v));
         let text = std::sync::OnceLock::new();
         // Loaded now when every sample will be tokenized, or when it is a tiktoken directory (quick to load,
         // and its missing pattern must be said at once); a `tokenizer.json` that the byte table read is
@@ -120,7 +120,7 @@ impl PromptEncoder {
     }
 
     /// What each id of the tokenizer decodes to (`None` when its vocabulary has no byte table).
-    pub fn id_text(&self) -> Option<&crate::pairing::IdText> {
+    pub fn id_text(&self) -> Option<&crate::profile::id_text::IdText> {
         self.id_text.as_ref()
     }
 

@@ -1,0 +1,156 @@
+//! A flagged sample as the report lists it: which codes, where, and what it repeats; the one type the
+//! per-sample rules, the corpus-wide passes (duplicates, pairing, near duplicates, contamination) and the
+//! report share, so that none of them depends on another to name it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::check::{Event, Lengths};
+use crate::sample_id::SampleId;
+
+/// Positions kept for a sample a per-sample rule flagged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlagDetail {
+    pub positions: Vec<u32>,
+    pub completion: (u32, u32),
+    /// Boundary tokens (turn starts/ends, think start/end, tool-call tokens), capped per sample.
+    pub boundaries: Vec<(u32, u16)>,
+    /// `(period, span)` of the `repetition` loop, when flagged.
+    pub repetition: Option<(u32, u32)>,
+    /// Where a `truncated` sample was cut ([`crate::check::CutIn`] index).
+    #[serde(default)]
+    pub cut: Option<u8>,
+}
+
+impl FlagDetail {
+    pub fn boundary_events(&self) -> impl Iterator<Item = Event> + '_ {
+        self.boundaries
+            .iter()
+            .map(|&(pos, slot)| Event { pos, slot })
+    }
+}
+
+/// Cap on boundary events kept per flagged sample.
+pub const MAX_BOUNDARIES: usize = 512;
+
+/// An earlier sample a flagged one repeats (`duplicate_of`, `near_duplicate_of`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FirstSeen {
+    pub row: u64,
+    pub sample_id: Option<SampleId>,
+}
+
+/// The kept first sample of a prompt group (`prompt_of`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptFirst {
+    pub row: u64,
+    pub sample_id: Option<SampleId>,
+    pub category: String,
+}
+
+/// A flagged sample, in full: what the report lists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlaggedSample {
+    /// Global row in scan order (inputs sorted by path, rows in file order).
+    pub row: u64,
+    /// Index of the input the sample came from.
+    pub source: u32,
+    pub category: String,
+    pub lengths: Lengths,
+    pub flags: u64,
+    pub sample_id: Option<SampleId>,
+    /// From the per-sample rules; `None` for a sample only the corpus-wide checks flagged.
+    pub detail: Option<FlagDetail>,
+    /// For `duplicate` / `sample_id_duplicate`: the first sample with the same completion / id.
+    pub duplicate_of: Option<FirstSeen>,
+    /// For `departs_from_category`: the features (bits) on which it departs from its category's majority,
+    /// that majority's packed values and its own.
+    #[serde(default)]
+    pub departs: (u32, u32, u32),
+    /// For a later member of a prompt group (`prompt_duplicate`, `prompt_cross_category`): the group's
+    /// kept first sample.
+    #[serde(default)]
+    pub prompt_of: Option<PromptFirst>,
+    /// For `contaminated`: the benchmark item the sample shares n-grams with.
+    #[serde(default)]
+    pub contamination: Option<crate::flagged::Hit>,
+    /// For `near_duplicate`: its cluster's representative.
+    #[serde(default)]
+    pub near_of: Option<FirstSeen>,
+}
+
+impl FlaggedSample {
+    /// Adds what the corpus-wide checks found about the same row.
+    pub fn absorb(&mut self, other: FlaggedSample) {
+        match (&mut self.detail, other.detail) {
+            (Some(mine), Some(theirs)) => {
+                for c in crate::anomaly::codes_in(other.flags & !self.flags) {
+                    mine.positions[c.index()] = theirs.positions[c.index()];
+                }
+            }
+            (None, Some(theirs)) => self.detail = Some(theirs),
+            _ => {}
+        }
+        self.flags |= other.flags;
+        if self.duplicate_of.is_none() {
+            self.duplicate_of = other.duplicate_of;
+        }
+        if other.departs.0 != 0 {
+            self.departs = other.departs;
+        }
+        if self.prompt_of.is_none() {
+            self.prompt_of = other.prompt_of;
+        }
+        if self.contamination.is_none() {
+            self.contamination = other.contamination;
+        }
+        if self.near_of.is_none() {
+            self.near_of = other.near_of;
+        }
+    }
+}
+
+/// A sample's match: the first benchmark item it shares n-grams with, and how many.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hit {
+    /// The benchmark file.
+    pub file: String,
+    /// The item's name.
+    pub item: String,
+    /// `prompt` or `completion`: the part of the sample the match is in.
+    pub part: String,
+    /// The part's windows that are a benchmark n-gram, and its windows.
+    pub ngrams: u32,
+    pub windows: u32,
+}
+
+/// Two row-sorted lists as one; a row in both (never the case for disjoint units) keeps one entry.
+pub fn merge_by_row(a: Vec<FlaggedSample>, b: Vec<FlaggedSample>) -> Vec<FlaggedSample> {
+    if b.is_empty() {
+        return a;
+    }
+    if a.is_empty() {
+        return b;
+    }
+    if a.last().map(|x| x.row) < b.first().map(|x| x.row) {
+        // Units merged in row order (the local scan): an append, not a merge.
+        let mut a = a;
+        a.extend(b);
+        return a;
+    }
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    loop {
+        match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if x.row < y.row => out.push(a.next().expect("peeked")),
+            (Some(x), Some(y)) if x.row > y.row => out.push(b.next().expect("peeked")),
+            (Some(_), Some(_)) => {
+                let mut x = a.next().expect("peeked");
+                x.absorb(b.next().expect("peeked"));
+                out.push(x);
+            }
+            (Some(_), None) => out.extend(a.by_ref()),
+            (None, Some(_)) => out.extend(b.by_ref()),
+            (None, None) => return out,
+        }
+    }
+}
