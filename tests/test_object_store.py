@@ -123,6 +123,24 @@ def test_prefix_scan_equals_local_scan(corpus, layout):
     assert SECRET not in json.dumps(remote.data)
 
 
+def test_an_object_larger_than_a_part_is_fetched_in_parts(s3_env, corpus, tmp_path):
+    """A token file over the 8 MiB part size arrives as concurrent ranged reads written at their offsets (the last
+    part short): the scan of the URL equals the local scan's."""
+    samples = synth.build_corpus(n_clean=120, seed=11, anomalies_per_code=1)
+    while sum(len(s.ids) for s in samples) < 1_300_000:  # int64 ids: > 10 MB, not a multiple of the part
+        samples = samples + samples
+    local = synth.write_numpy(samples, tmp_path / "big", with_mask=True, dtype="int64")
+    assert (local / "tokens.npy").stat().st_size > 10 << 20
+    client = boto3.client("s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    url = f"s3://{BUCKET}/big/"
+    for f in sorted(p for p in local.iterdir() if p.is_file()):
+        client.upload_file(str(f), BUCKET, f"big/{f.name}")
+    remote = tokscan.scan(url, "kimi-k2")
+    here = tokscan.scan(str(local), "kimi-k2")
+    assert remote.n_tokens == here.n_tokens > 1_300_000
+    assert remote.findings == _as_url(here.findings, local, url)
+
+
 def test_single_object_and_prefix_without_slash(corpus):
     local, url = corpus["jsonl"]
     one = sorted(local.glob("*.jsonl"))[0]

@@ -26,8 +26,11 @@ use crate::error::{Error, Result};
 /// Schemes served (see `object_store::ObjectStoreScheme`).
 const SCHEMES: &[&str] = &["s3", "s3a", "gs", "az", "adl", "azure", "abfs", "abfss"];
 
-/// Objects downloaded at once.
+/// Requests in flight at once (whole objects, or parts of a large one).
 const CONCURRENCY: usize = 8;
+/// An object larger than this is fetched as parts of this size, requested concurrently and written at their
+/// offsets: one connection to S3 carries ~100 MB/s, and a NumPy token file is one object of gigabytes.
+const PART_BYTES: u64 = 8 << 20;
 
 /// Environment variables whose values must never appear in a message.
 const SECRET_VARS: &[&str] = &[
@@ -194,7 +197,7 @@ async fn fetch_async(
         let store = Arc::clone(&store);
         let object_url = format!("{url_base}{rel}");
         bytes += meta.size;
-        async move { download(store.as_ref(), &meta.location, &target, &object_url).await }
+        async move { download(store, meta, target, object_url).await }
     });
     futures_util::stream::iter(jobs)
         .buffer_unordered(CONCURRENCY)
@@ -213,18 +216,69 @@ async fn fetch_async(
     })
 }
 
-/// Streams one object to `target` (its parent directories created).
+/// Fetches one object to `target` (its parent directories created): streamed in one request, or in
+/// [`PART_BYTES`] parts, [`CONCURRENCY`] at a time, each written at its offset of the file.
 async fn download(
-    store: &dyn ObjectStore,
-    location: &ObjectPath,
-    target: &Path,
-    url: &str,
+    store: Arc<dyn ObjectStore>,
+    meta: &object_store::ObjectMeta,
+    target: PathBuf,
+    url: String,
 ) -> Result<()> {
     if let Some(parent) = target.parent() {
         tokio::fs::create_dir_all(parent)
             .await
             .map_err(|e| Error::io(parent, e))?;
     }
+    if meta.size <= PART_BYTES {
+        return stream_to(store.as_ref(), &meta.location, &target, &url).await;
+    }
+    let file = std::fs::File::create(&target).map_err(|e| Error::io(&target, e))?;
+    file.set_len(meta.size).map_err(|e| Error::io(&target, e))?;
+    let file = Arc::new(file);
+    let parts = (0..meta.size).step_by(PART_BYTES as usize).map(|start| {
+        let range = start..(start + PART_BYTES).min(meta.size);
+        let (store, file, target, url) = (Arc::clone(&store), Arc::clone(&file), &target, &url);
+        async move {
+            let want = range.end - range.start;
+            let got = store
+                .get_range(&meta.location, range.clone())
+                .await
+                .map_err(|e| describe(url, &e))?;
+            if got.len() as u64 != want {
+                return Err(remote_error(
+                    url,
+                    format!(
+                        "the object changed while it was read (bytes {}..{} gave {} bytes)",
+                        range.start,
+                        range.end,
+                        got.len()
+                    ),
+                ));
+            }
+            let path = target.clone();
+            tokio::task::spawn_blocking(move || {
+                use std::os::unix::fs::FileExt;
+                file.write_all_at(&got, range.start)
+                    .map_err(|e| Error::io(&path, e))
+            })
+            .await
+            .map_err(|e| remote_error(url, format!("writing a part failed: {e}")))?
+        }
+    });
+    futures_util::stream::iter(parts)
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// Streams one object to `target` in one request.
+async fn stream_to(
+    store: &dyn ObjectStore,
+    location: &ObjectPath,
+    target: &Path,
+    url: &str,
+) -> Result<()> {
     let got = store.get(location).await.map_err(|e| describe(url, &e))?;
     let mut file = tokio::fs::File::create(target)
         .await
