@@ -200,7 +200,7 @@ def test_the_readme_report_fields_are_the_cores(ds, tmp_path):
     assert always <= keys, always - keys
     assert keys <= documented, keys - documented
     assert {"near_duplicates", "draft_vocab", "flagged_summarized", "decoded"} <= keys
-    from tokscan.schema import ReportDoc
+    from tokscan.report.schema import ReportDoc
 
     assert set(ReportDoc.__annotations__) == documented
     assert set(ReportDoc.__required_keys__) == always

@@ -21,7 +21,7 @@ from .report import Report
 
 if TYPE_CHECKING:
     from .report import PolicyValue
-    from .schema import FlaggedSample
+    from .report.schema import FlaggedSample
 
 MANIFEST = "tokscan-clean.json"
 

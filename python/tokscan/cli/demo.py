@@ -34,7 +34,7 @@ def demo(
     from ..api import load_profile
     from ..api import scan as run_scan
     from ..forensics import decode_flagged
-    from ..render import print_summary
+    from ..report.terminal import print_summary
     from ..tokenizer import load_tokenizer
 
     with user_errors():

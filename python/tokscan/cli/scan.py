@@ -128,9 +128,9 @@ def execute(a: ScanArgs) -> int:
     bad usage or input; every output path is checked before the scan starts."""
     from ..api import load_profile
     from ..config import discover, load_file
-    from ..drift import compare
     from ..outputs import input_paths, refuse_overlap, write_file
     from ..report import Report
+    from ..report.drift import compare
 
     cfg = load_file(a.config) if a.config is not None else discover()
     paths = a.paths or cfg.paths
@@ -255,13 +255,13 @@ def execute(a: ScanArgs) -> int:
     elif a.fmt is OutputFormat.json:
         write_output(Path("-"), report.to_json())
     if a.junit_out is not None or a.fmt is OutputFormat.github:
-        from .. import ciformat
+        from ..report import ci
 
         if a.junit_out is not None:
-            write_file(a.junit_out, ciformat.junit(report, drifts=drifts), "the JUnit report")
+            write_file(a.junit_out, ci.junit(report, drifts=drifts), "the JUnit report")
             written.append(f"JUnit XML -> {a.junit_out}")
         if a.fmt is OutputFormat.github:
-            sys.stdout.write(ciformat.github(report, drifts=drifts))
+            sys.stdout.write(ci.github(report, drifts=drifts))
     if a.html_out is not None:
         report.write_html(a.html_out)  # the run as the core recorded it (`run`)
         written.append(f"HTML report -> {a.html_out}")
@@ -274,7 +274,7 @@ def execute(a: ScanArgs) -> int:
         if not stdout_taken(a.exclude):
             written.append(f"exclusion list: {len(drop) + len(more)} sample(s) by {kind} -> {a.exclude}")
     if text_out:
-        from ..render import print_decoded, print_drift, print_summary
+        from ..report.terminal import print_decoded, print_drift, print_summary
 
         print_summary(report, out, seconds=seconds)
         if "decoded" in report.data:

@@ -175,7 +175,7 @@ def render_sample(doc: dict, record: dict | None, how: str, check: dict | None) 
     from rich.panel import Panel
     from rich.text import Text
 
-    from ..render import CUT_IN
+    from ..report.terminal import CUT_IN
 
     L = doc["lengths"]
     out.print(

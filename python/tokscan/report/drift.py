@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .report import Report
+from . import Report
 
 #: Default thresholds; override in the `[drift]` table of the configuration.
 DEFAULT_THRESHOLDS: dict[str, float] = {
