@@ -92,7 +92,7 @@ def test_wrong_profile_gets_a_hint(ds):
     assert "try --profile deepseek" in hint[0]
     right = run_cli("scan", str(path), "-p", "deepseek")
     assert "hint:" not in right.stderr
-    from tokscan.hints import preflight_hint
+    from tokscan.samples.hints import preflight_hint
 
     early = preflight_hint(tokscan.load_profile("kimi-k2"), [str(path)])
     assert early is not None and early.better == "deepseek" and early.first == 64

@@ -182,8 +182,8 @@ def clean(
     """Writes the corpus of `paths` without the selected samples under `out`; returns the manifest. The
     selection and the manifest are Python's; every byte of the copy is written by the core's writer of each
     input's format."""
-    from .forensics import Corpus
     from .remote import relabel, staged
+    from .samples.corpus import Corpus
 
     codes = list(codes)
     out = Path(out)

@@ -25,7 +25,7 @@ def load_profile(
     try:
         if tokenizer is None:
             return _core.Profile.load(str(profile), None)
-        from .tokenizer import profile_vocabulary
+        from .samples.tokenizer import profile_vocabulary
 
         with profile_vocabulary(tokenizer, trust_remote_code) as vocab:
             return _core.Profile.load(str(profile), vocab)

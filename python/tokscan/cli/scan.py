@@ -186,7 +186,7 @@ def execute(a: ScanArgs) -> int:
     if hinting:
         # Before the scan: with the wrong profile every sample is flagged, and a long scan would only say so
         # at its end.
-        from ..hints import preflight_hint
+        from ..samples.hints import preflight_hint
 
         prof = load_profile(profile, tok_dir, a.trust_remote_code)
         early = preflight_hint(prof, list(paths), columns)
@@ -225,8 +225,8 @@ def execute(a: ScanArgs) -> int:
     )
     seconds = time.perf_counter() - t0
     if a.decode:
-        from ..forensics import decode_flagged
-        from ..tokenizer import load_tokenizer
+        from ..samples.corpus import decode_flagged
+        from ..samples.tokenizer import load_tokenizer
 
         tok = load_tokenizer(tok_dir, a.trust_remote_code) if tok_dir is not None else None
         report.data["decoded"] = decode_flagged(
@@ -288,7 +288,7 @@ def execute(a: ScanArgs) -> int:
             if i.get("warning"):
                 err.print(f"[bold yellow]warning:[/] {i['path']}: {i['warning']}", highlight=False, soft_wrap=True)
     if a.hint and not a.quiet and early is None:
-        from ..hints import profile_hint
+        from ..samples.hints import profile_hint
 
         hint = profile_hint(report, report.corpus if report.corpus is not None else paths, columns)
         if hint is not None:

@@ -74,7 +74,7 @@ class Report:
         scan, or a scan of object-store URLs (their local copies are gone). Its inputs stay open (mapped) as
         long as the report is referenced."""
         if self._corpus is None and self._core_corpus is not None:
-            from ..forensics import Corpus  # numpy: only when samples are asked for
+            from ..samples.corpus import Corpus  # numpy: only when samples are asked for
 
             self._corpus = Corpus.of(self._core_corpus, self._columns)
         return self._corpus

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError, UsageError, install_hint
-from .forensics import Corpus
+from ..errors import InputError, UsageError, install_hint
+from .corpus import Corpus
 from .tokenizer import load_tokenizer
 
 SHIFT_WINDOW = 3

@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import _core
-from .errors import InputError, UsageError, install_hint
+from .. import _core
+from ..errors import InputError, UsageError, install_hint
 
 CONFIG = "tokenizer_config.json"
 TEMPLATE_FILE = "chat_template.jinja"

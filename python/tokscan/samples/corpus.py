@@ -11,9 +11,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from . import _core
-from .errors import UsageError
-from .outputs import utf8_paths
+from .. import _core
+from ..errors import UsageError
+from ..outputs import utf8_paths
 from .tokenizer import load_tokenizer  # noqa: F401  (re-exported: the one tokenizer loader)
 
 EXCERPT_RADIUS = 12
