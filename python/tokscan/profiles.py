@@ -1,5 +1,5 @@
 """Loading a chat-format profile: a built-in by name or a TOML file, its token strings resolved through a
-tokenizer when one is given. The scan (`tokscan.api`), the Ray workers (`tokscan.distributed`) and the CLI
+tokenizer when one is given. The scan (`tokscan.api`), the Ray workers (`tokscan.integrations.ray`) and the CLI
 load profiles here."""
 
 from __future__ import annotations

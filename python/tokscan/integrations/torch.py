@@ -27,13 +27,13 @@ try:
     import torch
     from torch.utils.data import IterableDataset, get_worker_info
 except ImportError as e:  # pragma: no cover - exercised only without torch
-    from .errors import install_hint
+    from ..errors import install_hint
 
     raise ImportError(f"tokscan.torch needs PyTorch: {install_hint('torch')}") from e
 
 
-from . import _core
-from .errors import TokscanError, UsageError
+from .. import _core
+from ..errors import TokscanError, UsageError
 from .validate import Validator
 
 log = logging.getLogger("tokscan")

@@ -36,10 +36,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import _core
-from .errors import TokscanError, UsageError, install_hint
-from .options import ScanOptions
-from .report import Report
+from .. import _core
+from ..errors import TokscanError, UsageError, install_hint
+from ..options import ScanOptions
+from ..report import Report
 
 #: Environment variable (read on the driver) a test sets to hold the first attempt of the first scan task until
 #: its worker is killed (tests/test_ray.py): proves that a task whose worker dies is retried and the report is
@@ -106,7 +106,7 @@ def _reachable(target: str) -> None:
 @functools.lru_cache(maxsize=4)
 def _profile(spec: str, tokenizer: str | None, trust_remote_code: bool) -> _core.Profile:
     """The profile, loaded once per worker process."""
-    from .profiles import load_profile
+    from ..profiles import load_profile
 
     return load_profile(spec, tokenizer, trust_remote_code)
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _core
-from .errors import UsageError
+from .. import _core
+from ..errors import UsageError
 
 #: Codes that need the whole corpus; `Validator.check` never sets them.
 CORPUS_WIDE_CODES = tuple(sorted(c for c, scope in _core.code_scopes().items() if scope == "corpus"))
@@ -190,7 +190,7 @@ class Validator:
         pad_id: int | None = None,
         threads: int = 1,
     ) -> None:
-        from .profiles import load_profile
+        from ..profiles import load_profile
 
         self.profile = profile if isinstance(profile, _core.Profile) else load_profile(profile, tokenizer)
         self.policy = dict(policy or {})
