@@ -1,0 +1,25 @@
+"""Compatibility path: the Validator for data loaders lives in `tokscan.integrations.validate`.
+
+`tokscan.validate.CORPUS_WIDE_CODES` is documented in the README and keeps working, as do the other
+names below; new code imports `tokscan.integrations.validate` (or uses `tokscan.Validator`).
+"""
+
+from .integrations.validate import (
+    CORPUS_WIDE_CODES,
+    IGNORE,
+    REFERENCE_CODES,
+    SOURCE_CODES,
+    CheckResult,
+    Validator,
+    fail_mask,
+)
+
+__all__ = [
+    "CORPUS_WIDE_CODES",
+    "IGNORE",
+    "REFERENCE_CODES",
+    "SOURCE_CODES",
+    "CheckResult",
+    "Validator",
+    "fail_mask",
+]
