@@ -133,7 +133,7 @@ def _check_out(out: Path, paths: list[str], sources: list[str]) -> None:
 
 
 def write_copy(corpus: Any, paths: list[str], drop_rows: Iterable[int], out: Path) -> list[dict[str, Any]]:
-    """Writes every input of `corpus` (a `forensics.Corpus` of `paths`) under `out` without the global rows
+    """Writes every input of `corpus` (a `tokscan.forensics.Corpus` of `paths`) under `out` without the global rows
     `drop_rows`, each through the core's writer of its format (the reader that numbered the rows), at the
     same place relative to the inputs' common folder. Returns one manifest entry per input: `source`,
     `output`, `samples`, `kept` (rows written); when the format has no valid file for what is kept (JSONL with

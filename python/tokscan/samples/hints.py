@@ -73,7 +73,7 @@ def preflight_hint(
     """The hint before a scan: the corpus's first `limit` samples (one read at its start) checked with
     `profile`. With the wrong profile every sample is flagged, and a scan of 10M samples spends its time (and
     the memory of its flagged samples) before the hint after it would fire; this one costs a few milliseconds.
-    `corpus` is an open `forensics.Corpus`, or its paths."""
+    `corpus` is an open `tokscan.forensics.Corpus`, or its paths."""
     from .corpus import opened
 
     corpus = opened(corpus, columns)
