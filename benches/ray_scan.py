@@ -123,7 +123,7 @@ def main() -> None:
 
     @ray.remote
     def one(task: bytes) -> bytes:
-        from tokscan.distributed import _profile
+        from tokscan.integrations.ray import _profile
 
         partial, _buckets, _records = _core.TaskScan(task, _profile("kimi-k2", None, False), {"threads": 1}).run()
         return partial

@@ -111,7 +111,7 @@ def test_python_takes_the_core_vocabulary_and_styles_every_segment_kind():
     from tokscan import _core, config, report
     from tokscan.cli.app import FailOn
     from tokscan.cli.show import SEGMENT_STYLE
-    from tokscan.html import SEGMENT_COLOURS
+    from tokscan.report.html import SEGMENT_COLOURS
 
     assert set(SEGMENT_STYLE) == set(SEGMENT_COLOURS) == set(_core.SEGMENT_KINDS)
     assert [f.value for f in FailOn] == list(report.FAIL_ON) == _core.FAIL_ON_LEVELS

@@ -92,7 +92,7 @@ def test_wrong_profile_gets_a_hint(ds):
     assert "try --profile deepseek" in hint[0]
     right = run_cli("scan", str(path), "-p", "deepseek")
     assert "hint:" not in right.stderr
-    from tokscan.hints import preflight_hint
+    from tokscan.samples.hints import preflight_hint
 
     early = preflight_hint(tokscan.load_profile("kimi-k2"), [str(path)])
     assert early is not None and early.better == "deepseek" and early.first == 64
@@ -200,7 +200,7 @@ def test_the_readme_report_fields_are_the_cores(ds, tmp_path):
     assert always <= keys, always - keys
     assert keys <= documented, keys - documented
     assert {"near_duplicates", "draft_vocab", "flagged_summarized", "decoded"} <= keys
-    from tokscan.schema import ReportDoc
+    from tokscan.report.schema import ReportDoc
 
     assert set(ReportDoc.__annotations__) == documented
     assert set(ReportDoc.__required_keys__) == always

@@ -105,8 +105,8 @@ def test_exclude_and_clean_reach_every_flagged_sample_past_the_limit(layouts, la
 
 
 def test_the_summaries_count_the_summarized_samples(all_flagged, tmp_path):
-    from tokscan.html import render
-    from tokscan.render import verdict_lines
+    from tokscan.report.html import render
+    from tokscan.report.terminal import verdict_lines
 
     small = tokscan.scan(all_flagged, flagged_detail=2)
     assert small.flagged_by_category() == {"default": 300}
@@ -132,7 +132,7 @@ def test_the_listed_samples_do_not_depend_on_the_thread_count(layouts, layout):
 
 
 def test_junit_says_how_many_samples_it_does_not_list(all_flagged):
-    from tokscan.ciformat import junit
+    from tokscan.report.ci import junit
 
     text = junit(tokscan.scan(all_flagged, flagged_detail=2), fail_on="info")
     assert text.count("298 more sample(s) without detail") == 3

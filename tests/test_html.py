@@ -18,7 +18,7 @@ import pytest
 import tokscan
 from tokscan import demo, forensics
 from tokscan.api import default_tokenizer_dir
-from tokscan.html import render, select_rows
+from tokscan.report.html import render, select_rows
 
 from conftest import run_cli
 

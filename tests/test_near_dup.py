@@ -135,7 +135,7 @@ def test_every_layout_finds_the_oracles_clusters(samples, want, written, layout,
 def test_terminal_html_and_bad_parameters(written):
     from rich.console import Console
 
-    from tokscan.render import print_summary
+    from tokscan.report.terminal import print_summary
 
     path = str(written["parquet_full"])
     r = tokscan.scan(path, "kimi-k2", near_dup=True)

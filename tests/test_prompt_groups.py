@@ -129,7 +129,7 @@ def test_without_shared_prompts_there_is_no_section(tmp_path):
 def test_terminal_html_exclude_and_policy(samples, written, tmp_path):
     from rich.console import Console
 
-    from tokscan.render import print_summary
+    from tokscan.report.terminal import print_summary
 
     path = str(written["parquet_full"])
     report = tokscan.scan(path, profile="kimi-k2", policy={"prompt_duplicate": "error"})

@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 
 import tokscan
-from tokscan.render import print_summary
+from tokscan.report.terminal import print_summary
 
 
 def test_speed_uses_a_unit_that_fits(layouts):

@@ -16,7 +16,7 @@ import pytest
 from tokscan.align import align, render_prompts
 from tokscan.api import default_tokenizer_dir
 from tokscan.errors import InputError, UsageError
-from tokscan.tokenizer import _legacy_import_paths, load_tokenizer, render
+from tokscan.samples.tokenizer import _legacy_import_paths, load_tokenizer, render
 
 from conftest import run_cli
 

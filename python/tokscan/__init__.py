@@ -30,10 +30,10 @@ PROFILES: list[str] = list(_core.builtin_profiles())
 
 #: Loaded on first use: they pull in numpy, which `tokscan scan` does not need (start-up time of the CLI).
 _LAZY = {
-    "CheckResult": ".validate",
-    "Validator": ".validate",
-    "hf_annotate": ".hf",
-    "hf_filter": ".hf",
+    "CheckResult": ".integrations.validate",
+    "Validator": ".integrations.validate",
+    "hf_annotate": ".integrations.hf",
+    "hf_filter": ".integrations.hf",
 }
 
 

@@ -100,7 +100,7 @@ def scan(
     `progress` is called from the calling thread with the live counters while the scan runs (the GIL is
     released meanwhile); Ctrl-C cancels the scan cleanly, with or without it.
     `engine="ray"` runs the same scan on a Ray cluster (`address`, else `RAY_ADDRESS`, else a local one;
-    see `tokscan.distributed`): the report is identical. It needs the `ray` extra and the profile by name or
+    see `tokscan.integrations.ray`): the report is identical. It needs the `ray` extra and the profile by name or
     file, as every worker loads it.
     `contamination` lists benchmark files (JSONL or Parquet; text fields are tokenized with `tokenizer`, lists
     of ints are token ids): a sample whose prompt or completion shares a `contamination_n`-gram with an item
@@ -194,7 +194,7 @@ def scan(
             raise UsageError("pairing with prompts runs in the local engine only (engine='local')")
         if isinstance(profile, _core.Profile):
             raise UsageError("engine='ray' needs the profile by name or TOML file: every worker loads it")
-        from .distributed import run_on_ray
+        from .integrations.ray import run_on_ray
 
         return run_on_ray(
             path_list,

@@ -21,7 +21,7 @@ from .report import Report
 
 if TYPE_CHECKING:
     from .report import PolicyValue
-    from .schema import FlaggedSample
+    from .report.schema import FlaggedSample
 
 MANIFEST = "tokscan-clean.json"
 
@@ -133,7 +133,7 @@ def _check_out(out: Path, paths: list[str], sources: list[str]) -> None:
 
 
 def write_copy(corpus: Any, paths: list[str], drop_rows: Iterable[int], out: Path) -> list[dict[str, Any]]:
-    """Writes every input of `corpus` (a `forensics.Corpus` of `paths`) under `out` without the global rows
+    """Writes every input of `corpus` (a `tokscan.forensics.Corpus` of `paths`) under `out` without the global rows
     `drop_rows`, each through the core's writer of its format (the reader that numbered the rows), at the
     same place relative to the inputs' common folder. Returns one manifest entry per input: `source`,
     `output`, `samples`, `kept` (rows written); when the format has no valid file for what is kept (JSONL with
@@ -182,8 +182,8 @@ def clean(
     """Writes the corpus of `paths` without the selected samples under `out`; returns the manifest. The
     selection and the manifest are Python's; every byte of the copy is written by the core's writer of each
     input's format."""
-    from .forensics import Corpus
     from .remote import relabel, staged
+    from .samples.corpus import Corpus
 
     codes = list(codes)
     out = Path(out)

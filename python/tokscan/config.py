@@ -95,7 +95,7 @@ def check_policy(where: str, policy: dict[str, Any]) -> dict[str, PolicyValue]:
 
 
 def from_table(table: dict[str, Any], where: str, source: Path | None = None) -> Config:
-    from .drift import DEFAULT_THRESHOLDS
+    from .report.drift import DEFAULT_THRESHOLDS
 
     unknown = set(table) - TOP_KEYS
     if unknown:

@@ -22,7 +22,7 @@ from typing import Any
 
 from . import _core
 from .errors import ProfileError, UsageError, install_hint
-from .tokenizer import encode, load_tokenizer, vocabulary, vocabulary_dir
+from .samples.tokenizer import encode, load_tokenizer, vocabulary, vocabulary_dir
 
 TOOLS = [
     {

@@ -1,5 +1,5 @@
 """Loading a chat-format profile: a built-in by name or a TOML file, its token strings resolved through a
-tokenizer when one is given. The scan (`tokscan.api`), the Ray workers (`tokscan.distributed`) and the CLI
+tokenizer when one is given. The scan (`tokscan.api`), the Ray workers (`tokscan.integrations.ray`) and the CLI
 load profiles here."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def load_profile(
     try:
         if tokenizer is None:
             return _core.Profile.load(str(profile), None)
-        from .tokenizer import profile_vocabulary
+        from .samples.tokenizer import profile_vocabulary
 
         with profile_vocabulary(tokenizer, trust_remote_code) as vocab:
             return _core.Profile.load(str(profile), vocab)

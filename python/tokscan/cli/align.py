@@ -84,8 +84,8 @@ def align(
     from ..api import scan as run_scan
     from ..config import discover, load_file
     from ..errors import UsageError
-    from ..forensics import decode_text
-    from ..tokenizer import load_tokenizer
+    from ..samples.corpus import decode_text
+    from ..samples.tokenizer import load_tokenizer
 
     with user_errors():
         check_output(json_out, "--json")

@@ -33,9 +33,9 @@ def demo(
     from .. import demo as demo_mod
     from ..api import load_profile
     from ..api import scan as run_scan
-    from ..forensics import decode_flagged
-    from ..render import print_summary
-    from ..tokenizer import load_tokenizer
+    from ..report.terminal import print_summary
+    from ..samples.corpus import decode_flagged
+    from ..samples.tokenizer import load_tokenizer
 
     with user_errors():
         path, profile = demo_mod.write_demo(directory, layout.value, seed)

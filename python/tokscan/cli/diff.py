@@ -37,12 +37,11 @@ def diff(
 ) -> None:
     """Compare two reports: counts, length distributions, special-token and anomaly rates. Exit 1 on drift."""
     with user_errors():
-        from .. import ciformat
         from ..config import discover, load_file
-        from ..drift import compare, to_json
         from ..errors import UsageError
-        from ..render import print_drift
-        from ..report import Report
+        from ..report import Report, ci
+        from ..report.drift import compare, to_json
+        from ..report.terminal import print_drift
 
         if stdout_taken(json_out) and fmt is OutputFormat.github:
             raise UsageError("--format github and --json - both write to stdout; write the JSON to a file")
@@ -60,9 +59,9 @@ def diff(
         elif fmt is OutputFormat.json:
             write_output(Path("-"), doc)
         if junit_out is not None:
-            write_file(junit_out, ciformat.junit(n, "never", cfg.policy, drifts), "the JUnit report")
+            write_file(junit_out, ci.junit(n, "never", cfg.policy, drifts), "the JUnit report")
         if fmt is OutputFormat.github:
-            sys.stdout.write(ciformat.github(n, "never", cfg.policy, drifts))
+            sys.stdout.write(ci.github(n, "never", cfg.policy, drifts))
         if fmt is OutputFormat.text and not quiet and not stdout_taken(json_out):
             print_drift(drifts, out, base)
     raise typer.Exit(1 if drifts else 0)

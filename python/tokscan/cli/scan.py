@@ -128,9 +128,9 @@ def execute(a: ScanArgs) -> int:
     bad usage or input; every output path is checked before the scan starts."""
     from ..api import load_profile
     from ..config import discover, load_file
-    from ..drift import compare
     from ..outputs import input_paths, refuse_overlap, write_file
     from ..report import Report
+    from ..report.drift import compare
 
     cfg = load_file(a.config) if a.config is not None else discover()
     paths = a.paths or cfg.paths
@@ -186,7 +186,7 @@ def execute(a: ScanArgs) -> int:
     if hinting:
         # Before the scan: with the wrong profile every sample is flagged, and a long scan would only say so
         # at its end.
-        from ..hints import preflight_hint
+        from ..samples.hints import preflight_hint
 
         prof = load_profile(profile, tok_dir, a.trust_remote_code)
         early = preflight_hint(prof, list(paths), columns)
@@ -225,8 +225,8 @@ def execute(a: ScanArgs) -> int:
     )
     seconds = time.perf_counter() - t0
     if a.decode:
-        from ..forensics import decode_flagged
-        from ..tokenizer import load_tokenizer
+        from ..samples.corpus import decode_flagged
+        from ..samples.tokenizer import load_tokenizer
 
         tok = load_tokenizer(tok_dir, a.trust_remote_code) if tok_dir is not None else None
         report.data["decoded"] = decode_flagged(
@@ -255,13 +255,13 @@ def execute(a: ScanArgs) -> int:
     elif a.fmt is OutputFormat.json:
         write_output(Path("-"), report.to_json())
     if a.junit_out is not None or a.fmt is OutputFormat.github:
-        from .. import ciformat
+        from ..report import ci
 
         if a.junit_out is not None:
-            write_file(a.junit_out, ciformat.junit(report, drifts=drifts), "the JUnit report")
+            write_file(a.junit_out, ci.junit(report, drifts=drifts), "the JUnit report")
             written.append(f"JUnit XML -> {a.junit_out}")
         if a.fmt is OutputFormat.github:
-            sys.stdout.write(ciformat.github(report, drifts=drifts))
+            sys.stdout.write(ci.github(report, drifts=drifts))
     if a.html_out is not None:
         report.write_html(a.html_out)  # the run as the core recorded it (`run`)
         written.append(f"HTML report -> {a.html_out}")
@@ -274,7 +274,7 @@ def execute(a: ScanArgs) -> int:
         if not stdout_taken(a.exclude):
             written.append(f"exclusion list: {len(drop) + len(more)} sample(s) by {kind} -> {a.exclude}")
     if text_out:
-        from ..render import print_decoded, print_drift, print_summary
+        from ..report.terminal import print_decoded, print_drift, print_summary
 
         print_summary(report, out, seconds=seconds)
         if "decoded" in report.data:
@@ -288,7 +288,7 @@ def execute(a: ScanArgs) -> int:
             if i.get("warning"):
                 err.print(f"[bold yellow]warning:[/] {i['path']}: {i['warning']}", highlight=False, soft_wrap=True)
     if a.hint and not a.quiet and early is None:
-        from ..hints import profile_hint
+        from ..samples.hints import profile_hint
 
         hint = profile_hint(report, report.corpus if report.corpus is not None else paths, columns)
         if hint is not None:

@@ -50,7 +50,7 @@ SEGMENT_STYLE = {
 def rendering(paired: dict[str, Any], sample: Any, tok: Any, radius: int = 8) -> dict[str, Any]:
     """The core's verdict on a paired record (`_core.paired_record`: rendered and tokenized in the core, compared
     as `scan` compares it), with the first difference decoded on both sides."""
-    from ..forensics import decode_text
+    from ..samples.corpus import decode_text
 
     if paired["tokens"] == "match":
         return {"status": "match", "rendered_tokens": len(paired["rendered"])}
@@ -103,9 +103,9 @@ def show(
     from ..api import load_profile
     from ..config import discover, load_file
     from ..errors import UsageError
-    from ..forensics import Corpus, describe, explain
     from ..remote import relabel, staged
-    from ..tokenizer import load_tokenizer
+    from ..samples.corpus import Corpus, describe, explain
+    from ..samples.tokenizer import load_tokenizer
     from .app import corpus_columns
 
     with user_errors(), ExitStack() as stack:
@@ -175,7 +175,7 @@ def render_sample(doc: dict, record: dict | None, how: str, check: dict | None) 
     from rich.panel import Panel
     from rich.text import Text
 
-    from ..render import CUT_IN
+    from ..report.terminal import CUT_IN
 
     L = doc["lengths"]
     out.print(

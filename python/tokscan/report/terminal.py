@@ -11,10 +11,10 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from .report import SEVERITY_RANK, Report
+from . import SEVERITY_RANK, Report
 
 if TYPE_CHECKING:
-    from .report import PolicyValue
+    from . import PolicyValue
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 EXAMPLES_PER_CODE = 3

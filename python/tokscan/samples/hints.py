@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _core
-from .report import Report
+from .. import _core
+from ..report import Report
 
 #: Codes that mean "this profile cannot parse the sample", not "the sample is bad".
 STRUCTURE_CODES = ("missing_user", "out_of_vocab")
@@ -73,8 +73,8 @@ def preflight_hint(
     """The hint before a scan: the corpus's first `limit` samples (one read at its start) checked with
     `profile`. With the wrong profile every sample is flagged, and a scan of 10M samples spends its time (and
     the memory of its flagged samples) before the hint after it would fire; this one costs a few milliseconds.
-    `corpus` is an open `forensics.Corpus`, or its paths."""
-    from .forensics import opened
+    `corpus` is an open `tokscan.forensics.Corpus`, or its paths."""
+    from .corpus import opened
 
     corpus = opened(corpus, columns)
     n = min(limit, int(corpus.starts[-1]))
@@ -94,7 +94,7 @@ def _structure_share(counts: Mapping[str, int], n: int) -> tuple[str, float]:
 
 
 def _probe(corpus: Any, columns: Mapping[str, str] | None, limit: int) -> list[np.ndarray]:
-    from .forensics import opened
+    from .corpus import opened
 
     corpus = opened(corpus, columns)
     n = int(corpus.starts[-1])

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from . import _core
-from .errors import ReportError, UsageError, did_you_mean
+from .. import _core
+from ..errors import ReportError, UsageError, did_you_mean
 
 if TYPE_CHECKING:
     import numpy as np
@@ -74,7 +74,7 @@ class Report:
         scan, or a scan of object-store URLs (their local copies are gone). Its inputs stay open (mapped) as
         long as the report is referenced."""
         if self._corpus is None and self._core_corpus is not None:
-            from .forensics import Corpus  # numpy: only when samples are asked for
+            from ..samples.corpus import Corpus  # numpy: only when samples are asked for
 
             self._corpus = Corpus.of(self._core_corpus, self._columns)
         return self._corpus
@@ -276,7 +276,7 @@ class Report:
         scan's. Decided by the core's policy engine, the same that set the report's own `status` fields."""
         if fail_on is None and policy is None:
             return {code: str(a["status"]) for code, a in self.anomalies.items()}
-        from . import _core
+        from .. import _core
 
         counts = {code: int(a["count"]) for code, a in self.anomalies.items()}
         level, table = self.judged_by(fail_on, policy)
@@ -316,14 +316,14 @@ class Report:
         if indent is None:
             return self._compact()
         if indent == 2:
-            from . import _core
+            from .. import _core
 
             return _core.pretty_json(self._compact())
         return json.dumps(self.data, indent=indent, ensure_ascii=False)
 
     def write_json(self, path: str | Path) -> None:
         """Writes the report to `path`, indented by two spaces; the core formats and writes the file."""
-        from . import _core
+        from .. import _core
 
         _core.write_json(Path(path), self._compact())
 
@@ -345,7 +345,7 @@ class Report:
     ) -> None:
         """Write the self-contained HTML report to `path` (what `tokscan scan --html` writes)."""
         text = self.to_html(fail_on, policy, **run_info)
-        from .outputs import write_file
+        from ..outputs import write_file
 
         write_file(path, text, "the HTML report")
 

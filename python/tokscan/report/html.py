@@ -19,11 +19,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from . import _core
+from .. import _core
 from .html_assets import CSS, JS
 
 if TYPE_CHECKING:
-    from .report import PolicyValue, Report
+    from . import PolicyValue, Report
 
 #: A finding's severities, most severe first, and what `fail_on` accepts (the core's).
 SEVERITIES: tuple[str, ...] = tuple(_core.SEVERITIES)

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _core
-from .errors import UsageError
+from .. import _core
+from ..errors import UsageError
 from .validate import CheckResult, Validator
 
 #: Name of the column `hf_annotate` adds.

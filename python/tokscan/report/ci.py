@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
+from . import PolicyValue, Report
 from .drift import Drift
-from .report import PolicyValue, Report
 
 
 def _anomaly_line(report: Report, code: str) -> str:
