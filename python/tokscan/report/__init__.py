@@ -81,7 +81,7 @@ class Report:
 
     @property
     def data(self) -> ReportDoc:
-        """The JSON document (typed by `tokscan.schema.ReportDoc`; the README documents every field)."""
+        """The JSON document (typed by `tokscan.report.schema.ReportDoc`; the README documents every field)."""
         if self._data is None:
             # One assignment of a fully parsed dict, so a concurrent reader sees either nothing or all of it.
             data = json.loads(self._text)  # type: ignore[arg-type]
@@ -330,7 +330,7 @@ class Report:
     def to_html(
         self, fail_on: str | None = None, policy: Mapping[str, PolicyValue] | None = None, **run_info: Any
     ) -> str:
-        """The self-contained HTML report (see `tokscan.html.render` for `run_info`: command, tokenizer,
+        """The self-contained HTML report (see `tokscan.report.html.render` for `run_info`: command, tokenizer,
         started, seconds, max_rows)."""
         from .html import render
 

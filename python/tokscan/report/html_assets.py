@@ -1,4 +1,4 @@
-"""The inline stylesheet and script of the HTML report (kept apart from the markup in `tokscan.html`).
+"""The inline stylesheet and script of the HTML report (kept apart from the markup in `tokscan.report.html`).
 
 The script only enhances the page: the flagged-sample list is plain HTML and readable without it; with it, the
 list can be filtered by code, category, severity and text, and sorted by any column."""

@@ -1,4 +1,4 @@
-//! The steps of a scan spread over many processes (tokscan.distributed drives them on Ray). Every result
+//! The steps of a scan spread over many processes (tokscan.integrations.ray drives them on Ray). Every result
 //! crosses processes as opaque bytes in the core's compact format; all the logic is the core's
 //! (`plan`, `scan::scan_task`, `summary::Partial`, `corpus_checks`, `report::build_report`).
 
