@@ -60,8 +60,15 @@ pub(crate) fn interruptible_ticking<T: Send>(
     f: impl FnOnce() -> Result<T, Error> + Send,
     mut tick: impl FnMut(Python<'_>) -> PyResult<()>,
 ) -> PyResult<T> {
+    let caller = std::thread::current();
     let (result, signal) = std::thread::scope(|s| {
-        let worker = s.spawn(|| catch_unwind(AssertUnwindSafe(f)));
+        // The worker wakes the caller when it is done: without it a call returned up to `SIGNAL_POLL` late
+        // (a 0.2 s scan measured 0.205 s or 0.255 s, by where the poll fell).
+        let worker = s.spawn(|| {
+            let out = catch_unwind(AssertUnwindSafe(f));
+            caller.unpark();
+            out
+        });
         let mut signal = None;
         while !worker.is_finished() {
             py.detach(|| std::thread::park_timeout(SIGNAL_POLL));
