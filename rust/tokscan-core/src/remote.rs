@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use futures_util::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
-use object_store::{BackoffConfig, ObjectStore, ObjectStoreExt, ObjectStoreScheme, RetryConfig};
+use object_store::{
+    BackoffConfig, GetOptions, ObjectStore, ObjectStoreExt, ObjectStoreScheme, RetryConfig,
+};
 use tokio::io::AsyncWriteExt;
 use url::Url;
 
@@ -26,7 +28,7 @@ use crate::error::{Error, Result};
 /// Schemes served (see `object_store::ObjectStoreScheme`).
 const SCHEMES: &[&str] = &["s3", "s3a", "gs", "az", "adl", "azure", "abfs", "abfss"];
 
-/// Requests in flight at once (whole objects, or parts of a large one).
+/// Requests in flight at once, over every object (whole small objects, or parts of large ones).
 const CONCURRENCY: usize = 8;
 /// An object larger than this is fetched as parts of this size, requested concurrently and written at their
 /// offsets: one connection to S3 carries ~100 MB/s, and a NumPy token file is one object of gigabytes.
@@ -137,7 +139,9 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 /// Fetches what `url` names into `dest` (created if needed): one object, or every object under a prefix (a URL
-/// ending in `/`, or one that names no object), at its path relative to the prefix.
+/// ending in `/`, or one that names no object), at its path relative to the prefix. On an error `dest` may hold
+/// files of the final size with parts missing: use a directory of its own and remove it (the Python caller
+/// stages into a temporary directory).
 pub fn fetch(url: &str, dest: &Path) -> Result<Staged> {
     let (store, path) = store_for(url)?;
     let rt = runtime()?;
@@ -188,21 +192,45 @@ async fn fetch_async(
             (listing, prefix_len, url_base)
         }
     };
+    // Every request of every object in one stream, so that at most CONCURRENCY are in flight (and at most
+    // CONCURRENCY parts of PART_BYTES are held in memory) however many large objects the prefix holds.
     let mut bytes = 0u64;
-    let jobs = listing.iter().map(|meta| {
+    let mut jobs = Vec::new();
+    for meta in &listing {
         let rel = meta.location.as_ref()[prefix_len..].to_string();
         let target = rel
             .split('/')
             .fold(dest.to_path_buf(), |p, part| p.join(part));
-        let store = Arc::clone(&store);
-        let object_url = format!("{url_base}{rel}");
+        let object = Arc::new(Object {
+            url: format!("{url_base}{rel}"),
+            meta: meta.clone(),
+            file: prepare(&target, meta.size)?,
+            target,
+        });
         bytes += meta.size;
-        async move { download(store, meta, target, object_url).await }
-    });
-    futures_util::stream::iter(jobs)
-        .buffer_unordered(CONCURRENCY)
-        .try_collect::<Vec<()>>()
-        .await?;
+        if meta.size <= PART_BYTES {
+            jobs.push((object, None));
+        } else {
+            jobs.extend((0..meta.size).step_by(PART_BYTES as usize).map(|start| {
+                (
+                    Arc::clone(&object),
+                    Some(start..(start + PART_BYTES).min(meta.size)),
+                )
+            }));
+        }
+    }
+    futures_util::stream::iter(jobs.into_iter().map(|(object, range)| {
+        let store = Arc::clone(&store);
+        async move {
+            match range {
+                None => stream_to(store.as_ref(), &object).await,
+                Some(range) => fetch_part(store.as_ref(), &object, range).await,
+            }
+        }
+    }))
+    .buffer_unordered(CONCURRENCY)
+    .try_collect::<Vec<()>>()
+    .await?;
     let local = match is_single {
         true => dest.join(path.filename().expect("a single object has a file name")),
         false => dest.to_path_buf(),
@@ -216,81 +244,109 @@ async fn fetch_async(
     })
 }
 
-/// Fetches one object to `target` (its parent directories created): streamed in one request, or in
-/// [`PART_BYTES`] parts, [`CONCURRENCY`] at a time, each written at its offset of the file.
-async fn download(
-    store: Arc<dyn ObjectStore>,
-    meta: &object_store::ObjectMeta,
-    target: PathBuf,
+/// One object being fetched: where it goes, and the listing's metadata every part is pinned to.
+struct Object {
     url: String,
-) -> Result<()> {
+    meta: object_store::ObjectMeta,
+    target: PathBuf,
+    file: std::fs::File,
+}
+
+/// Creates `target` (and its parent directories) at its final size, for parts to be written at their offsets.
+fn prepare(target: &Path, size: u64) -> Result<std::fs::File> {
     if let Some(parent) = target.parent() {
-        tokio::fs::create_dir_all(parent)
-            .await
-            .map_err(|e| Error::io(parent, e))?;
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
     }
-    if meta.size <= PART_BYTES {
-        return stream_to(store.as_ref(), &meta.location, &target, &url).await;
+    let file = std::fs::File::create(target).map_err(|e| Error::io(target, e))?;
+    file.set_len(size).map_err(|e| Error::io(target, e))?;
+    Ok(file)
+}
+
+/// The request options of one part: its range, and the version the listing saw (its ETag, or its version id
+/// on a versioned bucket), so that parts of an object overwritten meanwhile fail instead of mixing versions.
+fn part_options(meta: &object_store::ObjectMeta, range: std::ops::Range<u64>) -> GetOptions {
+    GetOptions::new()
+        .with_range(Some(range))
+        .with_if_match(meta.e_tag.clone())
+        .with_version(meta.version.clone())
+}
+
+/// Fetches bytes `range` of an object larger than [`PART_BYTES`] and writes them at their offset.
+async fn fetch_part(
+    store: &dyn ObjectStore,
+    object: &Object,
+    range: std::ops::Range<u64>,
+) -> Result<()> {
+    let url = object.url.as_str();
+    let got = store
+        .get_opts(
+            &object.meta.location,
+            part_options(&object.meta, range.clone()),
+        )
+        .await
+        .map_err(|e| describe(url, &e))?
+        .bytes()
+        .await
+        .map_err(|e| describe(url, &e))?;
+    let want = range.end - range.start;
+    if got.len() as u64 != want {
+        return Err(remote_error(
+            url,
+            format!(
+                "the object changed while it was read (bytes {}..{} gave {} bytes)",
+                range.start,
+                range.end,
+                got.len()
+            ),
+        ));
     }
-    let file = std::fs::File::create(&target).map_err(|e| Error::io(&target, e))?;
-    file.set_len(meta.size).map_err(|e| Error::io(&target, e))?;
-    let file = Arc::new(file);
-    let parts = (0..meta.size).step_by(PART_BYTES as usize).map(|start| {
-        let range = start..(start + PART_BYTES).min(meta.size);
-        let (store, file, target, url) = (Arc::clone(&store), Arc::clone(&file), &target, &url);
-        async move {
-            let want = range.end - range.start;
-            let got = store
-                .get_range(&meta.location, range.clone())
-                .await
-                .map_err(|e| describe(url, &e))?;
-            if got.len() as u64 != want {
-                return Err(remote_error(
-                    url,
-                    format!(
-                        "the object changed while it was read (bytes {}..{} gave {} bytes)",
-                        range.start,
-                        range.end,
-                        got.len()
-                    ),
-                ));
-            }
-            let path = target.clone();
-            tokio::task::spawn_blocking(move || {
-                use std::os::unix::fs::FileExt;
-                file.write_all_at(&got, range.start)
-                    .map_err(|e| Error::io(&path, e))
-            })
-            .await
-            .map_err(|e| remote_error(url, format!("writing a part failed: {e}")))?
+    write_at(&object.file, &got, range.start).map_err(|e| Error::io(&object.target, e))
+}
+
+/// Writes all of `buf` at `offset` of `file` without moving a shared cursor (parts land concurrently).
+#[cfg(unix)]
+fn write_at(file: &std::fs::File, buf: &[u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn write_at(file: &std::fs::File, mut buf: &[u8], mut offset: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        let n = std::os::windows::fs::FileExt::seek_write(file, buf, offset)?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
         }
-    });
-    futures_util::stream::iter(parts)
-        .buffer_unordered(CONCURRENCY)
-        .try_collect::<Vec<()>>()
-        .await?;
+        buf = &buf[n..];
+        offset += n as u64;
+    }
     Ok(())
 }
 
-/// Streams one object to `target` in one request.
-async fn stream_to(
-    store: &dyn ObjectStore,
-    location: &ObjectPath,
-    target: &Path,
-    url: &str,
-) -> Result<()> {
-    let got = store.get(location).await.map_err(|e| describe(url, &e))?;
-    let mut file = tokio::fs::File::create(target)
+/// Streams an object of at most [`PART_BYTES`] into its file in one request.
+async fn stream_to(store: &dyn ObjectStore, object: &Object) -> Result<()> {
+    let (url, target) = (object.url.as_str(), object.target.as_path());
+    let got = store
+        .get(&object.meta.location)
         .await
-        .map_err(|e| Error::io(target, e))?;
+        .map_err(|e| describe(url, &e))?;
+    let mut file =
+        tokio::fs::File::from_std(object.file.try_clone().map_err(|e| Error::io(target, e))?);
     let mut stream = got.into_stream();
+    let mut written = 0u64;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| describe(url, &e))?;
+        written += chunk.len() as u64;
         file.write_all(&chunk)
             .await
             .map_err(|e| Error::io(target, e))?;
     }
     file.flush().await.map_err(|e| Error::io(target, e))?;
+    // The file was sized from the listing; an object that changed since gets its own length.
+    if written != object.meta.size {
+        file.set_len(written)
+            .await
+            .map_err(|e| Error::io(target, e))?;
+    }
     Ok(())
 }
 
