@@ -61,16 +61,20 @@ pub(crate) fn interruptible_ticking<T: Send>(
     mut tick: impl FnMut(Python<'_>) -> PyResult<()>,
 ) -> PyResult<T> {
     let caller = std::thread::current();
+    let done = std::sync::atomic::AtomicBool::new(false);
     let (result, signal) = std::thread::scope(|s| {
         // The worker wakes the caller when it is done: without it a call returned up to `SIGNAL_POLL` late
-        // (a 0.2 s scan measured 0.205 s or 0.255 s, by where the poll fell).
+        // (a 0.2 s scan measured 0.205 s or 0.255 s, by where the poll fell). `done` is set before the wake-up
+        // (`is_finished` only turns true after the closure has returned, so a caller that woke early for a
+        // signal check could otherwise park again for a whole poll).
         let worker = s.spawn(|| {
             let out = catch_unwind(AssertUnwindSafe(f));
+            done.store(true, std::sync::atomic::Ordering::Release);
             caller.unpark();
             out
         });
         let mut signal = None;
-        while !worker.is_finished() {
+        while !done.load(std::sync::atomic::Ordering::Acquire) {
             py.detach(|| std::thread::park_timeout(SIGNAL_POLL));
             if signal.is_none() {
                 if let Err(e) = py.check_signals().and_then(|()| tick(py)) {
