@@ -363,7 +363,7 @@ fn read_parquet(path: &Path) -> Result<Vec<Item>> {
         message: format!("not a readable Parquet benchmark file: {e}"),
     };
     let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(f)
+    let reader = crate::source::parquet::unpanicked(|| ParquetRecordBatchReaderBuilder::try_new(f))
         .map_err(|e| bad(&e))?
         .build()
         .map_err(|e| bad(&e))?;

@@ -560,11 +560,10 @@ impl Source for NumpyShard {
         let meta = self.dir.join("meta.parquet");
         if meta.is_file() {
             let file = File::open(&meta).map_err(|e| Error::io(&meta, e))?;
-            let m =
+            let m = super::parquet::unpanicked(|| {
                 parquet::arrow::arrow_reader::ArrowReaderMetadata::load(&file, Default::default())
-                    .map_err(|e| {
-                        Error::invalid(&meta, format!("not a readable Parquet file: {e}"))
-                    })?;
+            })
+            .map_err(|e| Error::invalid(&meta, format!("not a readable Parquet file: {e}")))?;
             let p = out.join("meta.parquet");
             super::parquet::write_filtered_file(&meta, &m, keep, &p)?;
             files.push(p);
@@ -599,7 +598,7 @@ fn read_meta(path: &Path, n: usize) -> Result<(Ids, Labels)> {
         return Ok((None, None));
     }
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+    let builder = super::parquet::unpanicked(|| ParquetRecordBatchReaderBuilder::try_new(file))
         .map_err(|e| Error::invalid(path, format!("not a readable Parquet file: {e}")))?;
     let reader = builder
         .build()

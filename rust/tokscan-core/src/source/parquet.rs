@@ -128,14 +128,38 @@ pub(crate) fn guarded_batches(
                 reader = None;
                 Some(Err(e))
             }
-            Err(_) => {
+            Err(panic) => {
                 reader = None;
-                Some(Err(arrow_schema::ArrowError::ParquetError(
-                    "corrupt data: a page the decoder cannot read".into(),
-                )))
+                Some(Err(arrow_schema::ArrowError::ParquetError(format!(
+                    "corrupt data: a page the decoder cannot read ({})",
+                    panic_text(panic.as_ref())
+                ))))
             }
         }
     })
+}
+
+/// Runs a parquet-crate call that reads a file's footer or sets up its reader, with a panic (apache/arrow-rs
+/// #9705: an assertion on a corrupt footer) turned into an error like [`guarded_batches`] does.
+pub(crate) fn unpanicked<T>(
+    f: impl FnOnce() -> parquet::errors::Result<T>,
+) -> parquet::errors::Result<T> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        Err(parquet::errors::ParquetError::General(format!(
+            "corrupt metadata the decoder cannot read ({})",
+            panic_text(panic.as_ref())
+        )))
+    })
+}
+
+/// The message a panic carried (the binding's quiet panic hook prints nothing, so it travels in the error).
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "the decoder panicked".into())
+        .replace('\n', " ")
 }
 
 /// A list of ids, or a list of lists (read when each row holds one inner list: a batch of one).
@@ -358,7 +382,7 @@ impl ParquetShard {
         if len == 0 {
             return Err(Error::invalid(path, "empty file (0 bytes), not Parquet"));
         }
-        let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+        let meta = unpanicked(|| ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()))
             .map_err(|e| parquet_err(path, e))?;
         let schema = meta.schema().clone();
         let layout = detect_layout(path, &schema, names)?;
