@@ -7,16 +7,80 @@ use std::path::Path;
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
-/// The text a module's dependencies are read from: comments and `#[cfg(test)] mod tests` cut away.
+/// The text a module's dependencies are read from: comments and string literals blanked, and inline
+/// `#[cfg(test)] mod tests { ... }` blocks cut away (an out-of-line `mod tests;` is a file of its own, skipped
+/// by name in [`graph`]).
 fn code_of(text: &str) -> String {
-    let text = match text.find("#[cfg(test)]\nmod tests") {
-        Some(at) => &text[..at],
-        None => text,
-    };
-    text.lines()
-        .map(|l| l.split("//").next().unwrap_or(""))
-        .collect::<Vec<_>>()
-        .join("\n")
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let end = text[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
+                i = end;
+                out.push(' ');
+            }
+            b'"' => {
+                // A string (raw strings without `"` inside are read the same way): its text is not code.
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+                out.push_str("\"\"");
+            }
+            b'\'' if b.get(i + 2) == Some(&b'\'') || b.get(i + 1) == Some(&b'\\') => {
+                // A char literal ('"', '\'', '\\'); lifetimes (`'a`) fall through.
+                let end = text[i + 1..].find('\'').map_or(b.len(), |e| i + 1 + e + 1);
+                let end = if b.get(i + 1) == Some(&b'\\') {
+                    text[i + 3..].find('\'').map_or(b.len(), |e| i + 3 + e + 1)
+                } else {
+                    end
+                };
+                i = end;
+                out.push_str("' '");
+            }
+            _ => {
+                let c = text[i..].chars().next().expect("in bounds");
+                out.push(c);
+                i += c.len_utf8();
+            }
+        }
+    }
+    while let Some(at) = out.find("#[cfg(test)]") {
+        let rest = &out[at..];
+        let Some(brace) = rest.find(['{', ';']) else {
+            break;
+        };
+        let end = if rest.as_bytes()[brace] == b';' {
+            at + brace + 1
+        } else {
+            let mut depth = 0;
+            let mut end = out.len();
+            for (k, c) in rest[brace..].char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = at + brace + k + 1;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            end
+        };
+        out.replace_range(at..end, "");
+    }
+    out
 }
 
 fn ident_at(s: &str) -> &str {
@@ -26,11 +90,21 @@ fn ident_at(s: &str) -> &str {
     &s[..end]
 }
 
-/// The top-level modules `code` names: `crate::m::...` and the first names of a `crate::{m, n::x}` group.
-fn references(code: &str) -> BTreeSet<String> {
+/// The top-level modules `code` names: `crate::m::...` and the first names of a `crate::{m, n::x}` group;
+/// `roots` are the other spellings of the crate root in this file (`super::` in a top-level file,
+/// `super::super::` one folder down).
+fn references(code: &str, roots: &[&str]) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    for (at, _) in code.match_indices("crate::") {
-        let rest = &code[at + "crate::".len()..];
+    let starts = ["crate::"].iter().chain(roots).flat_map(|root| {
+        code.match_indices(root)
+            .filter(|(at, _)| {
+                // `crate::` / `super::` as a path's start, not the tail of `super::super::` or an identifier.
+                !code[..*at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+            })
+            .map(|(at, r)| at + r.len())
+    });
+    for start in starts.collect::<Vec<_>>() {
+        let rest = &code[start..];
         if let Some(group) = rest.strip_prefix('{') {
             let mut depth = 0;
             let mut start = true;
@@ -50,6 +124,27 @@ fn references(code: &str) -> BTreeSet<String> {
             }
         } else {
             out.insert(ident_at(rest).to_string());
+        }
+    }
+    out.retain(|m| m != "super" && m != "self");
+    out
+}
+
+/// The crate root's re-exports (`pub use m::{A, B}` in lib.rs): `crate::A` is module `m`.
+fn root_reexports(src: &Path) -> BTreeMap<String, String> {
+    let lib = code_of(&std::fs::read_to_string(src.join("lib.rs")).unwrap());
+    let mut out = BTreeMap::new();
+    for stmt in lib.split(';') {
+        let Some(path) = stmt.trim().strip_prefix("pub use ") else {
+            continue;
+        };
+        let module = ident_at(path).to_string();
+        let names = match (path.find('{'), path.rfind('}')) {
+            (Some(a), Some(b)) => path[a + 1..b].split(',').map(str::trim).collect::<Vec<_>>(),
+            _ => vec![path.rsplit("::").next().unwrap_or("").trim()],
+        };
+        for n in names.into_iter().filter(|n| !n.is_empty()) {
+            out.insert(n.to_string(), module.clone());
         }
     }
     out
@@ -73,14 +168,24 @@ fn graph(src: &Path) -> Graph {
             }
         }
     }
+    let reexports = root_reexports(src);
     let mut g = Graph::new();
     for (m, paths) in &files {
         let deps = g.entry(m.clone()).or_default();
         for p in paths {
+            // A file's `super::` is the crate root at the top level, its folder's module one level down.
+            let depth = p.strip_prefix(src).unwrap().components().count();
+            let in_mod_rs = p.file_name().is_some_and(|f| f == "mod.rs");
+            let roots: &[&str] = match (depth, in_mod_rs) {
+                (1, _) | (2, true) => &["super::"],
+                (2, false) | (3, true) => &["super::super::"],
+                _ => &[],
+            };
             let code = code_of(&std::fs::read_to_string(p).unwrap());
             deps.extend(
-                references(&code)
+                references(&code, roots)
                     .into_iter()
+                    .map(|d| reexports.get(&d).cloned().unwrap_or(d))
                     .filter(|d| d != m && files.contains_key(d)),
             );
         }
@@ -147,11 +252,23 @@ fn cycles(g: &Graph) -> Vec<Vec<String>> {
 
 #[test]
 fn the_checker_reads_paths_and_groups_and_sees_a_cycle() {
-    let refs =
-        references("use crate::a::X;\nuse crate::{b, c::{D, e::F}, g::H};\nlet x = crate::i::f();");
+    let refs = references(
+        "use crate::a::X;\nuse crate::{b, c::{D, e::F}, g::H};\nlet x = crate::i::f();",
+        &[],
+    );
     let want: BTreeSet<String> = ["a", "b", "c", "g", "i"].map(String::from).into();
     assert_eq!(refs, want);
-    assert!(references(&code_of("// crate::z::W\nfn f() {}")).is_empty());
+    let code = code_of(
+        "// crate::z::W\nfn f() { let u = \"s3://x\"; let c = '\"'; crate::j::g(); /* crate::y */ }\n\
+         #[cfg(test)]\nmod tests {\n    use crate::t::T;\n    fn h() { {} }\n}\nfn k() { crate::k2::f() }\n\
+         #[cfg(test)]\nmod more;\nfn l() { super::m::f(); super::super::n::f() }",
+    );
+    let got = references(&code, &["super::"]);
+    let want: BTreeSet<String> = ["j", "k2", "m"].map(String::from).into();
+    assert_eq!(got, want);
+    let got = references(&code, &["super::super::"]);
+    let want: BTreeSet<String> = ["j", "k2", "n"].map(String::from).into();
+    assert_eq!(got, want);
     let mut g = Graph::new();
     for (a, b) in [("a", "b"), ("b", "c"), ("c", "a"), ("d", "a")] {
         g.entry(a.into()).or_default().insert(b.into());
