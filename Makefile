@@ -18,9 +18,10 @@ PYTHON ?= python3
 PIP = $(PY) -m pip
 PIP_INSTALL = $(PIP) install --quiet --no-compile
 unexport PYTHONDONTWRITEBYTECODE
-# Property tests and fuzzers draw the same cases on every run, so that CI answers the same twice (a clean
-# clone once met a Parquet page that panicked parquet-rs on one random draw). Hunt with another sequence:
-# `make test-rust PROPTEST_RNG_SEED=$$RANDOM TOKSCAN_FUZZ_CASES=20000`, `HYPOTHESIS_PROFILE=slow`.
+# Property tests and fuzzers draw the same cases on every run of `make test`, so that CI answers the same twice
+# (a clean clone once met a Parquet page that panicked parquet-rs on one random draw). `make fuzz` draws a new
+# sequence each time and prints its seed; replay one with `make test-rust PROPTEST_RNG_SEED=<seed>`, and hunt
+# in the Python suite with `HYPOTHESIS_PROFILE=slow`.
 PROPTEST_RNG_SEED ?= 1892010519
 export PROPTEST_RNG_SEED
 
@@ -95,7 +96,9 @@ fmt: $(VENV)/.dev ## format Rust and Python
 	$(BIN)/ruff check --fix python tests benches
 
 fuzz: ## stable-toolchain fuzzing of every reader and the checker (FUZZ_CASES, default 200000 per target)
-	TOKSCAN_FUZZ_CASES=$${FUZZ_CASES:-200000} timeout $${FUZZ_SECONDS:-900} cargo test --profile $(PROFILE) -p tokscan-core -p tokscan-py --test fuzz
+	seed=$$(od -An -N4 -tu4 /dev/urandom | tr -d ' '); echo "fuzzing with PROPTEST_RNG_SEED=$$seed"; \
+	PROPTEST_RNG_SEED=$$seed TOKSCAN_FUZZ_CASES=$${FUZZ_CASES:-200000} timeout $${FUZZ_SECONDS:-900} \
+		cargo test --profile $(PROFILE) -p tokscan-core -p tokscan-py --test fuzz
 
 bench: venv ## full benchmark (DuckDB, polars, numpy baselines; corpus cached in ~/.cache/tokscan-bench), fat-LTO build
 	$(MATURIN_DEVELOP) --release
