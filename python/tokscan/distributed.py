@@ -1,7 +1,7 @@
 """Compatibility path: the scan on a Ray cluster lives in `tokscan.integrations.ray`.
 
-`tokscan.distributed` keeps working for code that imports it (tests; the binding's
-rust/tokscan-py/src/distributed.rs names it); new code imports `tokscan.integrations.ray`.
+`tokscan.distributed` keeps working for code that imports it (tests, scripts written before the move); new
+code imports `tokscan.integrations.ray`.
 """
 
 from .integrations.ray import TEST_HOLD_DIR, connect, import_ray, run_on_ray, scan_ray

@@ -11,6 +11,7 @@ from .integrations.validate import (
     SOURCE_CODES,
     CheckResult,
     Validator,
+    _rebuild,  # noqa: F401 -- what a Validator pickled before the move names (`tokscan.validate._rebuild`)
     fail_mask,
 )
 
