@@ -141,6 +141,38 @@ def test_an_object_larger_than_a_part_is_fetched_in_parts(s3_env, corpus, tmp_pa
     assert remote.findings == _as_url(here.findings, local, url)
 
 
+def test_many_objects_fetch_within_a_small_file_limit(s3_env, corpus, tmp_path):
+    """A prefix of 100 shards is fetched with at most a few files open at once: the CLI under a 48-descriptor
+    limit reads it by URL and reports what the local scan reports."""
+    import resource
+
+    samples = synth.build_corpus(n_clean=200, seed=5, anomalies_per_code=1)
+    local = synth.write_jsonl(samples, tmp_path / "many", n_shards=100)
+    client = boto3.client("s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    files = sorted(p for p in local.iterdir() if p.is_file())
+    assert len(files) == 100
+    for f in files:
+        client.upload_file(str(f), BUCKET, f"many/{f.name}")
+    url = f"s3://{BUCKET}/many/"
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
+
+    out = tmp_path / "remote.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "tokscan", "scan", url, "-q", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=low_limit,
+    )
+    assert r.returncode in (0, 1), r.stderr
+    here = tokscan.scan(str(local), "kimi-k2")
+    remote = json.loads(out.read_text())
+    remote.pop("run")
+    assert remote == _as_url(here.findings, local, url)
+
+
 def test_single_object_and_prefix_without_slash(corpus):
     local, url = corpus["jsonl"]
     one = sorted(local.glob("*.jsonl"))[0]

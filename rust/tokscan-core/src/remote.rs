@@ -201,10 +201,12 @@ async fn fetch_async(
         let target = rel
             .split('/')
             .fold(dest.to_path_buf(), |p, part| p.join(part));
+        if meta.size > PART_BYTES {
+            prepare(&target, meta.size)?;
+        }
         let object = Arc::new(Object {
             url: format!("{url_base}{rel}"),
             meta: meta.clone(),
-            file: prepare(&target, meta.size)?,
             target,
         });
         bytes += meta.size;
@@ -244,22 +246,21 @@ async fn fetch_async(
     })
 }
 
-/// One object being fetched: where it goes, and the listing's metadata every part is pinned to.
+/// One object being fetched: where it goes, and the listing's metadata every part is pinned to. (No open
+/// file: each request opens its own, so that at most `CONCURRENCY` are open however many objects there are.)
 struct Object {
     url: String,
     meta: object_store::ObjectMeta,
     target: PathBuf,
-    file: std::fs::File,
 }
 
-/// Creates `target` (and its parent directories) at its final size, for parts to be written at their offsets.
-fn prepare(target: &Path, size: u64) -> Result<std::fs::File> {
+/// Creates `target` (and its parent directories) at `size` bytes, for parts to be written at their offsets.
+fn prepare(target: &Path, size: u64) -> Result<()> {
     if let Some(parent) = target.parent() {
         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
     }
     let file = std::fs::File::create(target).map_err(|e| Error::io(target, e))?;
-    file.set_len(size).map_err(|e| Error::io(target, e))?;
-    Ok(file)
+    file.set_len(size).map_err(|e| Error::io(target, e))
 }
 
 /// The request options of one part: its range, and the version the listing saw (its ETag, or its version id
@@ -300,7 +301,12 @@ async fn fetch_part(
             ),
         ));
     }
-    write_at(&object.file, &got, range.start).map_err(|e| Error::io(&object.target, e))
+    let target = &object.target;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(target)
+        .map_err(|e| Error::io(target, e))?;
+    write_at(&file, &got, range.start).map_err(|e| Error::io(target, e))
 }
 
 /// Writes all of `buf` at `offset` of `file` without moving a shared cursor (parts land concurrently).
@@ -329,24 +335,22 @@ async fn stream_to(store: &dyn ObjectStore, object: &Object) -> Result<()> {
         .get(&object.meta.location)
         .await
         .map_err(|e| describe(url, &e))?;
-    let mut file =
-        tokio::fs::File::from_std(object.file.try_clone().map_err(|e| Error::io(target, e))?);
+    if let Some(parent) = target.parent() {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(|e| Error::io(parent, e))?;
+    }
+    let mut file = tokio::fs::File::create(target)
+        .await
+        .map_err(|e| Error::io(target, e))?;
     let mut stream = got.into_stream();
-    let mut written = 0u64;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| describe(url, &e))?;
-        written += chunk.len() as u64;
         file.write_all(&chunk)
             .await
             .map_err(|e| Error::io(target, e))?;
     }
     file.flush().await.map_err(|e| Error::io(target, e))?;
-    // The file was sized from the listing; an object that changed since gets its own length.
-    if written != object.meta.size {
-        file.set_len(written)
-            .await
-            .map_err(|e| Error::io(target, e))?;
-    }
     Ok(())
 }
 
