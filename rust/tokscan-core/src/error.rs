@@ -80,3 +80,12 @@ impl Error {
         }
     }
 }
+
+/// The message a caught panic carried (`panic!` with a literal or a formatted string), if any: the binding's
+/// quiet panic hook prints nothing, so what a panic said travels in the error it becomes.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> Option<String> {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+}

@@ -101,10 +101,7 @@ pub(crate) fn unwind<T>(py: Python<'_>, out: std::thread::Result<Result<T, Error
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(to_py(py, e)),
         Err(panic) => {
-            let msg = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            let msg = tokscan_core::error::panic_message(panic.as_ref())
                 .unwrap_or_else(|| "unknown panic".into());
             Err(raise(
                 py,

@@ -152,12 +152,9 @@ pub(crate) fn unpanicked<T>(
     })
 }
 
-/// The message a panic carried (the binding's quiet panic hook prints nothing, so it travels in the error).
+/// What a decoder's panic said, on one line.
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+    crate::error::panic_message(panic)
         .unwrap_or_else(|| "the decoder panicked".into())
         .replace('\n', " ")
 }
