@@ -5,6 +5,14 @@
 pub trait TokenId: Copy + Send + Sync + 'static {
     fn id(self) -> u32;
 
+    /// The id as an index into a table of one slot per id: `id()` for every id below `2^31`, and `2^31` or more
+    /// for anything else (a negative `i32` is read as its two's-complement `u32`). For loops that test the
+    /// index against the table's length anyway, one test fewer per token than `id()`.
+    #[inline(always)]
+    fn index(self) -> usize {
+        self.id() as usize
+    }
+
     /// The slice as little-endian `u32` bytes when its storage already is exactly that.
     fn as_le_u32_bytes(_ids: &[Self]) -> Option<&[u8]> {
         None
@@ -49,6 +57,11 @@ impl TokenId for i32 {
         } else {
             self as u32
         }
+    }
+
+    #[inline(always)]
+    fn index(self) -> usize {
+        self as u32 as usize
     }
 
     /// Non-negative ids have the bytes of their `u32`; negative ones are out of vocabulary either way.
@@ -138,12 +151,12 @@ impl MaskSlice<'_> {
 
     /// First index in `range` where the mask is on.
     pub fn first_on(&self, range: std::ops::Range<usize>) -> Option<usize> {
-        with_mask!(self, s => s[range.clone()].iter().position(|v| v.on()).map(|i| i + range.start))
+        with_mask!(self, s => position_of(&s[range.clone()], true).map(|i| i + range.start))
     }
 
     /// First index in `range` where the mask is off.
     pub fn first_off(&self, range: std::ops::Range<usize>) -> Option<usize> {
-        with_mask!(self, s => s[range.clone()].iter().position(|v| !v.on()).map(|i| i + range.start))
+        with_mask!(self, s => position_of(&s[range.clone()], false).map(|i| i + range.start))
     }
 
     /// The mask as 0/1 bytes (a copy; for fetching single samples, not for the scan).
@@ -163,13 +176,61 @@ impl MaskSlice<'_> {
         })
     }
 
+    /// Calls `f(start, end)` with every maximal run of indices below `n` where the mask is on, in order: the
+    /// indices [`each_on`](Self::each_on) gives, a run at a time (a loss mask is a few runs, one per
+    /// assistant turn, so a loop over a run needs no test per token).
+    #[inline]
+    pub fn each_on_run(&self, n: usize, mut f: impl FnMut(usize, usize)) {
+        with_mask!(self, s => {
+            let s = &s[..n.min(s.len())];
+            let mut i = 0;
+            while let Some(a) = position_of(&s[i..], true) {
+                let start = i + a;
+                let end = position_of(&s[start..], false).map_or(s.len(), |b| start + b);
+                f(start, end);
+                i = end;
+            }
+        })
+    }
+
     /// Start of the last run of ones, if any.
     pub fn last_run_start(&self) -> Option<usize> {
         with_mask!(self, s => {
-            let end = s.iter().rposition(|v| v.on())?;
-            Some(s[..end].iter().rposition(|v| !v.on()).map_or(0, |i| i + 1))
+            let end = rposition_of(s, true)?;
+            Some(rposition_of(&s[..end], false).map_or(0, |i| i + 1))
         })
     }
+}
+
+/// Elements a mask search tests at once: a block whose every element is tested without a branch (so the
+/// compiler vectorizes it) before the one with the hit is searched element by element. A loss mask is long
+/// runs, so a search crosses many blocks per hit.
+const BLOCK: usize = 64;
+
+/// Index of the first element of `s` whose `on()` is `want`.
+#[inline]
+fn position_of<V: MaskValue>(s: &[V], want: bool) -> Option<usize> {
+    let mut i = 0;
+    for b in s.chunks_exact(BLOCK) {
+        if b.iter().fold(false, |hit, v| hit | (v.on() == want)) {
+            break;
+        }
+        i += BLOCK;
+    }
+    s[i..].iter().position(|v| v.on() == want).map(|p| i + p)
+}
+
+/// Index of the last element of `s` whose `on()` is `want`.
+#[inline]
+fn rposition_of<V: MaskValue>(s: &[V], want: bool) -> Option<usize> {
+    let mut end = s.len();
+    for b in s.rchunks_exact(BLOCK) {
+        if b.iter().fold(false, |hit, v| hit | (v.on() == want)) {
+            break;
+        }
+        end -= BLOCK;
+    }
+    s[..end].iter().rposition(|v| v.on() == want)
 }
 
 impl<'a> MaskSlice<'a> {
@@ -228,5 +289,45 @@ mod tests {
             h
         );
         assert_ne!(hash_ids(&v[1..]), h);
+    }
+
+    proptest::proptest! {
+        /// The block-wise searches find what a plain search finds, from either end, across block boundaries.
+        #[test]
+        fn block_searches_are_plain_searches(
+            runs in proptest::collection::vec((0u8..2, 0usize..150), 0..8),
+            from in 0usize..400,
+        ) {
+            let mask: Vec<u8> = runs.iter().flat_map(|&(v, n)| std::iter::repeat_n(v, n)).collect();
+            let from = from.min(mask.len());
+            for want in [false, true] {
+                let s = &mask[from..];
+                proptest::prop_assert_eq!(position_of(s, want), s.iter().position(|v| v.on() == want));
+                proptest::prop_assert_eq!(rposition_of(s, want), s.iter().rposition(|v| v.on() == want));
+            }
+            let m = MaskSlice::U8(&mask);
+            let last = mask.iter().rposition(|&v| v != 0).map(|e| {
+                mask[..e].iter().rposition(|&v| v == 0).map_or(0, |i| i + 1)
+            });
+            proptest::prop_assert_eq!(m.last_run_start(), last);
+        }
+
+        /// The runs of `each_on_run`, laid end to end, are the indices of `each_on`; runs are maximal.
+        #[test]
+        fn runs_are_the_on_indices(mask in proptest::collection::vec(0i8..3, 0..200), n in 0usize..220) {
+            let m = MaskSlice::I8(&mask);
+            let mut want = Vec::new();
+            m.each_on(n, |i| want.push(i));
+            let mut got = Vec::new();
+            let mut last_end = None;
+            m.each_on_run(n, |s, e| {
+                assert!(s < e && e <= n.min(mask.len()));
+                assert!(last_end.is_none_or(|l| l < s), "runs apart and in order");
+                assert!(e == n.min(mask.len()) || mask[e] == 0, "a run ends where the mask is off");
+                last_end = Some(e);
+                got.extend(s..e);
+            });
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 }
