@@ -97,12 +97,13 @@ fn each_loss_bearing(
 /// worker thread, not one per unit (a vocabulary-sized array per unit would hold hundreds of megabytes until
 /// the units merge); sums and maximums do not depend on which units a worker took.
 ///
-/// The same sums and keys as [`count_sample`] into `u64` arrays, in a quarter of the cache: every loss-bearing
-/// token is a random access into these arrays, and at `u64` one category's counts and the keys (2.6 MB for
-/// Kimi's vocabulary) missed a 1 MB L2 on nearly every token. Counts are `u16` with a `u64` carry taken when
-/// one wraps (rarely, and then only for the few frequent ids: the carry array stays mostly untouched, unmapped
-/// zero pages); first-seen keys are `u32` (`u32::MAX - row`), exact below row 4,294,967,294 (later first
-/// rows share one key, and those ids then tie by id).
+/// The same sums and keys as [`count_sample`] into `u64` arrays, in a fraction of the cache: every loss-bearing
+/// token is a random access into a category's counters, and the cost of a token is moving its counter's cache
+/// line between L2 and L1 (`benches/README.md`). Counts are `u8` (160 KB for Kimi's vocabulary; `u16` counters
+/// cost 1.6 times as much per token) with a `u64` carry taken when one wraps, at every 256th token of an id:
+/// only frequent ids ever touch the carry array, which otherwise stays untouched, unmapped zero pages.
+/// First-seen keys are `u32` (`u32::MAX - row`), exact below row 4,294,967,294 (later first rows share one key,
+/// and those ids then tie by id).
 ///
 /// While the rows it is given only increase (within a unit they do; the pool hands a unit an accumulator whose
 /// rows all came before the unit's, see [`CountsPool::take`]), an id's first-seen key is written only when its
@@ -120,10 +121,10 @@ pub struct Counts {
     unordered: bool,
 }
 
-/// One category's counts: `low` wraps at 2^16 into `carry`.
+/// One category's counts: `low` wraps at 2^8 into `carry`.
 #[derive(Debug)]
 pub struct CategoryCounts {
-    low: Vec<u16>,
+    low: Vec<u8>,
     carry: Vec<u64>,
 }
 
@@ -161,10 +162,12 @@ fn widen_key(k: u32) -> u64 {
 }
 
 /// The counting loop of [`Counts::add`]: `EVERY_KEY` writes the first-seen key at every counted token, else only
-/// when the id's count goes from 0 to 1 (rows in increasing order).
+/// when the id's count goes from 0 to 1 (rows in increasing order). The loss-bearing positions come a run at a
+/// time ([`MaskSlice::each_on_run`]; without a mask, the completion is one run): the loop over a run tests no
+/// mask per token and keeps its few values in registers.
 #[inline]
 fn count_into<const EVERY_KEY: bool, T: TokenId>(
-    low: &mut [u16],
+    low: &mut [u8],
     carry: &mut [u64],
     first: &mut [u32],
     key: u32,
@@ -173,42 +176,47 @@ fn count_into<const EVERY_KEY: bool, T: TokenId>(
     completion: (usize, usize),
 ) {
     let v = low.len().min(carry.len()).min(first.len());
-    // The counter of the token AHEAD places on is fetched while this one is counted: the loads are independent,
-    // but the loop's stores kept the CPU from running ahead, so every counter's L2 latency was paid in full.
-    const AHEAD: usize = 48;
-    let count = |i: usize| {
-        if let Some(t) = seq.get(i + AHEAD) {
-            prefetch(low, t.id() as usize);
+    let (low, carry, first) = (&mut low[..v], &mut carry[..v], &mut first[..v]);
+    let mut run = |s: usize, e: usize| count_run::<EVERY_KEY, T>(low, carry, first, key, seq, s, e);
+    match mask {
+        Some(m) => m.each_on_run(seq.len(), run),
+        None => {
+            let (s, e) = (completion.0.min(seq.len()), completion.1.min(seq.len()));
+            if e > s {
+                run(s, e);
+            }
         }
-        let id = seq[i].id() as usize;
+    }
+}
+
+/// Counts `seq[s..e]` (see [`count_into`]); `low`, `carry` and `first` have the same length.
+#[inline(always)]
+fn count_run<const EVERY_KEY: bool, T: TokenId>(
+    low: &mut [u8],
+    carry: &mut [u64],
+    first: &mut [u32],
+    key: u32,
+    seq: &[T],
+    s: usize,
+    e: usize,
+) {
+    let v = low.len();
+    for t in &seq[s..e] {
+        // Below 2^31 `index` is the id; past it nothing is counted (a vocabulary is far smaller).
+        let id = t.index();
         if id < v {
             let c = low[id].wrapping_add(1);
             low[id] = c;
-            if c == 0 {
-                carry[id] += 1 << 16;
-            }
-            if EVERY_KEY {
-                first[id] = first[id].max(key);
-            } else if c == 1 {
+            // One rarely taken branch for the two rare cases (a wrap, a first count).
+            if EVERY_KEY || c < 2 {
+                if c == 0 {
+                    carry[id] += 1 << 8;
+                }
                 // The id's first row in the category (or, after a wrap, a later row: `max` keeps the first).
                 first[id] = first[id].max(key);
             }
         }
-    };
-    each_loss_bearing(seq.len(), mask, completion, count);
-}
-
-/// A hint to bring `s[i]`'s cache line into L1 (nothing past the end; nothing off x86-64).
-#[inline(always)]
-fn prefetch<T>(s: &[T], i: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(x) = s.get(i) {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // A prefetch of an address inside `s`: a hint, it neither reads into Rust values nor faults.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(x).cast()) };
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (s, i);
 }
 
 impl Counts {
@@ -333,17 +341,19 @@ pub fn merge_first(a: &mut Vec<u64>, b: &[u64]) {
 /// The seen ids (count > 0) in SpecForge's order: count descending, then first-seen row (key descending),
 /// then id.
 pub fn ranked(counts: &[u64], first: &[u64]) -> Vec<u32> {
-    let mut ids: Vec<u32> = (0..counts.len() as u32)
-        .filter(|&i| counts[i as usize] > 0)
+    // Sorted on keys laid out beside their ids: a comparison that looked both counts and keys up by id was a
+    // random access per compare, most of a report's fixed cost at a vocabulary of 160k ids.
+    let mut keyed: Vec<(std::cmp::Reverse<u64>, std::cmp::Reverse<u64>, u32)> = counts
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c > 0)
+        .map(|(i, &c)| {
+            let f = first.get(i).copied().unwrap_or(0);
+            (std::cmp::Reverse(c), std::cmp::Reverse(f), i as u32)
+        })
         .collect();
-    let f = |i: u32| first.get(i as usize).copied().unwrap_or(0);
-    ids.sort_unstable_by(|&a, &b| {
-        counts[b as usize]
-            .cmp(&counts[a as usize])
-            .then(f(b).cmp(&f(a)))
-            .then(a.cmp(&b))
-    });
-    ids
+    keyed.sort_unstable();
+    keyed.into_iter().map(|(_, _, id)| id).collect()
 }
 
 /// The target ids of a draft vocabulary of `size`, ascending: the `size` first ranked ids, padded (when fewer
@@ -465,20 +475,34 @@ pub fn curve_sizes(sizes: &[u32], vocab_size: u32) -> Vec<u32> {
     k
 }
 
-/// Coverage of `counts` by the first K ranked ids, for each K of `ks` (ascending). `rank[id]` is the id's
-/// position in the ranking (`u32::MAX` for an unseen id).
-fn coverage_at(counts: &[u64], rank: &[u32], ks: &[u32]) -> (u64, u64, Vec<f64>) {
+/// For each id, the index of the first K of `ks` (ascending) whose top K holds it: `ks.len()` for an id
+/// outside every top K (or unseen). `order` is the ranking.
+fn first_k_holding(order: &[u32], ks: &[u32], vocab_size: usize) -> Vec<u32> {
+    let mut of = vec![ks.len() as u32; vocab_size];
+    let mut j = 0;
+    for (r, &id) in order.iter().enumerate() {
+        while j < ks.len() && ks[j] as usize <= r {
+            j += 1;
+        }
+        if j == ks.len() {
+            break;
+        }
+        if let Some(x) = of.get_mut(id as usize) {
+            *x = j as u32;
+        }
+    }
+    of
+}
+
+/// Coverage of `counts` by the first K ranked ids, for each K of `ks` (ascending); `holding` is
+/// [`first_k_holding`] of the ranking.
+fn coverage_at(counts: &[u64], holding: &[u32], ks: &[u32]) -> (u64, u64, Vec<f64>) {
     let mut bucket = vec![0u64; ks.len() + 1];
     let (mut total, mut distinct) = (0u64, 0u64);
-    for (id, &c) in counts.iter().enumerate() {
-        if c == 0 {
-            continue;
-        }
+    for (&c, &h) in counts.iter().zip(holding) {
         total += c;
-        distinct += 1;
-        let r = rank.get(id).copied().unwrap_or(u32::MAX);
-        // The first K with r < K.
-        bucket[ks.partition_point(|&k| k <= r)] += c;
+        distinct += u64::from(c > 0);
+        bucket[h as usize] += c;
     }
     let mut acc = 0u64;
     let shares = ks
@@ -515,16 +539,13 @@ pub fn build(
         }
     }
     let order = ranked(&all, first);
-    let mut rank = vec![u32::MAX; v];
-    for (r, &id) in order.iter().enumerate() {
-        rank[id as usize] = r as u32;
-    }
     let mut sizes = opts.sizes.clone();
     sizes.sort_unstable();
     sizes.dedup();
     let ks = curve_sizes(&sizes, vocab_size);
+    let holding = first_k_holding(&order, &ks, v);
     let cov = |counts: &[u64]| {
-        let (loss_tokens, distinct, curve) = coverage_at(counts, &rank, &ks);
+        let (loss_tokens, distinct, curve) = coverage_at(counts, &holding, &ks);
         VocabCoverage {
             loss_tokens,
             distinct,
@@ -817,9 +838,10 @@ mod tests {
         assert!(!build(&cats, &f, 8, &opts(broken)).check.unwrap().agree);
     }
 
-    /// The scan's accumulator gives [`count_sample`]'s sums and keys: counts past 2^16 (the `u16` wraps into the
-    /// carry), several categories, first rows past the `u32` keys' exact range, and rows in increasing order
-    /// (keys written at a count's 0 -> 1), then one earlier row (every key from then on), or in any order.
+    /// The scan's accumulator gives [`count_sample`]'s sums and keys: counts past 2^16 (the `u8` wraps into the
+    /// carry many times), several categories, loss masks of runs and completions, first rows past the `u32`
+    /// keys' exact range, and rows in increasing order (keys written at a count's 0 -> 1), then one earlier row
+    /// (every key from then on), or in any order.
     #[test]
     fn the_compact_accumulator_counts_as_count_sample() {
         let v = 64usize;
@@ -837,7 +859,7 @@ mod tests {
                 } else {
                     (next() % 900) as usize
                 };
-                // Hot ids (a wrap of the u16 counter), ids of the whole range, and some out of the vocabulary.
+                // Hot ids (many wraps of the u8 counter), ids of the whole range, and some out of the vocabulary.
                 let ids = (0..len)
                     .map(|_| match next() % 10 {
                         0..=5 => 5,
@@ -848,6 +870,23 @@ mod tests {
                 (["a", "b", "c"][i as usize % 3], ids)
             })
             .collect();
+        // Loss masks of runs (on and off stretches of 0..60 tokens, some values other than 1) for two samples
+        // in three; the others count their completion.
+        let masks: Vec<Option<Vec<i8>>> = (0..40)
+            .map(|i| {
+                (i % 3 != 0).then(|| {
+                    let mut m = Vec::new();
+                    let mut on = next() % 2 == 0;
+                    while m.len() < samples[i].1.len() + 5 {
+                        let value = if on { 1 + (next() % 3) as i8 } else { 0 };
+                        m.extend(std::iter::repeat_n(value, (next() % 60) as usize));
+                        on = !on;
+                    }
+                    m
+                })
+            })
+            .collect();
+        let completion = |ids: &[u32], i: usize| (i % 5, ids.len().saturating_sub(i % 4));
         let far = u64::from(u32::MAX);
         let ascending: Vec<u64> = (0..40)
             .map(|i| if i >= 36 { far + i } else { 3 * i })
@@ -861,10 +900,11 @@ mod tests {
             let mut fast = Counts::new(v as u32);
             let mut want: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
             let mut want_first = vec![0u64; v];
-            for (row, (cat, ids)) in rows.iter().zip(&samples) {
-                fast.add(cat, *row, ids, None, (0, ids.len()));
+            for (i, (row, (cat, ids))) in rows.iter().zip(&samples).enumerate() {
+                let mask = masks[i].as_deref().map(MaskSlice::I8);
+                fast.add(cat, *row, ids, mask, completion(ids, i));
                 let c = want.entry(cat).or_insert_with(|| vec![0; v]);
-                count_sample(c, &mut want_first, *row, ids, None, (0, ids.len()));
+                count_sample(c, &mut want_first, *row, ids, mask, completion(ids, i));
             }
             assert!(want["a"][5] > 1 << 16);
             let mut partial = crate::summary::Partial::default();
