@@ -164,21 +164,8 @@ impl MaskSlice<'_> {
         with_mask!(self, s => s.iter().map(|v| u8::from(v.on())).collect())
     }
 
-    /// Calls `f` with every index below `n` where the mask is on.
-    #[inline]
-    pub fn each_on(&self, n: usize, mut f: impl FnMut(usize)) {
-        with_mask!(self, s => {
-            for (i, v) in s[..n.min(s.len())].iter().enumerate() {
-                if v.on() {
-                    f(i);
-                }
-            }
-        })
-    }
-
-    /// Calls `f(start, end)` with every maximal run of indices below `n` where the mask is on, in order: the
-    /// indices [`each_on`](Self::each_on) gives, a run at a time (a loss mask is a few runs, one per
-    /// assistant turn, so a loop over a run needs no test per token).
+    /// Calls `f(start, end)` with every maximal run of indices below `n` where the mask is on, in order (a loss
+    /// mask is a few runs, one per assistant turn, so a loop over a run needs no test per token).
     #[inline]
     pub fn each_on_run(&self, n: usize, mut f: impl FnMut(usize, usize)) {
         with_mask!(self, s => {
@@ -312,12 +299,12 @@ mod tests {
             proptest::prop_assert_eq!(m.last_run_start(), last);
         }
 
-        /// The runs of `each_on_run`, laid end to end, are the indices of `each_on`; runs are maximal.
+        /// The runs of `each_on_run`, laid end to end, are the indices below `n` where the mask is on; runs are
+        /// maximal.
         #[test]
         fn runs_are_the_on_indices(mask in proptest::collection::vec(0i8..3, 0..200), n in 0usize..220) {
             let m = MaskSlice::I8(&mask);
-            let mut want = Vec::new();
-            m.each_on(n, |i| want.push(i));
+            let want: Vec<usize> = (0..n.min(mask.len())).filter(|&i| mask[i] != 0).collect();
             let mut got = Vec::new();
             let mut last_end = None;
             m.each_on_run(n, |s, e| {

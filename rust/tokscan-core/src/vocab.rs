@@ -66,29 +66,33 @@ pub fn count_sample<T: TokenId>(
     let v = counts.len().min(first.len());
     let (counts, first) = (&mut counts[..v], &mut first[..v]);
     let key = u64::MAX - row;
-    each_loss_bearing(seq.len(), mask, completion, |i| {
-        let id = seq[i].id() as usize;
-        if id < v {
-            counts[id] += 1;
-            first[id] = first[id].max(key);
+    each_loss_run(seq.len(), mask, completion, |s, e| {
+        for t in &seq[s..e] {
+            let id = t.id() as usize;
+            if id < v {
+                counts[id] += 1;
+                first[id] = first[id].max(key);
+            }
         }
     });
 }
 
-/// Calls `f` with each loss-bearing position of a sample of `len` tokens: where the mask is on, or with no
-/// mask, each position of the completion.
+/// Calls `f(start, end)` with each run of loss-bearing positions of a sample of `len` tokens: the runs where the
+/// mask is on ([`MaskSlice::each_on_run`]), or with no mask, the completion (when not empty).
 #[inline]
-fn each_loss_bearing(
+fn each_loss_run(
     len: usize,
     mask: Option<MaskSlice<'_>>,
     completion: (usize, usize),
-    mut f: impl FnMut(usize),
+    mut f: impl FnMut(usize, usize),
 ) {
     match mask {
-        Some(m) => m.each_on(len, f),
+        Some(m) => m.each_on_run(len, f),
         None => {
             let (s, e) = (completion.0.min(len), completion.1.min(len));
-            (s..e.max(s)).for_each(&mut f);
+            if e > s {
+                f(s, e);
+            }
         }
     }
 }
@@ -163,8 +167,7 @@ fn widen_key(k: u32) -> u64 {
 
 /// The counting loop of [`Counts::add`]: `EVERY_KEY` writes the first-seen key at every counted token, else only
 /// when the id's count goes from 0 to 1 (rows in increasing order). The loss-bearing positions come a run at a
-/// time ([`MaskSlice::each_on_run`]; without a mask, the completion is one run): the loop over a run tests no
-/// mask per token and keeps its few values in registers.
+/// time ([`each_loss_run`]): the loop over a run tests no mask per token and keeps its few values in registers.
 #[inline]
 fn count_into<const EVERY_KEY: bool, T: TokenId>(
     low: &mut [u8],
@@ -177,16 +180,9 @@ fn count_into<const EVERY_KEY: bool, T: TokenId>(
 ) {
     let v = low.len().min(carry.len()).min(first.len());
     let (low, carry, first) = (&mut low[..v], &mut carry[..v], &mut first[..v]);
-    let mut run = |s: usize, e: usize| count_run::<EVERY_KEY, T>(low, carry, first, key, seq, s, e);
-    match mask {
-        Some(m) => m.each_on_run(seq.len(), run),
-        None => {
-            let (s, e) = (completion.0.min(seq.len()), completion.1.min(seq.len()));
-            if e > s {
-                run(s, e);
-            }
-        }
-    }
+    each_loss_run(seq.len(), mask, completion, |s, e| {
+        count_run::<EVERY_KEY, T>(low, carry, first, key, seq, s, e);
+    });
 }
 
 /// Counts `seq[s..e]` (see [`count_into`]); `low`, `carry` and `first` have the same length.
@@ -247,8 +243,7 @@ impl Counts {
         self.unordered |= row < self.rows_below;
         self.rows_below = self.rows_below.max(row + 1);
         let cat = self.categories.get_mut(category).expect("inserted above");
-        let v = cat.low.len().min(self.first.len());
-        let (low, carry, first) = (&mut cat.low[..v], &mut cat.carry[..v], &mut self.first[..v]);
+        let (low, carry, first) = (&mut cat.low, &mut cat.carry, &mut self.first);
         let key = key32(row);
         if self.unordered {
             count_into::<true, T>(low, carry, first, key, seq, mask, completion);
