@@ -125,13 +125,20 @@ pub struct Hit {
 
 /// Two row-sorted lists as one; a row in both (never the case for disjoint units) keeps one entry.
 pub fn merge_by_row(a: Vec<FlaggedSample>, b: Vec<FlaggedSample>) -> Vec<FlaggedSample> {
+    merge_row_sorted(a, b, |x| x.row, FlaggedSample::absorb)
+}
+
+/// Two lists sorted by `row` as one; an entry of `b` whose row is also in `a` goes into `a`'s by `absorb`.
+pub fn merge_row_sorted<T>(
+    a: Vec<T>,
+    b: Vec<T>,
+    row: impl Fn(&T) -> u64,
+    mut absorb: impl FnMut(&mut T, T),
+) -> Vec<T> {
     if b.is_empty() {
         return a;
     }
-    if a.is_empty() {
-        return b;
-    }
-    if a.last().map(|x| x.row) < b.first().map(|x| x.row) {
+    if a.last().map(&row) < b.first().map(&row) {
         // Units merged in row order (the local scan): an append, not a merge.
         let mut a = a;
         a.extend(b);
@@ -141,11 +148,11 @@ pub fn merge_by_row(a: Vec<FlaggedSample>, b: Vec<FlaggedSample>) -> Vec<Flagged
     let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
     loop {
         match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) if x.row < y.row => out.push(a.next().expect("peeked")),
-            (Some(x), Some(y)) if x.row > y.row => out.push(b.next().expect("peeked")),
+            (Some(x), Some(y)) if row(x) < row(y) => out.push(a.next().expect("peeked")),
+            (Some(x), Some(y)) if row(x) > row(y) => out.push(b.next().expect("peeked")),
             (Some(_), Some(_)) => {
                 let mut x = a.next().expect("peeked");
-                x.absorb(b.next().expect("peeked"));
+                absorb(&mut x, b.next().expect("peeked"));
                 out.push(x);
             }
             (Some(_), None) => out.extend(a.by_ref()),

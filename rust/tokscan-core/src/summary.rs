@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::anomaly::N_CODES;
 use crate::check::Lengths;
 use crate::error::Result;
-use crate::flagged::{merge_by_row, FlaggedSample};
+use crate::flagged::{merge_by_row, merge_row_sorted, FlaggedSample};
 use crate::stats::{Dist, FractionDist};
 use crate::wire::{decode, encode};
 
@@ -372,38 +372,7 @@ fn within_limit(seen: &mut [u64], flags: u64, limit: u64) -> bool {
 
 /// Two row-sorted summarized lists as one (a row in both keeps one entry with both entries' codes).
 fn merge_summarized(a: Vec<Summarized>, b: Vec<Summarized>) -> Vec<Summarized> {
-    if b.is_empty() {
-        return a;
-    }
-    if a.last().map(|x| x.row) < b.first().map(|x| x.row) {
-        let mut a = a;
-        a.extend(b);
-        return a;
-    }
-    let mut out: Vec<Summarized> = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() || j < b.len() {
-        let next = match (a.get(i), b.get(j)) {
-            (Some(x), Some(y)) if x.row <= y.row => {
-                i += 1;
-                *x
-            }
-            (Some(_), Some(y)) | (None, Some(y)) => {
-                j += 1;
-                *y
-            }
-            (Some(x), None) => {
-                i += 1;
-                *x
-            }
-            (None, None) => unreachable!("loop condition"),
-        };
-        match out.last_mut() {
-            Some(last) if last.row == next.row => last.flags |= next.flags,
-            _ => out.push(next),
-        }
-    }
-    out
+    merge_row_sorted(a, b, |x| x.row, |x, y| x.flags |= y.flags)
 }
 
 #[cfg(test)]
