@@ -605,8 +605,8 @@ fn scan_units(
         records.push(r);
     }
     if let Some(pool) = pool {
-        for totals in pool.into_totals() {
-            partial.add_token_counts(totals);
+        for counts in pool.into_counts() {
+            partial.add_token_counts(&counts);
         }
     }
     Ok((partial, records))

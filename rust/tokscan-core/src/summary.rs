@@ -175,11 +175,11 @@ impl Partial {
     }
 
     /// Adds what one token-count accumulator of the scan counted ([`crate::vocab::Counts`]).
-    pub fn add_token_counts(&mut self, totals: crate::vocab::Totals) {
-        for (name, c) in totals.categories {
-            add_into(&mut self.category(&name).loss_counts, &c);
+    pub fn add_token_counts(&mut self, counts: &crate::vocab::Counts) {
+        for (name, c) in &counts.categories {
+            c.add_to(&mut self.category(name).loss_counts);
         }
-        crate::vocab::merge_first(&mut self.first_seen, &totals.first);
+        counts.merge_first_into(&mut self.first_seen);
     }
 
     pub fn category(&mut self, name: &str) -> &mut CategoryPartial {

@@ -104,8 +104,8 @@ fn each_loss_run(
 /// The same sums and keys as [`count_sample`] into `u64` arrays, in a fraction of the cache: every loss-bearing
 /// token is a random access into a category's counters, and the cost of a token is moving its counter's cache
 /// line between L2 and L1 (`benches/README.md`). Counts are `u8` (160 KB for Kimi's vocabulary; `u16` counters
-/// cost 1.6 times as much per token) with a `u64` carry taken when one wraps, at every 256th token of an id:
-/// only frequent ids ever touch the carry array, which otherwise stays untouched, unmapped zero pages.
+/// cost 1.6 times as much per token) with a `u32` count of the wraps taken at every 256th token of an id: only
+/// frequent ids ever touch that array, which otherwise stays untouched, unmapped zero pages.
 /// First-seen keys are `u32` (`u32::MAX - row`), exact below row 4,294,967,294 (later first rows share one key,
 /// and those ids then tie by id).
 ///
@@ -130,28 +130,29 @@ pub struct Counts {
     unordered: bool,
 }
 
-/// One category's counts: `low` wraps at 2^8 into `carry`.
+/// One category's counts: `low` wraps at 2^8, counted in `wraps`.
 #[derive(Debug)]
 pub struct CategoryCounts {
     low: Vec<u8>,
-    carry: Vec<u64>,
+    wraps: Vec<u32>,
 }
 
 impl CategoryCounts {
     fn new(vocab_size: usize) -> CategoryCounts {
         CategoryCounts {
             low: vec![0; vocab_size],
-            carry: vec![0; vocab_size],
+            wraps: vec![0; vocab_size],
         }
     }
 
-    /// The counts as one `u64` per id.
-    pub fn totals(&self) -> Vec<u64> {
-        self.low
-            .iter()
-            .zip(&self.carry)
-            .map(|(&l, &c)| c + u64::from(l))
-            .collect()
+    /// Adds the counts, one `u64` per id, to `out` (made as long as the vocabulary when shorter).
+    pub fn add_to(&self, out: &mut Vec<u64>) {
+        if out.len() < self.low.len() {
+            out.resize(self.low.len(), 0);
+        }
+        for ((o, &l), &w) in out.iter_mut().zip(&self.low).zip(&self.wraps) {
+            *o += (u64::from(w) << 8) + u64::from(l);
+        }
     }
 }
 
@@ -186,21 +187,21 @@ fn count_into<const EVERY_KEY: bool, T: TokenId>(
     let v = cat
         .low
         .len()
-        .min(cat.carry.len())
+        .min(cat.wraps.len())
         .min(first.len())
         .min(seen.len() * 64);
-    let (low, carry, first) = (&mut cat.low[..v], &mut cat.carry[..v], &mut first[..v]);
+    let (low, wraps, first) = (&mut cat.low[..v], &mut cat.wraps[..v], &mut first[..v]);
     each_loss_run(seq.len(), mask, completion, |s, e| {
-        count_run::<EVERY_KEY, T>(low, carry, first, seen, key, &seq[s..e]);
+        count_run::<EVERY_KEY, T>(low, wraps, first, seen, key, &seq[s..e]);
     });
 }
 
-/// Counts the run `ids` (see [`count_into`]); `low`, `carry` and `first` have the same length, `seen` a bit
+/// Counts the run `ids` (see [`count_into`]); `low`, `wraps` and `first` have the same length, `seen` a bit
 /// for each of their slots.
 #[inline(always)]
 fn count_run<const EVERY_KEY: bool, T: TokenId>(
     low: &mut [u8],
-    carry: &mut [u64],
+    wraps: &mut [u32],
     first: &mut [u32],
     seen: &mut [u64],
     key: u32,
@@ -216,7 +217,7 @@ fn count_run<const EVERY_KEY: bool, T: TokenId>(
             // One rarely taken branch for the two rare cases (a wrap, a first count).
             if EVERY_KEY || c < 2 {
                 if c == 0 {
-                    carry[id] += 1 << 8;
+                    wraps[id] += 1;
                 }
                 if EVERY_KEY {
                     first[id] = first[id].max(key);
@@ -277,26 +278,17 @@ impl Counts {
         !self.unordered && self.rows_below <= row
     }
 
-    /// The counts per category (loss-bearing tokens per id) and the first-seen keys (as
-    /// [`merge_first`] merges them), for a partial summary to add.
-    pub fn into_totals(self) -> Totals {
-        Totals {
-            categories: self
-                .categories
-                .into_iter()
-                .map(|(name, c)| (name, c.totals()))
-                .collect(),
-            first: self.first.iter().map(|&k| widen_key(k)).collect(),
+    /// Merges the first-seen keys into `first` (as [`merge_first`] does). With [`CategoryCounts::add_to`], a
+    /// partial summary takes what an accumulator counted in place: the scan's sums are vocabulary-sized arrays
+    /// per category, and new ones per accumulator would be that many more fresh pages to fault in and zero.
+    pub fn merge_first_into(&self, first: &mut Vec<u64>) {
+        if first.len() < self.first.len() {
+            first.resize(self.first.len(), 0);
+        }
+        for (a, &k) in first.iter_mut().zip(&self.first) {
+            *a = (*a).max(widen_key(k));
         }
     }
-}
-
-/// What one accumulator counted: loss-bearing tokens per id for each category, and the first-seen key of
-/// each id.
-#[derive(Debug, Default)]
-pub struct Totals {
-    pub categories: Vec<(String, Vec<u64>)>,
-    pub first: Vec<u64>,
 }
 
 /// The accumulators of a scan's workers: a unit takes one (or makes one) and gives it back.
@@ -336,10 +328,9 @@ impl CountsPool {
         self.0.lock().expect("no panic while held").idle.push(c);
     }
 
-    /// What every accumulator counted.
-    pub fn into_totals(self) -> impl Iterator<Item = Totals> {
-        let idle = self.0.into_inner().expect("no panic while held").idle;
-        idle.into_iter().map(Counts::into_totals)
+    /// Every accumulator.
+    pub fn into_counts(self) -> Vec<Counts> {
+        self.0.into_inner().expect("no panic while held").idle
     }
 }
 
@@ -853,10 +844,10 @@ mod tests {
         assert!(!build(&cats, &f, 8, &opts(broken)).check.unwrap().agree);
     }
 
-    /// The scan's accumulator gives [`count_sample`]'s sums and keys: counts past 2^16 (the `u8` wraps into the
-    /// carry many times), several categories, loss masks of runs and completions, first rows past the `u32`
-    /// keys' exact range, and rows in increasing order (keys written at a count's 0 -> 1), then one earlier row
-    /// (every key from then on), or in any order.
+    /// The scan's accumulator gives [`count_sample`]'s sums and keys: counts past 2^16 (the `u8` wraps many
+    /// times), several categories, loss masks of runs and completions, first rows past the `u32` keys' exact
+    /// range, and rows in increasing order (keys written at a count's 0 -> 1), then one earlier row (every key
+    /// from then on), or in any order.
     #[test]
     fn the_compact_accumulator_counts_as_count_sample() {
         let v = 64usize;
@@ -923,7 +914,7 @@ mod tests {
             }
             assert!(want["a"][5] > 1 << 16);
             let mut partial = crate::summary::Partial::default();
-            partial.add_token_counts(fast.into_totals());
+            partial.add_token_counts(&fast);
             for (cat, c) in &want {
                 assert_eq!(&partial.categories[*cat].loss_counts, c, "{cat} {rows:?}");
             }
