@@ -405,15 +405,32 @@ pub fn flagged_from_bytes(b: &[u8]) -> Result<Vec<FlaggedSample>> {
     decode(b, "flagged samples")
 }
 
-/// All four steps in one process: the corpus-wide findings for the records of a whole corpus.
+/// All four steps in one process: the corpus-wide findings for the records of a whole corpus. The keys go to
+/// one bucket per worker thread and the buckets are searched in parallel, as are the records resolved (any
+/// number of buckets finds the same repeats): run after the scan, on one thread, the sorts of the keys were a
+/// tenth of a two-thread NumPy scan's time.
 pub fn local(partial: &Partial, records: &[Records]) -> Vec<FlaggedSample> {
-    let repeats = find_repeats(records.iter().flat_map(|r| route(r, 1, None)));
-    let fences = Fences::of(partial);
-    let mut out = Vec::new();
-    for r in records {
-        out = crate::flagged::merge_by_row(out, resolve(r, &repeats, &fences));
+    use rayon::prelude::*;
+    let n = rayon::current_num_threads().max(1);
+    let routed: Vec<Vec<Bucket>> = records.par_iter().map(|r| route(r, n, None)).collect();
+    let mut per_bucket: Vec<Vec<Bucket>> = (0..n).map(|_| Vec::new()).collect();
+    for buckets in routed {
+        for (b, bucket) in buckets.into_iter().enumerate() {
+            per_bucket[b].push(bucket);
+        }
     }
-    out
+    let repeats: Vec<Repeat> = per_bucket
+        .into_par_iter()
+        .flat_map_iter(find_repeats)
+        .collect();
+    let fences = Fences::of(partial);
+    let resolved: Vec<Vec<FlaggedSample>> = records
+        .par_iter()
+        .map(|r| resolve(r, &repeats, &fences))
+        .collect();
+    resolved
+        .into_iter()
+        .fold(Vec::new(), crate::flagged::merge_by_row)
 }
 
 #[cfg(test)]
