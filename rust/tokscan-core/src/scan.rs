@@ -552,10 +552,13 @@ fn scan_units(
         .transpose()?;
     // A failing unit stops the others (through the cancel flag); the error reported is the first real one
     // in unit order, not an "interrupted" of a unit that was merely stopped.
-    let pool = opts
-        .vocab
-        .as_ref()
-        .map(|_| crate::vocab::CountsPool::default());
+    let gathered = Gathered {
+        categories: crate::summary::CategoriesPool::default(),
+        counts: opts
+            .vocab
+            .as_ref()
+            .map(|_| crate::vocab::CountsPool::default()),
+    };
     let parts: Vec<Result<(Partial, Held)>> = units
         .par_iter()
         .map(|u| {
@@ -566,7 +569,7 @@ fn scan_units(
                 opts,
                 pairing,
                 index.as_ref(),
-                pool.as_ref(),
+                &gathered,
             )
             .and_then(|(p, r)| match spill {
                 Some(s) => Ok((p, s.hold(r)?)),
@@ -604,12 +607,27 @@ fn scan_units(
         partial.merge(p);
         records.push(r);
     }
-    if let Some(pool) = pool {
+    for set in gathered.categories.into_sets() {
+        if partial.categories.is_empty() {
+            partial.categories = set;
+            continue;
+        }
+        for (name, c) in &set {
+            partial.category(name).merge(c);
+        }
+    }
+    if let Some(pool) = gathered.counts {
         for counts in pool.into_counts() {
             partial.add_token_counts(&counts);
         }
     }
     Ok((partial, records))
+}
+
+/// What the units of a scan gather per worker rather than per unit (sums, in any grouping).
+struct Gathered {
+    categories: crate::summary::CategoriesPool,
+    counts: Option<crate::vocab::CountsPool>,
 }
 
 struct UnitCtx<'a> {
@@ -640,7 +658,7 @@ fn scan_unit(
     opts: &ScanOptions,
     pairing: Option<&Pairing>,
     contamination: Option<&crate::contamination::Contamination>,
-    vocab: Option<&crate::vocab::CountsPool>,
+    gathered: &Gathered,
 ) -> Result<(Partial, Records)> {
     if std::env::var_os(PANIC_SWITCH).is_some() {
         panic!("{PANIC_SWITCH} is set: deliberate panic in a scan worker");
@@ -652,13 +670,17 @@ fn scan_unit(
         partial: Partial {
             consistency: profile.consistency(),
             detail_limit: opts.flagged_detail,
+            categories: gathered.categories.take(),
             ..Partial::new(profile.specials.len())
         },
         records: Records::default(),
         scratch: Scratch::default(),
         next_row: unit.base_row,
         coverage: opts.ngram_coverage,
-        vocab: vocab.map(|p| p.take(profile.vocab_size, unit.base_row)),
+        vocab: gathered
+            .counts
+            .as_ref()
+            .map(|p| p.take(profile.vocab_size, unit.base_row)),
         pairing,
         shape: PromptShape::default(),
         contamination,
@@ -680,7 +702,10 @@ fn scan_unit(
     unit.source.scan_unit(unit.index, &mut on_batch)?;
     unit.source.unchanged()?;
     progress.units_done.fetch_add(1, Ordering::Relaxed);
-    if let (Some(pool), Some(counts)) = (vocab, ctx.vocab) {
+    gathered
+        .categories
+        .give(std::mem::take(&mut ctx.partial.categories));
+    if let (Some(pool), Some(counts)) = (&gathered.counts, ctx.vocab) {
         pool.give(counts);
     }
     // The records and summarized samples stay until the report is built: drop the growth slack of their

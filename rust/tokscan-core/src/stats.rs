@@ -255,9 +255,7 @@ impl Dist {
     }
 
     pub fn merge(&mut self, other: &Dist) {
-        for (&v, &c) in &other.0 {
-            *self.0.entry(v).or_insert(0) += c;
-        }
+        merge_counts(&mut self.0, &other.0);
     }
 
     pub fn n(&self) -> u64 {
@@ -287,10 +285,45 @@ impl FractionDist {
     }
 
     pub fn merge(&mut self, other: &FractionDist) {
-        for (&k, &c) in &other.0 {
-            *self.0.entry(k).or_insert(0) += c;
+        merge_counts(&mut self.0, &other.0);
+    }
+}
+
+/// Adds the counts of `b` to `a`. Two maps of similar size are merged as the sorted sequences they are and
+/// the result built in one go (linear; a lookup per key of `b` was most of the merge of a scan's per-worker
+/// statistics, thousands of distinct lengths per category); a small `b` is added key by key.
+pub fn merge_counts<K: Ord + Copy>(a: &mut BTreeMap<K, u64>, b: &BTreeMap<K, u64>) {
+    if b.len() < 64 || b.len() < a.len() / 16 {
+        for (&k, &c) in b {
+            *a.entry(k).or_insert(0) += c;
+        }
+        return;
+    }
+    let mut merged = Vec::with_capacity(a.len() + b.len());
+    let (mut x, mut y) = (
+        std::mem::take(a).into_iter().peekable(),
+        b.iter().peekable(),
+    );
+    loop {
+        match (x.peek(), y.peek()) {
+            (Some(&(ka, ca)), Some(&(&kb, &cb))) => match ka.cmp(&kb) {
+                std::cmp::Ordering::Less => merged.push(x.next().expect("peeked")),
+                std::cmp::Ordering::Greater => {
+                    merged.push((kb, cb));
+                    y.next();
+                }
+                std::cmp::Ordering::Equal => {
+                    merged.push((ka, ca + cb));
+                    x.next();
+                    y.next();
+                }
+            },
+            (Some(_), None) => merged.extend(x.by_ref()),
+            (None, Some(_)) => merged.extend(y.by_ref().map(|(&k, &c)| (k, c))),
+            (None, None) => break,
         }
     }
+    *a = merged.into_iter().collect();
 }
 
 fn gcd(mut a: u32, mut b: u32) -> u32 {
@@ -305,6 +338,25 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
+        /// Merged counts equal the counts of both value lists together, for maps of any relative sizes
+        /// (the key-by-key and the linear merge).
+        #[test]
+        fn merged_counts_equal_counts_of_all_values(
+            a in proptest::collection::vec(0u32..400, 0..600),
+            b in proptest::collection::vec(0u32..400, 0..600),
+        ) {
+            let count = |v: &[u32]| {
+                let mut m = BTreeMap::new();
+                for &x in v {
+                    *m.entry(x).or_insert(0u64) += 1;
+                }
+                m
+            };
+            let mut got = count(&a);
+            merge_counts(&mut got, &count(&b));
+            proptest::prop_assert_eq!(got, count(&[a, b].concat()));
+        }
+
         /// Quantiles from counts per distinct length equal those of the sorted values (the oracle).
         #[test]
         fn counted_quantiles_equal_sorted_ones(mut v in proptest::collection::vec(0u32..5000, 1..300)) {

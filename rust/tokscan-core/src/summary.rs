@@ -95,9 +95,7 @@ impl CategoryPartial {
         self.coverage.merge(&other.coverage);
         add_into(&mut self.special_counts, &other.special_counts);
         add_into(&mut self.codes, &other.codes);
-        for (k, n) in &other.features {
-            *self.features.entry(*k).or_insert(0) += n;
-        }
+        crate::stats::merge_counts(&mut self.features, &other.features);
         add_into(&mut self.loss_counts, &other.loss_counts);
         for (a, b) in self.cut_in.iter_mut().zip(other.cut_in) {
             *a += b;
@@ -111,6 +109,32 @@ fn add_into(a: &mut Vec<u64>, b: &[u64]) {
     }
     for (x, y) in a.iter_mut().zip(b) {
         *x += y;
+    }
+}
+
+/// The per-category statistics of a scan's workers, gathered one set per worker rather than one per work unit:
+/// a unit takes a set (or makes one) and gives it back. The statistics are sums, so which units a set counted
+/// does not matter; and the serial merge at the end of a scan then merges a few sets, not one per unit (the
+/// per-length maps of a hundred units were a tenth of a two-thread NumPy scan's time, on one thread).
+#[derive(Debug, Default)]
+pub struct CategoriesPool(std::sync::Mutex<Vec<BTreeMap<String, CategoryPartial>>>);
+
+impl CategoriesPool {
+    pub fn take(&self) -> BTreeMap<String, CategoryPartial> {
+        self.0
+            .lock()
+            .expect("no panic while held")
+            .pop()
+            .unwrap_or_default()
+    }
+
+    pub fn give(&self, c: BTreeMap<String, CategoryPartial>) {
+        self.0.lock().expect("no panic while held").push(c);
+    }
+
+    /// Every set.
+    pub fn into_sets(self) -> Vec<BTreeMap<String, CategoryPartial>> {
+        self.0.into_inner().expect("no panic while held")
     }
 }
 
