@@ -10,7 +10,7 @@
 //! 4. [`resolve`]: each scan's records with the repeats and fences → the samples the corpus-wide codes
 //!    flag, in full, ready to merge into the report's flagged list.
 //!
-//! A local scan runs the same steps in one process with one bucket.
+//! A local scan runs the same steps in one process, with one bucket per worker thread ([`local`]).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -406,9 +406,10 @@ pub fn flagged_from_bytes(b: &[u8]) -> Result<Vec<FlaggedSample>> {
 }
 
 /// All four steps in one process: the corpus-wide findings for the records of a whole corpus. The keys go to
-/// one bucket per worker thread and the buckets are searched in parallel, as are the records resolved (any
-/// number of buckets finds the same repeats): run after the scan, on one thread, the sorts of the keys were a
-/// tenth of a two-thread NumPy scan's time.
+/// one bucket per worker thread and the buckets are searched in parallel, as are the records resolved (a row's
+/// repeats may then come from several buckets; [`resolve`] makes one entry of them, and any number of buckets
+/// flags the same samples): run after the scan, on one thread, the sorts of the keys were a tenth of a
+/// two-thread NumPy scan's time.
 pub fn local(partial: &Partial, records: &[Records]) -> Vec<FlaggedSample> {
     use rayon::prelude::*;
     let n = rayon::current_num_threads().max(1);
@@ -597,7 +598,9 @@ mod tests {
             let prompts: Vec<u64> = keys.iter().map(|k| k.3).collect();
             let whole = with_prompts(records(&rows), &prompts);
             let partial = partial_of(&whole);
-            let want = local(&partial, std::slice::from_ref(&whole));
+            let fences = Fences::of(&partial);
+            let want = resolve(&whole, &find_repeats(route(&whole, 1, None)), &fences);
+            prop_assert_eq!(&local(&partial, std::slice::from_ref(&whole)), &want);
             let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c % (rows.len() + 1)).collect();
             bounds.extend([0, rows.len()]);
             bounds.sort_unstable();

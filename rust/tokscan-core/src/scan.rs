@@ -651,6 +651,8 @@ struct UnitCtx<'a> {
 /// worker thread reaches Python as an exception and the CLI as a one-line error.
 pub const PANIC_SWITCH: &str = "TOKSCAN_TEST_PANIC";
 
+/// Scans one unit: its partial summary and its records. The partial's per-category statistics are not in it:
+/// the unit counts them into a set taken from `gathered` and gives the set back ([`Gathered`]).
 fn scan_unit(
     unit: &UnitRef<'_>,
     profile: &Profile,
