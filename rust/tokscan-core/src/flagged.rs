@@ -125,20 +125,20 @@ pub struct Hit {
 
 /// Two row-sorted lists as one; a row in both (never the case for disjoint units) keeps one entry.
 pub fn merge_by_row(a: Vec<FlaggedSample>, b: Vec<FlaggedSample>) -> Vec<FlaggedSample> {
-    merge_row_sorted(a, b, |x| x.row, FlaggedSample::absorb)
+    merge_sorted(a, b, |x| x.row, FlaggedSample::absorb)
 }
 
-/// Two lists sorted by `row` as one; an entry of `b` whose row is also in `a` goes into `a`'s by `absorb`.
-pub fn merge_row_sorted<T>(
+/// Two lists sorted by `key` as one; an entry of `b` whose key is also in `a` goes into `a`'s by `absorb`.
+pub fn merge_sorted<T, K: Ord>(
     a: Vec<T>,
     b: Vec<T>,
-    row: impl Fn(&T) -> u64,
+    key: impl Fn(&T) -> K,
     mut absorb: impl FnMut(&mut T, T),
 ) -> Vec<T> {
     if b.is_empty() {
         return a;
     }
-    if a.last().map(&row) < b.first().map(&row) {
+    if a.last().map(&key) < b.first().map(&key) {
         // Units merged in row order (the local scan): an append, not a merge.
         let mut a = a;
         a.extend(b);
@@ -148,8 +148,8 @@ pub fn merge_row_sorted<T>(
     let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
     loop {
         match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) if row(x) < row(y) => out.push(a.next().expect("peeked")),
-            (Some(x), Some(y)) if row(x) > row(y) => out.push(b.next().expect("peeked")),
+            (Some(x), Some(y)) if key(x) < key(y) => out.push(a.next().expect("peeked")),
+            (Some(x), Some(y)) if key(x) > key(y) => out.push(b.next().expect("peeked")),
             (Some(_), Some(_)) => {
                 let mut x = a.next().expect("peeked");
                 absorb(&mut x, b.next().expect("peeked"));

@@ -299,30 +299,12 @@ pub fn merge_counts<K: Ord + Copy>(a: &mut BTreeMap<K, u64>, b: &BTreeMap<K, u64
         }
         return;
     }
-    let mut merged = Vec::with_capacity(a.len() + b.len());
-    let (mut x, mut y) = (
-        std::mem::take(a).into_iter().peekable(),
-        b.iter().peekable(),
+    let merged = crate::flagged::merge_sorted(
+        std::mem::take(a).into_iter().collect(),
+        b.iter().map(|(&k, &c)| (k, c)).collect(),
+        |&(k, _)| k,
+        |x, y| x.1 += y.1,
     );
-    loop {
-        match (x.peek(), y.peek()) {
-            (Some(&(ka, ca)), Some(&(&kb, &cb))) => match ka.cmp(&kb) {
-                std::cmp::Ordering::Less => merged.push(x.next().expect("peeked")),
-                std::cmp::Ordering::Greater => {
-                    merged.push((kb, cb));
-                    y.next();
-                }
-                std::cmp::Ordering::Equal => {
-                    merged.push((ka, ca + cb));
-                    x.next();
-                    y.next();
-                }
-            },
-            (Some(_), None) => merged.extend(x.by_ref()),
-            (None, Some(_)) => merged.extend(y.by_ref().map(|(&k, &c)| (k, c))),
-            (None, None) => break,
-        }
-    }
     *a = merged.into_iter().collect();
 }
 

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::anomaly::N_CODES;
 use crate::check::Lengths;
 use crate::error::Result;
-use crate::flagged::{merge_by_row, merge_row_sorted, FlaggedSample};
+use crate::flagged::{merge_by_row, merge_sorted, FlaggedSample};
 use crate::stats::{Dist, FractionDist};
 use crate::wire::{decode, encode};
 
@@ -396,7 +396,7 @@ fn within_limit(seen: &mut [u64], flags: u64, limit: u64) -> bool {
 
 /// Two row-sorted summarized lists as one (a row in both keeps one entry with both entries' codes).
 fn merge_summarized(a: Vec<Summarized>, b: Vec<Summarized>) -> Vec<Summarized> {
-    merge_row_sorted(a, b, |x| x.row, |x, y| x.flags |= y.flags)
+    merge_sorted(a, b, |x| x.row, |x, y| x.flags |= y.flags)
 }
 
 #[cfg(test)]

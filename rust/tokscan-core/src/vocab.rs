@@ -173,8 +173,9 @@ fn widen_key(k: u32) -> u64 {
 }
 
 /// The counting loop of [`Counts::add`]: `EVERY_KEY` writes the first-seen key at every counted token, else only
-/// at the id's first count in any category of the accumulator (rows in increasing order; see [`Counts`]). The loss-bearing positions come a run at a
-/// time ([`each_loss_run`]): the loop over a run tests no mask per token and keeps its few values in registers.
+/// at the id's first count in any category of the accumulator (rows in increasing order; see [`Counts`]). The
+/// loss-bearing positions come a run at a time ([`each_loss_run`]): the loop over a run tests no mask per token
+/// and keeps its few values in registers.
 #[inline]
 fn count_into<const EVERY_KEY: bool, T: TokenId>(
     cat: &mut CategoryCounts,
