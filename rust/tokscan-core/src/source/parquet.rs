@@ -20,6 +20,8 @@ use super::{Batch, ColumnNames, Format, Ragged, Source, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
 use crate::sample_id::SampleId;
 
+mod flat;
+
 /// Tokens decoded at a time inside a row group (rows per batch = this / the row group's mean row length).
 /// arrow-rs decodes a list column through per-batch level and value buffers; at ~64k tokens they stay in
 /// the L2 cache, where whole 1.5M-token row groups spilled to memory and were regrown by `realloc` every
@@ -79,6 +81,8 @@ pub struct ParquetShard {
     units: Vec<UnitSpan>,
     /// Rows per decoded batch, per row group.
     batch_rows: Vec<usize>,
+    /// The scan's path straight through the pages of flat list columns, when the layout takes it.
+    flat: Option<flat::Plan>,
 }
 
 /// Parquet in the format registry: recognised by its `PAR1` magic or its extension.
@@ -130,9 +134,8 @@ pub(crate) fn guarded_batches(
             }
             Err(panic) => {
                 reader = None;
-                Some(Err(arrow_schema::ArrowError::ParquetError(format!(
-                    "corrupt data: a page the decoder cannot read ({})",
-                    panic_text(panic.as_ref())
+                Some(Err(arrow_schema::ArrowError::ParquetError(undecodable(
+                    panic.as_ref(),
                 ))))
             }
         }
@@ -150,6 +153,14 @@ pub(crate) fn unpanicked<T>(
             panic_text(panic.as_ref())
         )))
     })
+}
+
+/// A decoder's panic on a page as the error's text.
+fn undecodable(panic: &(dyn std::any::Any + Send)) -> String {
+    format!(
+        "corrupt data: a page the decoder cannot read ({})",
+        panic_text(panic)
+    )
 }
 
 /// What a decoder's panic said, on one line.
@@ -402,7 +413,7 @@ impl ParquetShard {
                 Some(u)
             })
             .collect();
-        Ok(ParquetShard {
+        let mut shard = ParquetShard {
             path: path.to_path_buf(),
             meta,
             projection,
@@ -410,7 +421,10 @@ impl ParquetShard {
             row_group_rows,
             units,
             batch_rows,
-        })
+            flat: None,
+        };
+        shard.flat = flat::plan(&shard);
+        Ok(shard)
     }
 
     pub fn rows(&self) -> u64 {
@@ -419,6 +433,18 @@ impl ParquetShard {
 
     /// Decodes row group `rg` batch by batch and hands each batch to `f`.
     pub fn for_each_batch(
+        &self,
+        rg: usize,
+        mut f: impl FnMut(&Batch<'_>) -> Result<()>,
+    ) -> Result<()> {
+        if let Some(plan) = &self.flat {
+            return flat::for_each_batch(self, plan, rg, &mut f);
+        }
+        self.for_each_arrow_batch(rg, &mut f)
+    }
+
+    /// [`Self::for_each_batch`] through arrow-rs's record batches.
+    fn for_each_arrow_batch(
         &self,
         rg: usize,
         mut f: impl FnMut(&Batch<'_>) -> Result<()>,
@@ -859,7 +885,8 @@ mod tests {
         for rg in 0..shard.row_group_rows.len() {
             shard
                 .for_each_batch(rg, |b| {
-                    let (Tokens::U32(v), Some(MaskSlice::I8(m))) =
+                    // The flat-list path hands an `int8` mask on as its `INT32` pages (flat.rs).
+                    let (Tokens::U32(v), Some(MaskSlice::I32(m))) =
                         (b.ids.values, b.mask.map(|m| m.values))
                     else {
                         panic!("unexpected storage types");
@@ -869,7 +896,7 @@ mod tests {
                         let sid = b.sample_ids.unwrap()[i].clone();
                         out.push((
                             v[b.ids.offsets.range(i)].to_vec(),
-                            m[mo.range(i)].to_vec(),
+                            m[mo.range(i)].iter().map(|&x| x as i8).collect(),
                             sid,
                         ));
                     }
