@@ -32,10 +32,10 @@ CHILD = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def slow_corpus(tmp_path_factory):
-    """~120M tokens of Parquet in many row groups: a few seconds for one thread, so there is time to interrupt."""
+    """~180M tokens of Parquet in many row groups: about a second for one thread, so there is time to interrupt."""
     path = tmp_path_factory.mktemp("interrupt") / "big.parquet"
     rng = np.random.default_rng(0)
-    lengths = np.full(30_000, 4_000)
+    lengths = np.full(45_000, 4_000)
     writer = None
     for chunk in np.array_split(np.arange(len(lengths)), 15):
         flat = rng.integers(0, 150_000, int(lengths[chunk].sum()), dtype=np.int32)

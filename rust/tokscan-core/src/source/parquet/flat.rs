@@ -1,16 +1,16 @@
-//! The scan's path through a row group whose token and mask columns are flat lists (`list<int>`, one
-//! repetition level, as every trainer and `datasets` writes them): each list column is read straight from its
-//! pages with the parquet crate's column reader into buffers reused from batch to batch, and its row
-//! boundaries are where the repetition level is 0.
+//! The scan's path through a row group whose token columns (`input_ids`, or `prompt_ids` + `output_ids`) and
+//! loss mask or labels are flat lists (`list<int>`, one repetition level, as every trainer and `datasets`
+//! writes them): each list column is read straight from its pages with the parquet crate's column reader into
+//! buffers reused from batch to batch, and its row boundaries are where the repetition level is 0.
 //!
 //! arrow-rs's list reader spends a fifth of a one-thread scan turning levels into list offsets and a validity
 //! bitmap, one level at a time, and the values are copied once more into the array (`benches/README.md`).
 //! Here a batch whose every level holds a value (no empty, null or null-element rows) needs only the positions
 //! of the zeros among its repetition levels, found a block of levels at a time. Other columns (sample id,
 //! category) are few bytes per row and still come through arrow-rs, in batches of the same rows.
-//! [`plan`] decides, from the footer, whether a file takes this path; `show`, `clean` and files with a prompt
-//! column, labels or nested lists use the arrow-rs reader, whose batches this path reproduces exactly
-//! (tested in `tests` below against it).
+//! [`plan`] decides, from the footer, whether a file takes this path; `show`, `clean` and files with nested lists
+//! (`list<list<..>>`), unsigned labels or other element types use the arrow-rs reader, whose batches this path
+//! reproduces exactly (tested in `tests` below against it).
 
 use std::fs::File;
 use std::path::Path;
@@ -50,8 +50,9 @@ enum Values {
 #[derive(Debug, Clone)]
 pub(super) struct FlatList {
     name: String,
-    /// "token" or "mask", for the null-element error.
+    /// "token", "mask" or "label", for the null-element error.
     what: &'static str,
+    role: Role,
     leaf: usize,
     values: Values,
     /// Definition level of a value.
@@ -61,10 +62,21 @@ pub(super) struct FlatList {
     def_empty: i16,
 }
 
+/// What a flat list column holds, which decides the types it is read in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Tokens,
+    Mask,
+    /// A `labels` column read as the loss mask (-100 means 0), of a signed integer type.
+    Labels,
+}
+
 /// Which columns of a file take this path.
 #[derive(Debug, Clone)]
 pub(super) struct Plan {
     ids: FlatList,
+    prompt: Option<FlatList>,
+    /// The loss mask, or the labels read as one.
     mask: Option<FlatList>,
     /// The layout's other columns (sample id, category), read through arrow-rs; `None` when there are none.
     others: Option<ProjectionMask>,
@@ -74,13 +86,16 @@ pub(super) struct Plan {
 /// reads exactly as arrow-rs would hand them on; `None` sends the file through arrow-rs.
 pub(super) fn plan(shard: &ParquetShard) -> Option<Plan> {
     let layout = &shard.layout;
-    if layout.prompt.is_some() || layout.labels.is_some() {
-        return None;
-    }
-    let ids = flat_list(shard, &layout.ids, true)?;
-    let mask = match &layout.loss_mask {
-        Some(name) => Some(flat_list(shard, name, false)?),
+    let ids = flat_list(shard, &layout.ids, Role::Tokens)?;
+    let prompt = match &layout.prompt {
+        Some(name) => Some(flat_list(shard, name, Role::Tokens)?),
         None => None,
+    };
+    // The loss mask wins over labels, as in [`super::record_batch`].
+    let mask = match (&layout.loss_mask, &layout.labels) {
+        (Some(name), _) => Some(flat_list(shard, name, Role::Mask)?),
+        (None, Some(name)) => Some(flat_list(shard, name, Role::Labels)?),
+        (None, None) => None,
     };
     let schema = shard.meta.schema();
     let others: Vec<usize> = [&layout.sample_id, &layout.category]
@@ -90,10 +105,15 @@ pub(super) fn plan(shard: &ParquetShard) -> Option<Plan> {
         .collect();
     let others =
         (!others.is_empty()).then(|| ProjectionMask::roots(shard.meta.parquet_schema(), others));
-    Some(Plan { ids, mask, others })
+    Some(Plan {
+        ids,
+        prompt,
+        mask,
+        others,
+    })
 }
 
-fn flat_list(shard: &ParquetShard, name: &str, tokens: bool) -> Option<FlatList> {
+fn flat_list(shard: &ParquetShard, name: &str, role: Role) -> Option<FlatList> {
     let field = shard.meta.schema().field_with_name(name).ok()?;
     let item = match field.data_type() {
         DataType::List(f) | DataType::LargeList(f) => f.data_type(),
@@ -111,11 +131,11 @@ fn flat_list(shard: &ParquetShard, name: &str, tokens: bool) -> Option<FlatList>
         return None;
     }
     let physical = descr.physical_type();
-    let values = match (item, physical, tokens) {
-        (DataType::Int32, PhysicalType::INT32, true) => Values::I32,
-        (DataType::UInt32, PhysicalType::INT32, true) => Values::U32,
-        (DataType::Int64, PhysicalType::INT64, true) => Values::I64,
-        (DataType::UInt64, PhysicalType::INT64, true) => Values::U64,
+    let values = match (item, physical, role) {
+        (DataType::Int32, PhysicalType::INT32, Role::Tokens) => Values::I32,
+        (DataType::UInt32, PhysicalType::INT32, Role::Tokens) => Values::U32,
+        (DataType::Int64, PhysicalType::INT64, Role::Tokens) => Values::I64,
+        (DataType::UInt64, PhysicalType::INT64, Role::Tokens) => Values::U64,
         (
             DataType::Int8
             | DataType::UInt8
@@ -124,10 +144,15 @@ fn flat_list(shard: &ParquetShard, name: &str, tokens: bool) -> Option<FlatList>
             | DataType::Int32
             | DataType::UInt32,
             PhysicalType::INT32,
-            false,
+            Role::Mask,
         ) => Values::I32,
-        (DataType::Int64 | DataType::UInt64, PhysicalType::INT64, false) => Values::I64,
-        (DataType::Boolean, PhysicalType::BOOLEAN, false) => Values::Bool,
+        (DataType::Int64 | DataType::UInt64, PhysicalType::INT64, Role::Mask) => Values::I64,
+        (DataType::Boolean, PhysicalType::BOOLEAN, Role::Mask) => Values::Bool,
+        // Unsigned labels never hold -100 (every token is trained on); they stay with arrow-rs.
+        (DataType::Int8 | DataType::Int16 | DataType::Int32, PhysicalType::INT32, Role::Labels) => {
+            Values::I32
+        }
+        (DataType::Int64, PhysicalType::INT64, Role::Labels) => Values::I64,
         _ => return None,
     };
     let element_optional = descr.self_type().get_basic_info().repetition() == Repetition::OPTIONAL;
@@ -138,7 +163,12 @@ fn flat_list(shard: &ParquetShard, name: &str, tokens: bool) -> Option<FlatList>
     }
     Some(FlatList {
         name: name.to_string(),
-        what: if tokens { "token" } else { "mask" },
+        what: match role {
+            Role::Tokens => "token",
+            Role::Mask => "mask",
+            Role::Labels => "label",
+        },
+        role,
         leaf,
         values,
         max_def,
@@ -164,6 +194,8 @@ struct ListReader<'p> {
     offsets: Vec<i64>,
     /// Rows whose list is null (only when some are).
     null_rows: Vec<bool>,
+    /// A labels column's values as a loss mask (one byte per token).
+    labels: Vec<u8>,
 }
 
 impl<'p> ListReader<'p> {
@@ -189,6 +221,7 @@ impl<'p> ListReader<'p> {
             values,
             offsets: Vec::new(),
             null_rows: Vec::new(),
+            labels: Vec::new(),
         })
     }
 
@@ -249,6 +282,18 @@ impl<'p> ListReader<'p> {
             self.walk_levels(path)?;
         }
         self.offsets.push(values as i64);
+        if self.list.role == Role::Labels {
+            fn on<T: Copy + PartialEq + From<i8>>(v: &[T], out: &mut Vec<u8>) {
+                let ignore = T::from(-100);
+                out.clear();
+                out.extend(v.iter().map(|&x| u8::from(x != ignore)));
+            }
+            match &self.values {
+                Buffer::I32(v) => on(v, &mut self.labels),
+                Buffer::I64(v) => on(v, &mut self.labels),
+                Buffer::Bool(_) => unreachable!("labels are planned only for integers"),
+            }
+        }
         let decoded = self.offsets.len() - 1;
         if decoded > rows {
             return Err(parquet_err(
@@ -318,6 +363,9 @@ impl ListReader<'_> {
     }
 
     fn mask(&self) -> MaskSlice<'_> {
+        if self.list.role == Role::Labels {
+            return MaskSlice::U8(&self.labels);
+        }
         match &self.values {
             Buffer::I32(v) => MaskSlice::I32(v),
             Buffer::I64(v) => MaskSlice::I64(v),
@@ -360,6 +408,7 @@ pub(super) fn for_each_batch(
         unpanicked(|| ListReader::new(&file, rg_meta, list)).map_err(|e| parquet_err(path, e))
     };
     let mut ids = open(&plan.ids)?;
+    let mut prompt = plan.prompt.as_ref().map(open).transpose()?;
     let mut mask = plan.mask.as_ref().map(open).transpose()?;
     let batch_rows = shard.batch_rows[rg];
     let mut others = match &plan.others {
@@ -388,10 +437,10 @@ pub(super) fn for_each_batch(
         };
         let want = other.as_ref().map_or(batch_rows, RecordBatch::num_rows);
         let rows = ids.read(path, want)?;
-        if let Some(m) = &mut mask {
-            let mask_rows = m.read(path, want)?;
-            if mask_rows != rows {
-                return Err(corrupt(total + mask_rows.min(rows) as u64));
+        for other_list in [&mut prompt, &mut mask].into_iter().flatten() {
+            let other_rows = other_list.read(path, want)?;
+            if other_rows != rows {
+                return Err(corrupt(total + other_rows.min(rows) as u64));
             }
         }
         if other.is_some() && rows != want {
@@ -416,19 +465,38 @@ pub(super) fn for_each_batch(
             Some(n) => Some(super::strings(path, n, &column(n))?),
             None => None,
         };
+        // A row is null when its ids or its prompt are.
+        let null_rows = match &prompt {
+            Some(p) if !p.null_rows.is_empty() || !ids.null_rows.is_empty() => {
+                let null =
+                    |r: &ListReader<'_>, i: usize| r.null_rows.get(i).copied().unwrap_or(false);
+                Some(
+                    (0..rows)
+                        .map(|i| null(&ids, i) || null(p, i))
+                        .collect::<Vec<bool>>(),
+                )
+            }
+            _ => None,
+        };
         let batch = Batch {
             ids: Ragged {
                 values: ids.tokens(),
                 offsets: Offsets::I64(&ids.offsets),
             },
-            prompt: None,
+            prompt: prompt.as_ref().map(|p| Ragged {
+                values: p.tokens(),
+                offsets: Offsets::I64(&p.offsets),
+            }),
             mask: mask.as_ref().map(|m| RaggedMask {
                 values: m.mask(),
                 offsets: Offsets::I64(&m.offsets),
             }),
             sample_ids: sample_ids.as_deref(),
             categories: categories.as_deref(),
-            null_rows: (!ids.null_rows.is_empty()).then_some(ids.null_rows.as_slice()),
+            null_rows: match &null_rows {
+                Some(n) => Some(n.as_slice()),
+                None => (!ids.null_rows.is_empty()).then_some(ids.null_rows.as_slice()),
+            },
             findings: None,
         };
         f(&batch)?;
@@ -465,6 +533,7 @@ mod tests {
     #[derive(Debug, PartialEq)]
     struct Seen {
         ids: (&'static str, Vec<i128>),
+        prompt: Option<(&'static str, Vec<i128>)>,
         mask: Option<Vec<i64>>,
         null: bool,
         sample_id: Option<SampleId>,
@@ -500,6 +569,7 @@ mod tests {
         for i in 0..b.rows() {
             out.push(Seen {
                 ids: tokens(b.ids.values, b.ids.offsets.range(i)),
+                prompt: b.prompt.map(|p| tokens(p.values, p.offsets.range(i))),
                 mask: b.mask.map(|m| mask(m.values, m.offsets.range(i))),
                 null: b.null_rows.is_some_and(|n| n[i]),
                 sample_id: b.sample_ids.and_then(|s| s[i].clone()),
@@ -555,6 +625,9 @@ mod tests {
         /// Per row: its length and whether its ids list is null.
         rows: Vec<(usize, bool)>,
         ids_type: u8,
+        /// `prompt_ids` + `output_ids` (the output's rows as `rows`) instead of `input_ids`.
+        split: bool,
+        /// 0..=4: a `loss_mask` of some type; 5..=7: `labels` of a signed type.
         mask_type: Option<u8>,
         labels: (bool, bool),
         element_nullable: bool,
@@ -575,28 +648,65 @@ mod tests {
         let raw: Vec<u64> = (0..total as u64)
             .map(|t| (t * 2_654_435_761) % 5_000_000_000 % 200_000)
             .collect();
-        let ids: ArrayRef = match case.ids_type {
-            0 => Arc::new(Int32Array::from(
-                raw.iter().map(|&x| x as i32 - 100).collect::<Vec<_>>(),
-            )),
-            1 => Arc::new(UInt32Array::from(
-                raw.iter()
-                    .enumerate()
-                    .map(|(i, &x)| if i % 97 == 5 { 3_000_000_000 } else { x as u32 })
-                    .collect::<Vec<_>>(),
-            )),
-            2 => Arc::new(Int64Array::from(
-                raw.iter().map(|&x| x as i64 - 7).collect::<Vec<_>>(),
-            )),
-            _ => Arc::new(UInt64Array::from(
-                raw.iter()
-                    .enumerate()
-                    .map(|(i, &x)| if i % 89 == 3 { u64::MAX - 1 } else { x })
-                    .collect::<Vec<_>>(),
-            )),
+        let id_array = |raw: &[u64]| -> ArrayRef {
+            match case.ids_type {
+                0 => Arc::new(Int32Array::from(
+                    raw.iter().map(|&x| x as i32 - 100).collect::<Vec<_>>(),
+                )),
+                1 => Arc::new(UInt32Array::from(
+                    raw.iter()
+                        .enumerate()
+                        .map(|(i, &x)| if i % 97 == 5 { 3_000_000_000 } else { x as u32 })
+                        .collect::<Vec<_>>(),
+                )),
+                2 => Arc::new(Int64Array::from(
+                    raw.iter().map(|&x| x as i64 - 7).collect::<Vec<_>>(),
+                )),
+                _ => Arc::new(UInt64Array::from(
+                    raw.iter()
+                        .enumerate()
+                        .map(|(i, &x)| if i % 89 == 3 { u64::MAX - 1 } else { x })
+                        .collect::<Vec<_>>(),
+                )),
+            }
         };
-        let mut columns = vec![("input_ids", list(&lens, &nulls, ids, case.element_nullable))];
-        if let Some(t) = case.mask_type {
+        let ids = id_array(&raw);
+        let mut columns = vec![];
+        if case.split {
+            let plens: Vec<usize> = (0..lens.len()).map(|i| (i * 7) % 50).collect();
+            let pnulls: Vec<bool> = (0..lens.len()).map(|i| i % 11 == 4).collect();
+            let ptotal: usize = plens.iter().sum();
+            let pids = id_array(&(0..ptotal as u64).collect::<Vec<_>>());
+            columns.push((
+                "prompt_ids",
+                list(&plens, &pnulls, pids, case.element_nullable),
+            ));
+            columns.push((
+                "output_ids",
+                list(&lens, &nulls, ids, case.element_nullable),
+            ));
+        } else {
+            columns.push(("input_ids", list(&lens, &nulls, ids, case.element_nullable)));
+        }
+        if let Some(t @ 5..) = case.mask_type {
+            let label = |i: usize| {
+                if i.is_multiple_of(7) {
+                    -100i64
+                } else {
+                    (i % 100) as i64
+                }
+            };
+            let l: ArrayRef = match t {
+                5 => Arc::new(Int8Array::from(
+                    (0..total).map(|i| label(i) as i8).collect::<Vec<_>>(),
+                )),
+                6 => Arc::new(Int32Array::from(
+                    (0..total).map(|i| label(i) as i32).collect::<Vec<_>>(),
+                )),
+                _ => Arc::new(Int64Array::from((0..total).map(label).collect::<Vec<_>>())),
+            };
+            columns.push(("labels", list(&lens, &[], l, case.element_nullable)));
+        } else if let Some(t) = case.mask_type {
             let on = |i: usize| !i.is_multiple_of(5);
             let m: ArrayRef = match t {
                 0 => Arc::new(Int8Array::from(
@@ -661,7 +771,8 @@ mod tests {
                 1..40,
             ),
             0u8..4,
-            proptest::option::of(0u8..5),
+            any::<bool>(),
+            proptest::option::of(0u8..8),
             (any::<bool>(), any::<bool>()),
             any::<bool>(),
             1usize..30,
@@ -673,6 +784,7 @@ mod tests {
                 |(
                     rows,
                     ids_type,
+                    split,
                     mask_type,
                     labels,
                     element_nullable,
@@ -683,6 +795,7 @@ mod tests {
                 )| Case {
                     rows,
                     ids_type,
+                    split,
                     mask_type,
                     labels,
                     element_nullable,
