@@ -429,9 +429,12 @@ pub fn local(partial: &Partial, records: &[Records]) -> Vec<FlaggedSample> {
         .par_iter()
         .map(|r| resolve(r, &repeats, &fences))
         .collect();
+    // Units hold disjoint row ranges in order, so the merges are appends: into one list sized once, not
+    // regrown by doubling (every duplicate of a corpus made of copies is a detailed entry here).
+    let total = resolved.iter().map(Vec::len).sum();
     resolved
         .into_iter()
-        .fold(Vec::new(), crate::flagged::merge_by_row)
+        .fold(Vec::with_capacity(total), crate::flagged::merge_by_row)
 }
 
 #[cfg(test)]

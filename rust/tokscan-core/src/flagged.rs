@@ -138,6 +138,10 @@ pub fn merge_sorted<T, K: Ord>(
     if b.is_empty() {
         return a;
     }
+    // An empty `a` without room for `b` takes `b` as it is (no copy of a list that may be long).
+    if a.is_empty() && a.capacity() < b.len() {
+        return b;
+    }
     if a.last().map(&key) < b.first().map(&key) {
         // Units merged in row order (the local scan): an append, not a merge.
         let mut a = a;

@@ -323,32 +323,31 @@ impl Partial {
         }
         seen.resize(N_CODES, 0);
         let limit = self.detail_limit;
+        // The samples past the limit become 24-byte entries as they are met, so a long detailed list (the
+        // corpus-wide checks' duplicates) is never held twice.
         let (mut kept, mut moved) = (Vec::new(), Vec::new());
-        let mut s = self.summarized.iter().peekable();
+        let mut s = 0;
         for f in std::mem::take(&mut self.flagged) {
-            while let Some(x) = s.next_if(|x| x.row < f.row) {
+            while let Some(x) = self.summarized.get(s).filter(|x| x.row < f.row) {
                 within_limit(&mut seen, x.flags, limit);
+                s += 1;
             }
             if within_limit(&mut seen, f.flags, limit) || f.contamination.is_some() {
                 kept.push(f);
             } else {
-                moved.push(f);
+                moved.push(Summarized {
+                    row: f.row,
+                    flags: f.flags,
+                    category: self.summary_category(&f.category),
+                });
             }
         }
-        for x in s {
+        for x in &self.summarized[s.min(self.summarized.len())..] {
             within_limit(&mut seen, x.flags, limit);
         }
         self.flag_counts = seen;
         self.flagged = kept;
         if !moved.is_empty() {
-            let moved: Vec<Summarized> = moved
-                .into_iter()
-                .map(|f| Summarized {
-                    row: f.row,
-                    flags: f.flags,
-                    category: self.summary_category(&f.category),
-                })
-                .collect();
             let mine = std::mem::take(&mut self.summarized);
             self.summarized = merge_summarized(mine, moved);
         }
@@ -356,16 +355,19 @@ impl Partial {
 
     /// Adds what the corpus-wide checks flagged: a row already summarized takes the new codes (and stays
     /// summarized), any other joins the detailed list; then the limit is applied again.
-    pub fn absorb_corpus(&mut self, corpus: Vec<FlaggedSample>) {
-        let mut rest = Vec::with_capacity(corpus.len());
-        for f in corpus {
-            match self.summarized.binary_search_by_key(&f.row, |s| s.row) {
-                Ok(i) => self.summarized[i].flags |= f.flags,
-                Err(_) => rest.push(f),
-            }
-        }
+    pub fn absorb_corpus(&mut self, mut corpus: Vec<FlaggedSample>) {
+        // Filtered in place: the corpus-wide list may be long (every duplicate).
+        corpus.retain(
+            |f| match self.summarized.binary_search_by_key(&f.row, |s| s.row) {
+                Ok(i) => {
+                    self.summarized[i].flags |= f.flags;
+                    false
+                }
+                Err(_) => true,
+            },
+        );
         let mine = std::mem::take(&mut self.flagged);
-        self.flagged = merge_by_row(mine, rest);
+        self.flagged = merge_by_row(mine, corpus);
         self.cap();
     }
 
