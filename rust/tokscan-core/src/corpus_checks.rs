@@ -124,7 +124,7 @@ pub struct Repeat {
     /// for a row flagged by neither, its prompt group's first.
     pub first: FirstSeen,
     /// The kept first of the row's prompt group, when it is a later member of one.
-    pub prompt_of: Option<PromptFirst>,
+    pub prompt_of: Option<Box<PromptFirst>>,
 }
 
 /// Rows that repeat an earlier row, sorted by row. Feed it every scan's keys of one bucket (any order).
@@ -205,7 +205,7 @@ pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Vec<Repeat> {
             out.entry(k.row)
                 .and_modify(|r| {
                     r.flags |= flags;
-                    r.prompt_of = Some(first.clone());
+                    r.prompt_of = Some(Box::new(first.clone()));
                 })
                 .or_insert_with(|| Repeat {
                     row: k.row,
@@ -214,7 +214,7 @@ pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Vec<Repeat> {
                         row: first.row,
                         sample_id: first.sample_id.clone(),
                     },
-                    prompt_of: Some(first.clone()),
+                    prompt_of: Some(Box::new(first.clone())),
                 });
         }
     }

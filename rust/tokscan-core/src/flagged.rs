@@ -69,10 +69,10 @@ pub struct FlaggedSample {
     /// For a later member of a prompt group (`prompt_duplicate`, `prompt_cross_category`): the group's
     /// kept first sample.
     #[serde(default)]
-    pub prompt_of: Option<PromptFirst>,
+    pub prompt_of: Option<Box<PromptFirst>>,
     /// For `contaminated`: the benchmark item the sample shares n-grams with.
     #[serde(default)]
-    pub contamination: Option<crate::flagged::Hit>,
+    pub contamination: Option<Box<crate::flagged::Hit>>,
     /// For `near_duplicate`: its cluster's representative.
     #[serde(default)]
     pub near_of: Option<FirstSeen>,

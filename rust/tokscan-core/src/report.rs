@@ -249,7 +249,7 @@ impl PromptGroups {
         for f in flagged {
             let Some(first) = &f.prompt_of else { continue };
             let g = by_first.entry(first.row).or_insert_with(|| PromptGroup {
-                first: first.clone(),
+                first: (**first).clone(),
                 size: 1,
                 differing: 0,
                 categories: BTreeMap::from([(first.category.clone(), 1)]),
@@ -645,8 +645,8 @@ fn flagged_entry(
                 .collect()
         },
         duplicate_of: f.duplicate_of,
-        prompt_of: f.prompt_of,
-        contamination: f.contamination,
+        prompt_of: f.prompt_of.map(|p| *p),
+        contamination: f.contamination.map(|h| *h),
         near_duplicate_of: f.near_of,
         sample_id: f.sample_id,
         category: f.category,

@@ -890,7 +890,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                 duplicate_of: None,
                 departs: (0, 0, 0),
                 prompt_of: None,
-                contamination: hit.map(|(_, h)| h),
+                contamination: hit.map(|(_, h)| Box::new(h)),
                 near_of: None,
             });
         }

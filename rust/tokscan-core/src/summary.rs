@@ -643,13 +643,13 @@ mod tests {
         assert_eq!(p.flag_counts[0..2], [10, 2]);
         // A contamination hit keeps its detail past the limit.
         let mut c = flagged(100, 1, "c1");
-        c.contamination = Some(crate::flagged::Hit {
+        c.contamination = Some(Box::new(crate::flagged::Hit {
             file: "b.jsonl".into(),
             item: "0".into(),
             part: "prompt".into(),
             ngrams: 1,
             windows: 1,
-        });
+        }));
         p.push_flagged(c);
         assert!(p.flagged.iter().any(|f| f.row == 100));
     }
