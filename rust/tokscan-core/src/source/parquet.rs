@@ -885,8 +885,7 @@ mod tests {
         for rg in 0..shard.row_group_rows.len() {
             shard
                 .for_each_batch(rg, |b| {
-                    // The flat-list path hands an `int8` mask on as its `INT32` pages (flat.rs).
-                    let (Tokens::U32(v), Some(MaskSlice::I32(m))) =
+                    let (Tokens::U32(v), Some(MaskSlice::I8(m))) =
                         (b.ids.values, b.mask.map(|m| m.values))
                     else {
                         panic!("unexpected storage types");
@@ -896,7 +895,7 @@ mod tests {
                         let sid = b.sample_ids.unwrap()[i].clone();
                         out.push((
                             v[b.ids.offsets.range(i)].to_vec(),
-                            m[mo.range(i)].iter().map(|&x| x as i8).collect(),
+                            m[mo.range(i)].to_vec(),
                             sid,
                         ));
                     }

@@ -21,6 +21,7 @@ use arrow_schema::DataType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 use parquet::basic::{Repetition, Type as PhysicalType};
+use parquet::column::page::{Page, PageMetadata, PageReader};
 use parquet::column::reader::{get_column_reader, ColumnReader};
 use parquet::file::metadata::RowGroupMetaData;
 use parquet::file::serialized_reader::SerializedPageReader;
@@ -36,7 +37,8 @@ use crate::token::MaskSlice;
 /// How a flat list column's values are stored and handed on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Values {
-    /// `INT32` pages of `int32` ids, or of a mask of any integer type up to 32 bits.
+    /// `INT32` pages of `int32` ids, or of a mask or labels of any integer type up to 32 bits (narrower
+    /// types are cast down as arrow-rs does, [`Narrow`]).
     I32,
     /// `INT32` pages of `uint32` ids (the same bits).
     U32,
@@ -53,6 +55,7 @@ pub(super) struct FlatList {
     /// "token", "mask" or "label", for the null-element error.
     what: &'static str,
     role: Role,
+    narrow: Narrow,
     leaf: usize,
     values: Values,
     /// Definition level of a value.
@@ -60,6 +63,17 @@ pub(super) struct FlatList {
     /// Definition level of a present, empty list; below it the list is null, above it (and below
     /// `max_def`) the element is null.
     def_empty: i16,
+}
+
+/// The narrower integer type a mask or labels column's `INT32` values are cast to, as arrow-rs casts them
+/// (`as`: a value outside the type wraps, as in a file that breaks its own annotation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Narrow {
+    No,
+    I8,
+    U8,
+    I16,
+    U16,
 }
 
 /// What a flat list column holds, which decides the types it is read in.
@@ -169,6 +183,14 @@ fn flat_list(shard: &ParquetShard, name: &str, role: Role) -> Option<FlatList> {
             Role::Labels => "label",
         },
         role,
+        narrow: match (role, item) {
+            (Role::Tokens, _) => Narrow::No,
+            (_, DataType::Int8) => Narrow::I8,
+            (_, DataType::UInt8) => Narrow::U8,
+            (_, DataType::Int16) => Narrow::I16,
+            (_, DataType::UInt16) => Narrow::U16,
+            _ => Narrow::No,
+        },
         leaf,
         values,
         max_def,
@@ -183,6 +205,15 @@ enum Buffer {
     Bool(Vec<bool>),
 }
 
+/// A mask or labels column's values in their narrower type (see [`Narrow`]).
+enum Narrowed {
+    No,
+    I8(Vec<i8>),
+    U8(Vec<u8>),
+    I16(Vec<i16>),
+    U16(Vec<u16>),
+}
+
 /// One flat list column of one row group, decoded batch by batch into reused buffers.
 struct ListReader<'p> {
     list: &'p FlatList,
@@ -194,6 +225,7 @@ struct ListReader<'p> {
     offsets: Vec<i64>,
     /// Rows whose list is null (only when some are).
     null_rows: Vec<bool>,
+    narrowed: Narrowed,
     /// A labels column's values as a loss mask (one byte per token).
     labels: Vec<u8>,
 }
@@ -207,7 +239,7 @@ impl<'p> ListReader<'p> {
         let col = rg.column(list.leaf);
         let rows = usize::try_from(rg.num_rows()).unwrap_or(0);
         let pages = SerializedPageReader::new(Arc::clone(file), col, rows, None)?;
-        let reader = get_column_reader(col.column_descr_ptr(), Box::new(pages));
+        let reader = get_column_reader(col.column_descr_ptr(), Box::new(NoEmptyPages(pages)));
         let values = match list.values {
             Values::I32 | Values::U32 => Buffer::I32(Vec::new()),
             Values::I64 | Values::U64 => Buffer::I64(Vec::new()),
@@ -221,6 +253,13 @@ impl<'p> ListReader<'p> {
             values,
             offsets: Vec::new(),
             null_rows: Vec::new(),
+            narrowed: match list.narrow {
+                Narrow::No => Narrowed::No,
+                Narrow::I8 => Narrowed::I8(Vec::new()),
+                Narrow::U8 => Narrowed::U8(Vec::new()),
+                Narrow::I16 => Narrowed::I16(Vec::new()),
+                Narrow::U16 => Narrowed::U16(Vec::new()),
+            },
             labels: Vec::new(),
         })
     }
@@ -282,16 +321,27 @@ impl<'p> ListReader<'p> {
             self.walk_levels(path)?;
         }
         self.offsets.push(values as i64);
+        if let Buffer::I32(v) = &self.values {
+            match &mut self.narrowed {
+                Narrowed::No => {}
+                Narrowed::I8(out) => narrow(v, out, |x| x as i8),
+                Narrowed::U8(out) => narrow(v, out, |x| x as u8),
+                Narrowed::I16(out) => narrow(v, out, |x| x as i16),
+                Narrowed::U16(out) => narrow(v, out, |x| x as u16),
+            }
+        }
         if self.list.role == Role::Labels {
             fn on<T: Copy + PartialEq + From<i8>>(v: &[T], out: &mut Vec<u8>) {
                 let ignore = T::from(-100);
                 out.clear();
                 out.extend(v.iter().map(|&x| u8::from(x != ignore)));
             }
-            match &self.values {
-                Buffer::I32(v) => on(v, &mut self.labels),
-                Buffer::I64(v) => on(v, &mut self.labels),
-                Buffer::Bool(_) => unreachable!("labels are planned only for integers"),
+            match (&self.narrowed, &self.values) {
+                (Narrowed::I8(v), _) => on(v, &mut self.labels),
+                (Narrowed::I16(v), _) => on(v, &mut self.labels),
+                (_, Buffer::I32(v)) => on(v, &mut self.labels),
+                (_, Buffer::I64(v)) => on(v, &mut self.labels),
+                (_, Buffer::Bool(_)) => unreachable!("labels are planned only for integers"),
             }
         }
         let decoded = self.offsets.len() - 1;
@@ -320,8 +370,16 @@ impl<'p> ListReader<'p> {
                 self.null_rows.push(d < def_empty);
                 any_null |= d < def_empty;
             }
-            if d >= max_def {
+            if d == max_def {
                 value += 1;
+            } else if d > max_def {
+                return Err(parquet_err(
+                    path,
+                    format!(
+                        "corrupt data: column {:?} has a definition level of {d}, above its maximum {max_def}",
+                        self.list.name
+                    ),
+                ));
             } else if d > def_empty {
                 let problem = ListProblem::NullElements(self.list.what);
                 return Err(list_error(path, &self.list.name, problem));
@@ -366,12 +424,82 @@ impl ListReader<'_> {
         if self.list.role == Role::Labels {
             return MaskSlice::U8(&self.labels);
         }
+        match &self.narrowed {
+            Narrowed::No => {}
+            Narrowed::I8(v) => return MaskSlice::I8(v),
+            Narrowed::U8(v) => return MaskSlice::U8(v),
+            Narrowed::I16(v) => return MaskSlice::I16(v),
+            Narrowed::U16(v) => return MaskSlice::U16(v),
+        }
         match &self.values {
             Buffer::I32(v) => MaskSlice::I32(v),
             Buffer::I64(v) => MaskSlice::I64(v),
             Buffer::Bool(v) => MaskSlice::Bool(v),
         }
     }
+}
+
+/// A column chunk's pages without its data pages of no values. The column reader's `read_records` stops at
+/// such a page as if the chunk had ended (arrow-rs's record reader calls it again; one call per batch here
+/// would lose the rows after it).
+struct NoEmptyPages<P>(P);
+
+impl<P: PageReader> NoEmptyPages<P> {
+    fn skip_empty(&mut self) -> parquet::errors::Result<Option<PageMetadata>> {
+        loop {
+            match self.0.peek_next_page()? {
+                Some(m) if !m.is_dict && m.num_levels == Some(0) => self.0.skip_next_page()?,
+                next => return Ok(next),
+            }
+        }
+    }
+}
+
+impl<P: PageReader> Iterator for NoEmptyPages<P> {
+    type Item = parquet::errors::Result<Page>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.get_next_page().transpose()
+    }
+}
+
+impl<P: PageReader> PageReader for NoEmptyPages<P> {
+    fn get_next_page(&mut self) -> parquet::errors::Result<Option<Page>> {
+        loop {
+            match self.0.get_next_page()? {
+                Some(page) if page.is_data_page() && page.num_values() == 0 => continue,
+                page => return Ok(page),
+            }
+        }
+    }
+
+    fn peek_next_page(&mut self) -> parquet::errors::Result<Option<PageMetadata>> {
+        self.skip_empty()
+    }
+
+    fn skip_next_page(&mut self) -> parquet::errors::Result<()> {
+        self.skip_empty()?;
+        self.0.skip_next_page()
+    }
+
+    fn supports_deferred_dictionary(&self) -> bool {
+        self.0.supports_deferred_dictionary()
+    }
+
+    fn take_deferred_dictionary(&mut self) -> parquet::errors::Result<Option<Page>> {
+        self.0.take_deferred_dictionary()
+    }
+
+    fn at_record_boundary(&mut self) -> parquet::errors::Result<bool> {
+        self.skip_empty()?;
+        self.0.at_record_boundary()
+    }
+}
+
+/// `INT32` values in the narrower type of their column, cast as arrow-rs casts them.
+fn narrow<T>(v: &[i32], out: &mut Vec<T>, cast: impl Fn(i32) -> T) {
+    out.clear();
+    out.extend(v.iter().map(|&x| cast(x)));
 }
 
 /// `uint32` ids decoded by the `INT32` reader: the same bits, read unsigned.
@@ -501,9 +629,16 @@ pub(super) fn for_each_batch(
         };
         f(&batch)?;
     }
-    // Rows past the other columns' would be rows the footer does not count.
-    if others.is_some() && ids.read(path, 1)? != 0 {
-        return Err(corrupt(total + 1));
+    // Rows past the other columns' would be rows the footer does not count, in any list column.
+    if others.is_some() {
+        for list in [Some(&mut ids), prompt.as_mut(), mask.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            if list.read(path, 1)? != 0 {
+                return Err(corrupt(total + 1));
+            }
+        }
     }
     if total != footer_rows {
         return Err(corrupt(total));
@@ -565,9 +700,10 @@ mod tests {
         }
     }
 
-    fn seen(b: &Batch<'_>, out: &mut Vec<Seen>) {
+    fn seen(b: &Batch<'_>, out: &mut Vec<Vec<Seen>>) {
+        let mut rows = Vec::new();
         for i in 0..b.rows() {
-            out.push(Seen {
+            rows.push(Seen {
                 ids: tokens(b.ids.values, b.ids.offsets.range(i)),
                 prompt: b.prompt.map(|p| tokens(p.values, p.offsets.range(i))),
                 mask: b.mask.map(|m| mask(m.values, m.offsets.range(i))),
@@ -576,10 +712,11 @@ mod tests {
                 category: b.categories.and_then(|c| c[i].clone()),
             });
         }
+        out.push(rows);
     }
 
-    /// Rows read, or the error's text.
-    type Read = Result<Vec<Seen>, String>;
+    /// Rows read, batch by batch, or the error's text.
+    type Read = Result<Vec<Vec<Seen>>, String>;
 
     /// Whether the file takes this path, and every batch of it through this path and through arrow-rs.
     fn both(path: &Path) -> (bool, Read, Read) {
@@ -857,5 +994,338 @@ mod tests {
         let (planned, _, arrow) = both(&path);
         assert!(!planned);
         assert_eq!(arrow.unwrap().len(), 1);
+    }
+
+    /// Files written column by column with the parquet crate's low-level writer: schemas arrow-rs does not
+    /// write, hand-made pages (an empty data page) and corrupt levels.
+    mod written {
+        use super::*;
+        use parquet::basic::Encoding;
+        use parquet::column::page::{CompressedPage, Page, PageWriteSpec, PageWriter};
+        use parquet::column::writer::{get_column_writer, ColumnCloseResult, ColumnWriter};
+        use parquet::file::properties::{EnabledStatistics, WriterPropertiesPtr};
+        use parquet::file::writer::{SerializedFileWriter, SerializedPageWriter, TrackedWrite};
+        use parquet::schema::parser::parse_message_type;
+        use parquet::schema::types::{ColumnDescPtr, SchemaDescriptor};
+
+        /// Writes a data page of no values before the `before`-th data page of a column chunk.
+        struct EmptyPageBefore<'a> {
+            inner: SerializedPageWriter<'a, Vec<u8>>,
+            data_pages: usize,
+            before: usize,
+        }
+
+        impl PageWriter for EmptyPageBefore<'_> {
+            fn write_page(
+                &mut self,
+                page: CompressedPage,
+            ) -> parquet::errors::Result<PageWriteSpec> {
+                let is_data = matches!(
+                    page.compressed_page(),
+                    Page::DataPage { .. } | Page::DataPageV2 { .. }
+                );
+                let mut extra = None;
+                if is_data {
+                    if self.data_pages == self.before {
+                        let empty = Page::DataPage {
+                            buf: bytes::Bytes::from(vec![0u8; 8]),
+                            num_values: 0,
+                            encoding: Encoding::PLAIN,
+                            def_level_encoding: Encoding::RLE,
+                            rep_level_encoding: Encoding::RLE,
+                            statistics: None,
+                        };
+                        extra = Some(self.inner.write_page(CompressedPage::new(empty, 8))?);
+                    }
+                    self.data_pages += 1;
+                }
+                let mut spec = self.inner.write_page(page)?;
+                if let Some(e) = extra {
+                    spec.offset = e.offset;
+                    spec.compressed_size += e.compressed_size;
+                    spec.uncompressed_size += e.uncompressed_size;
+                    spec.bytes_written += e.bytes_written;
+                }
+                Ok(spec)
+            }
+
+            fn close(&mut self) -> parquet::errors::Result<()> {
+                self.inner.close()
+            }
+        }
+
+        enum Vals<'a> {
+            I32(&'a [i32]),
+            I64(&'a [i64]),
+        }
+
+        struct Col<'a> {
+            vals: Vals<'a>,
+            def: Option<Vec<i16>>,
+            rep: Option<Vec<i16>>,
+            empty_page_before: Option<usize>,
+            /// The row count the chunk reports (a column that holds more rows than it says).
+            rows: Option<u64>,
+        }
+
+        fn col(vals: Vals<'_>, (def, rep): (Vec<i16>, Vec<i16>)) -> Col<'_> {
+            Col {
+                vals,
+                def: Some(def),
+                rep: Some(rep),
+                empty_page_before: None,
+                rows: None,
+            }
+        }
+
+        fn chunk(
+            descr: ColumnDescPtr,
+            props: WriterPropertiesPtr,
+            c: &Col<'_>,
+        ) -> (bytes::Bytes, ColumnCloseResult) {
+            let mut buf = TrackedWrite::new(Vec::new());
+            let close = {
+                let pages: Box<dyn PageWriter + '_> = match c.empty_page_before {
+                    Some(before) => Box::new(EmptyPageBefore {
+                        inner: SerializedPageWriter::new(&mut buf),
+                        data_pages: 0,
+                        before,
+                    }),
+                    None => Box::new(SerializedPageWriter::new(&mut buf)),
+                };
+                let (def, rep) = (c.def.as_deref(), c.rep.as_deref());
+                match (get_column_writer(descr, props, pages), &c.vals) {
+                    (ColumnWriter::Int32ColumnWriter(mut w), Vals::I32(v)) => {
+                        w.write_batch(v, def, rep).unwrap();
+                        w.close().unwrap()
+                    }
+                    (ColumnWriter::Int64ColumnWriter(mut w), Vals::I64(v)) => {
+                        w.write_batch(v, def, rep).unwrap();
+                        w.close().unwrap()
+                    }
+                    _ => panic!("a column type the test does not write"),
+                }
+            };
+            (bytes::Bytes::from(buf.into_inner().unwrap()), close)
+        }
+
+        /// One row group of `cols`, in pages of 4 rows.
+        fn write_file(path: &Path, schema: &str, cols: Vec<Col<'_>>) {
+            let schema = Arc::new(parse_message_type(schema).unwrap());
+            let descr = SchemaDescriptor::new(schema.clone());
+            let props = Arc::new(
+                WriterProperties::builder()
+                    .set_statistics_enabled(EnabledStatistics::None)
+                    .set_dictionary_enabled(false)
+                    .set_data_page_row_count_limit(4)
+                    .set_write_batch_size(4)
+                    .build(),
+            );
+            let file = File::create(path).unwrap();
+            let mut w = SerializedFileWriter::new(file, schema, props.clone()).unwrap();
+            let mut rg = w.next_row_group().unwrap();
+            for (i, c) in cols.iter().enumerate() {
+                let (bytes, mut close) = chunk(descr.column(i), props.clone(), c);
+                if let Some(r) = c.rows {
+                    close.rows_written = r;
+                }
+                rg.append_column(&bytes, close).unwrap();
+            }
+            rg.close().unwrap();
+            w.close().unwrap();
+        }
+
+        /// Values and levels of `rows` (`None`: a null list) in a list column of `max_def`, whose element
+        /// is optional or not.
+        fn levels(
+            rows: &[Option<Vec<i32>>],
+            max_def: i16,
+            element_optional: bool,
+        ) -> (Vec<i32>, (Vec<i16>, Vec<i16>)) {
+            let (mut v, mut d, mut r) = (vec![], vec![], vec![]);
+            let empty = max_def - 1 - i16::from(element_optional);
+            for row in rows {
+                match row {
+                    None => {
+                        d.push(0);
+                        r.push(0);
+                    }
+                    Some(x) if x.is_empty() => {
+                        d.push(empty);
+                        r.push(0);
+                    }
+                    Some(x) => {
+                        for (k, &e) in x.iter().enumerate() {
+                            v.push(e);
+                            d.push(max_def);
+                            r.push(i16::from(k > 0));
+                        }
+                    }
+                }
+            }
+            (v, (d, r))
+        }
+
+        const IDS: &str =
+            "optional group input_ids (LIST) { repeated group list { optional int32 element; } }";
+        const MASK: &str =
+            "optional group loss_mask (LIST) { repeated group list { optional int32 element; } }";
+
+        fn rows(n: i32, len: i32) -> Vec<Option<Vec<i32>>> {
+            (0..n).map(|i| Some((i..i + len).collect())).collect()
+        }
+
+        #[test]
+        fn an_empty_data_page_is_read_past() {
+            let dir = tempfile::tempdir().unwrap();
+            for (k, before, masked) in [(0, 0, false), (1, 1, true), (2, 3, true)] {
+                let path = dir.path().join(format!("{k}.parquet"));
+                let (v, l) = levels(&rows(20, 3), 3, true);
+                let ones: Vec<Option<Vec<i32>>> = (0..20).map(|_| Some(vec![1; 3])).collect();
+                let (mv, ml) = levels(&ones, 3, true);
+                let mut cols = vec![Col {
+                    empty_page_before: Some(before),
+                    ..col(Vals::I32(&v), l)
+                }];
+                let mut schema = format!("message m {{ {IDS} ");
+                if masked {
+                    cols.push(col(Vals::I32(&mv), ml));
+                    schema += MASK;
+                }
+                write_file(&path, &(schema + " }"), cols);
+                let (planned, flat, arrow) = both(&path);
+                assert!(planned);
+                assert_eq!(
+                    arrow
+                        .as_ref()
+                        .map(|b| b.iter().map(Vec::len).sum::<usize>()),
+                    Ok(20)
+                );
+                assert_eq!(flat, arrow, "empty page before data page {before}");
+            }
+        }
+
+        #[test]
+        fn a_definition_level_above_the_maximum_is_refused() {
+            let dir = tempfile::tempdir().unwrap();
+            // An optional list of required elements: `max_def` 2 in 2-bit levels, so 3 can be written.
+            let schema = "message m { optional group input_ids (LIST) { repeated group list { required int32 element; } } }";
+            for (k, (vals, def, rep)) in [
+                (vec![10, 20, 30], vec![2, 3, 2, 2], vec![0, 1, 0, 0]),
+                (vec![20], vec![3, 3, 2], vec![0, 1, 0]),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let path = dir.path().join(format!("{k}.parquet"));
+                write_file(&path, schema, vec![col(Vals::I32(&vals), (def, rep))]);
+                let (planned, flat, _) = both(&path);
+                assert!(planned);
+                let err = flat.unwrap_err();
+                assert!(
+                    err.contains("definition level of 3, above its maximum 2"),
+                    "{err}"
+                );
+            }
+        }
+
+        #[test]
+        fn rows_past_the_footer_in_any_list_column_are_refused() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.parquet");
+            let (v, l) = levels(&rows(10, 2), 3, true);
+            let ones: Vec<Option<Vec<i32>>> = (0..11).map(|_| Some(vec![1, 1])).collect();
+            let (mv, ml) = levels(&ones, 3, true);
+            let ids: Vec<i64> = (0..10).collect();
+            write_file(
+                &path,
+                &format!("message m {{ {IDS} {MASK} required int64 sample_id; }}"),
+                vec![
+                    col(Vals::I32(&v), l),
+                    Col {
+                        rows: Some(10),
+                        ..col(Vals::I32(&mv), ml)
+                    },
+                    Col {
+                        def: None,
+                        rep: None,
+                        ..col(Vals::I64(&ids), (vec![], vec![]))
+                    },
+                ],
+            );
+            let (planned, flat, arrow) = both(&path);
+            assert!(planned);
+            assert!(arrow.is_err());
+            let err = flat.unwrap_err();
+            assert!(
+                err.contains("decodes to 11 rows, its footer says 10"),
+                "{err}"
+            );
+        }
+
+        #[test]
+        fn narrow_masks_and_labels_wrap_as_arrow_rs_casts_them() {
+            let dir = tempfile::tempdir().unwrap();
+            let (v, l) = levels(&[Some(vec![5, 6])], 3, true);
+            for (k, column, annotation, values) in [
+                (0, "loss_mask", "INT_8", vec![256, 1]),
+                (1, "loss_mask", "UINT_8", vec![-256, 0]),
+                (2, "loss_mask", "INT_16", vec![65536, 3]),
+                (3, "loss_mask", "UINT_16", vec![65536, 2]),
+                (4, "labels", "INT_16", vec![65436, 3]),
+                (5, "labels", "INT_8", vec![156, -100]),
+            ] {
+                let path = dir.path().join(format!("{k}.parquet"));
+                let (mv, ml) = levels(&[Some(values)], 3, true);
+                let schema = format!(
+                    "message m {{ {IDS} optional group {column} (LIST) {{ repeated group list {{ optional int32 element ({annotation}); }} }} }}"
+                );
+                write_file(
+                    &path,
+                    &schema,
+                    vec![col(Vals::I32(&v), l.clone()), col(Vals::I32(&mv), ml)],
+                );
+                let (planned, flat, arrow) = both(&path);
+                assert!(planned, "{column} {annotation}");
+                assert!(arrow.is_ok());
+                assert_eq!(flat, arrow, "{column} {annotation}");
+            }
+        }
+
+        #[test]
+        fn list_schemas_arrow_rs_does_not_write_read_alike() {
+            let dir = tempfile::tempdir().unwrap();
+            let with_null: Vec<Option<Vec<i32>>> = vec![
+                Some(vec![1, 2]),
+                None,
+                Some(vec![]),
+                Some(vec![3]),
+                Some(vec![4, 5, 6, 7, 8, 9]),
+                Some(vec![]),
+            ];
+            let no_null: Vec<Option<Vec<i32>>> = with_null
+                .iter()
+                .map(|r| Some(r.clone().unwrap_or_default()))
+                .collect();
+            for (k, (schema, max_def, element_optional, rows)) in [
+                ("message m { optional group input_ids (LIST) { repeated int32 element; } }", 2, false, &with_null),
+                ("message m { required group input_ids (LIST) { repeated int32 element; } }", 1, false, &no_null),
+                ("message m { repeated int32 input_ids; }", 1, false, &no_null),
+                ("message m { required group input_ids (LIST) { repeated group list { optional int32 element; } } }", 2, true, &no_null),
+                ("message m { optional group input_ids (LIST) { repeated group list { required int32 element; } } }", 2, false, &with_null),
+                ("message m { optional group input_ids (LIST) { repeated group list { optional int32 element (UINT_32); } } }", 3, true, &with_null),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let path = dir.path().join(format!("{k}.parquet"));
+                let (v, l) = levels(rows, max_def, element_optional);
+                write_file(&path, schema, vec![col(Vals::I32(&v), l)]);
+                let (planned, flat, arrow) = both(&path);
+                assert!(planned, "{schema}");
+                assert!(arrow.is_ok(), "{schema}: {arrow:?}");
+                assert_eq!(flat, arrow, "{schema}");
+            }
+        }
     }
 }
