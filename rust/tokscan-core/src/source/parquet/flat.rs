@@ -10,7 +10,10 @@
 //! category) are few bytes per row and still come through arrow-rs, in batches of the same rows.
 //! [`plan`] decides, from the footer, whether a file takes this path; `show`, `clean` and files with nested lists
 //! (`list<list<..>>`), unsigned labels or other element types use the arrow-rs reader, whose batches this path
-//! reproduces exactly (tested in `tests` below against it).
+//! reproduces exactly, down to what arrow-rs does with odd files: data pages of no values are read past, and
+//! `int8`..`uint16` masks and labels are cast down from their `INT32` pages (tested in `tests` below against
+//! arrow-rs, on files from arrow-rs's writer and on pages written by hand). What arrow-rs would misread, a
+//! definition level above the column's maximum, is refused as corrupt.
 
 use std::fs::File;
 use std::path::Path;
