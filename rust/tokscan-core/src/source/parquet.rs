@@ -1,5 +1,6 @@
 //! Parquet shards through arrow-rs: metadata is read once per file, each row group is one unit of work
-//! decoded on its own (only the projected columns), batch by batch, so memory stays bounded.
+//! decoded on its own (only the projected columns), batch by batch, so memory stays bounded. The scan reads
+//! flat list columns with the parquet crate's column reader instead of arrow-rs's list arrays (`parquet/flat.rs`).
 
 use std::fs::File;
 use std::panic::{catch_unwind, AssertUnwindSafe};
