@@ -152,25 +152,28 @@ pub fn labels_list<'a>(
     bytes: &'a mut Vec<u8>,
 ) -> Result<RaggedMask<'a>, ListProblem> {
     let (offsets, values) = list_column_unnested(col, "label", storage)?;
-    fn on<T: Copy + PartialEq + TryFrom<i64>>(v: &[T], out: &mut Vec<u8>) {
-        let ignore = T::try_from(-100).ok();
-        out.clear();
-        out.extend(v.iter().map(|&x| u8::from(Some(x) != ignore)));
-    }
     match values.data_type() {
-        DataType::Int8 => on(values.as_primitive::<Int8Type>().values(), bytes),
-        DataType::Int16 => on(values.as_primitive::<Int16Type>().values(), bytes),
-        DataType::Int32 => on(values.as_primitive::<Int32Type>().values(), bytes),
-        DataType::Int64 => on(values.as_primitive::<Int64Type>().values(), bytes),
-        DataType::UInt16 => on(values.as_primitive::<UInt16Type>().values(), bytes),
-        DataType::UInt32 => on(values.as_primitive::<UInt32Type>().values(), bytes),
-        DataType::UInt64 => on(values.as_primitive::<UInt64Type>().values(), bytes),
+        DataType::Int8 => labels_as_mask(values.as_primitive::<Int8Type>().values(), bytes),
+        DataType::Int16 => labels_as_mask(values.as_primitive::<Int16Type>().values(), bytes),
+        DataType::Int32 => labels_as_mask(values.as_primitive::<Int32Type>().values(), bytes),
+        DataType::Int64 => labels_as_mask(values.as_primitive::<Int64Type>().values(), bytes),
+        DataType::UInt16 => labels_as_mask(values.as_primitive::<UInt16Type>().values(), bytes),
+        DataType::UInt32 => labels_as_mask(values.as_primitive::<UInt32Type>().values(), bytes),
+        DataType::UInt64 => labels_as_mask(values.as_primitive::<UInt64Type>().values(), bytes),
         dt => return Err(ListProblem::ItemType(dt.clone(), "integer labels")),
     }
     Ok(RaggedMask {
         values: MaskSlice::U8(bytes.as_slice()),
         offsets,
     })
+}
+
+/// Labels as a loss mask into `out`: -100 (the trainers' ignore index) is 0, anything else 1; a type that cannot
+/// hold -100 is all ones.
+pub(crate) fn labels_as_mask<T: Copy + PartialEq + TryFrom<i64>>(v: &[T], out: &mut Vec<u8>) {
+    let ignore = T::try_from(-100).ok();
+    out.clear();
+    out.extend(v.iter().map(|&x| u8::from(Some(x) != ignore)));
 }
 
 /// A list array of loss-mask values. Arrow booleans are bit-packed, so they are unpacked into `bools` (one

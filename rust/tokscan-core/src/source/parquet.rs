@@ -156,6 +156,14 @@ pub(crate) fn unpanicked<T>(
     })
 }
 
+/// A row group that decodes to another number of rows than its footer gives.
+fn decoded_rows_differ(path: &Path, rg: usize, rows: u64, footer: u64) -> Error {
+    Error::invalid(
+        path,
+        format!("corrupt data: row group {rg} decodes to {rows} rows, its footer says {footer}"),
+    )
+}
+
 /// A decoder's panic on a page as the error's text.
 fn undecodable(panic: &(dyn std::any::Any + Send)) -> String {
     format!(
@@ -468,13 +476,7 @@ impl ParquetShard {
         // gives its row group (pyarrow refuses such a file too); reading a row range would then disagree
         // with the scan.
         if rows != self.row_group_rows[rg] {
-            return Err(Error::invalid(
-                path,
-                format!(
-                    "corrupt data: row group {rg} decodes to {rows} rows, its footer says {}",
-                    self.row_group_rows[rg]
-                ),
-            ));
+            return Err(decoded_rows_differ(path, rg, rows, self.row_group_rows[rg]));
         }
         Ok(())
     }

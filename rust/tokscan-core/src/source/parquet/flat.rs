@@ -32,8 +32,8 @@ use parquet::file::serialized_reader::SerializedPageReader;
 use super::{
     guarded_batches, list_error, open_file, parquet_err, undecodable, unpanicked, ParquetShard,
 };
-use crate::error::{Error, Result};
-use crate::source::lists::ListProblem;
+use crate::error::Result;
+use crate::source::lists::{labels_as_mask, ListProblem};
 use crate::source::{Batch, Offsets, Ragged, RaggedMask, Tokens};
 use crate::token::MaskSlice;
 
@@ -334,16 +334,11 @@ impl<'p> ListReader<'p> {
             }
         }
         if self.list.role == Role::Labels {
-            fn on<T: Copy + PartialEq + From<i8>>(v: &[T], out: &mut Vec<u8>) {
-                let ignore = T::from(-100);
-                out.clear();
-                out.extend(v.iter().map(|&x| u8::from(x != ignore)));
-            }
             match (&self.narrowed, &self.values) {
-                (Narrowed::I8(v), _) => on(v, &mut self.labels),
-                (Narrowed::I16(v), _) => on(v, &mut self.labels),
-                (_, Buffer::I32(v)) => on(v, &mut self.labels),
-                (_, Buffer::I64(v)) => on(v, &mut self.labels),
+                (Narrowed::I8(v), _) => labels_as_mask(v, &mut self.labels),
+                (Narrowed::I16(v), _) => labels_as_mask(v, &mut self.labels),
+                (_, Buffer::I32(v)) => labels_as_mask(v, &mut self.labels),
+                (_, Buffer::I64(v)) => labels_as_mask(v, &mut self.labels),
                 (_, Buffer::Bool(_)) => unreachable!("labels are planned only for integers"),
             }
         }
@@ -527,12 +522,7 @@ pub(super) fn for_each_batch(
 ) -> Result<()> {
     let path = shard.path.as_path();
     let footer_rows = shard.row_group_rows[rg];
-    let corrupt = |rows: u64| {
-        Error::invalid(
-            path,
-            format!("corrupt data: row group {rg} decodes to {rows} rows, its footer says {footer_rows}"),
-        )
-    };
+    let corrupt = |rows: u64| super::decoded_rows_differ(path, rg, rows, footer_rows);
     let file = Arc::new(open_file(path)?);
     let rg_meta = shard.meta.metadata().row_group(rg);
     let open = |list| {
