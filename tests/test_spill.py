@@ -56,3 +56,24 @@ def test_a_spill_that_cannot_be_written_is_one_line_naming_the_way_out(corpus, t
         [sys.executable, "-m", "tokscan", "scan", str(corpus["parquet_full"]), "-q"], capture_output=True, env=env
     )
     assert proc.returncode == 1, proc.stderr
+
+
+@pytest.mark.parametrize("layout", ["parquet_full", "numpy", "jsonl"])
+def test_findings_past_the_detail_limit_are_the_same_rows_and_codes(corpus, layout, monkeypatch):
+    """With a detail limit small enough that the corpus-wide findings are summarized before the report sees
+    them (in memory and spilled), every flagged row keeps every code it has without a limit."""
+    path = str(corpus[layout])
+    monkeypatch.setenv("TOKSCAN_RECORDS_MEMORY", "0")
+    everything = tokscan.scan(path, threads=2, flagged_detail=0)
+    codes = sorted({c for f in everything.flagged for c in f["codes"]})
+    assert {"duplicate", "prompt_duplicate", "length_outlier"} <= set(codes)
+    want = {c: everything.flagged_rows(c) for c in codes}
+    reports = []
+    for budget in ("0", "1"):
+        monkeypatch.setenv("TOKSCAN_RECORDS_MEMORY", budget)
+        r = tokscan.scan(path, threads=2, flagged_detail=3)
+        assert r.data["flagged_summarized"]["by_code"]["duplicate"] >= 30, budget
+        assert {c: r.flagged_rows(c) for c in codes} == want, budget
+        assert r.data["prompt_groups"] == everything.data["prompt_groups"], budget
+        reports.append(r.findings)
+    assert reports[0] == reports[1]

@@ -193,7 +193,7 @@ impl Scope {
 }
 
 impl Code {
-    pub fn bit(self) -> u64 {
+    pub const fn bit(self) -> u64 {
         1u64 << (self as u8)
     }
 

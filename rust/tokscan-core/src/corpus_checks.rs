@@ -8,7 +8,8 @@
 //! 3. [`Fences`]: the length-outlier fences of each category, from the merged [`Partial`]'s exact length
 //!    distributions.
 //! 4. [`resolve`]: each scan's records with the repeats and fences → the samples the corpus-wide codes
-//!    flag, in full, ready to merge into the report's flagged list.
+//!    flag, in full, ready to merge into the report's flagged list; [`resolve_units`] for a whole corpus in
+//!    one process, past the report's detail limit summarized.
 //!
 //! A local scan runs the same steps in one process, with one bucket per worker thread ([`local`]).
 
@@ -19,10 +20,11 @@ use serde::{Deserialize, Serialize};
 use crate::anomaly::Code;
 use crate::error::Result;
 use crate::flagged::{FirstSeen, FlaggedSample, PromptFirst};
-use crate::records::Records;
+use crate::records::{Records, SampleRecord};
 use crate::sample_id::SampleId;
 use crate::stats::log_quartiles;
-use crate::summary::Partial;
+pub use crate::summary::Found;
+use crate::summary::{Partial, Summarized};
 use crate::wire::{decode, encode};
 
 /// Categories with fewer samples are not judged for length outliers.
@@ -325,22 +327,20 @@ impl Fences {
     }
 }
 
-/// The samples of `records` that the corpus-wide checks flag (repeats for any rows may be given; those of
-/// other scans are ignored), row-sorted.
-pub fn resolve(records: &Records, repeats: &[Repeat], fences: &Fences) -> Vec<FlaggedSample> {
+/// The repeats of `records`' rows (repeats for any rows may be given; those of other scans are ignored), one
+/// entry a row. A row may repeat in several buckets (its completion in one, its id in another, its prompt in
+/// a third): the completion's first sample is the one named, else the id's.
+fn repeats_of(records: &Records, repeats: &[Repeat]) -> HashMap<u64, Repeat> {
     let (lo, hi) = match (records.rows.first(), records.rows.last()) {
         (Some(a), Some(b)) => (a.row, b.row),
-        _ => return Vec::new(),
+        _ => return HashMap::new(),
     };
-    // A row may repeat in several buckets (its completion in one, its id in another, its prompt in a
-    // third): one entry, the completion's first sample is the one named, else the id's.
-    let repeat_bits = Code::Duplicate.bit() | Code::SampleIdDuplicate.bit();
     let mut mine: HashMap<u64, Repeat> = HashMap::new();
     for r in repeats.iter().filter(|r| (lo..=hi).contains(&r.row)) {
         mine.entry(r.row)
             .and_modify(|m| {
                 if r.flags & Code::Duplicate.bit() != 0
-                    || (m.flags & repeat_bits == 0 && r.flags & repeat_bits != 0)
+                    || (m.flags & REPEAT_BITS == 0 && r.flags & REPEAT_BITS != 0)
                 {
                     m.first = r.first.clone();
                 }
@@ -351,49 +351,210 @@ pub fn resolve(records: &Records, repeats: &[Repeat], fences: &Fences) -> Vec<Fl
             })
             .or_insert_with(|| r.clone());
     }
+    mine
+}
+
+const REPEAT_BITS: u64 = Code::Duplicate.bit() | Code::SampleIdDuplicate.bit();
+
+/// The codes the corpus-wide checks give one row (0: none), and for `departs_from_category` the features it
+/// departs on, its category's majority and its own (see [`FlaggedSample::departs`]).
+fn row_flags(
+    r: &SampleRecord,
+    category: &str,
+    repeat: Option<&Repeat>,
+    fences: &Fences,
+) -> (u64, (u32, u32, u32)) {
+    let mut flags = repeat.map_or(0, |x| x.flags);
+    if fences.is_outlier(category, r.lengths.total) {
+        flags |= Code::LengthOutlier.bit();
+    }
+    let mut departs = (0u32, 0u32, 0u32);
+    if let Some(&maj) = fences.1.get(category) {
+        use crate::check::features::{explained_by, get, FEATURES, NA};
+        for f in 0..FEATURES.len() {
+            let (m, v) = (get(maj, f), get(r.features, f));
+            if m != NA && v != NA && v != m && r.flags & explained_by(f) == 0 {
+                departs.0 |= 1 << f;
+            }
+        }
+        if departs.0 != 0 {
+            departs.1 = maj;
+            departs.2 = r.features;
+            flags |= Code::DepartsFromCategory.bit();
+        }
+    }
+    (flags, departs)
+}
+
+/// One flagged row in full.
+fn full_entry(
+    r: &SampleRecord,
+    category: &str,
+    flags: u64,
+    repeat: Option<&Repeat>,
+    departs: (u32, u32, u32),
+) -> FlaggedSample {
+    FlaggedSample {
+        row: r.row,
+        source: r.source,
+        category: category.to_string(),
+        lengths: r.lengths,
+        flags,
+        sample_id: r.sample_id.clone(),
+        detail: None,
+        duplicate_of: repeat
+            .filter(|x| x.flags & REPEAT_BITS != 0)
+            .map(|x| x.first.clone()),
+        departs,
+        prompt_of: repeat.and_then(|x| x.prompt_of.clone()),
+        contamination: None,
+        near_of: None,
+    }
+}
+
+/// The samples of `records` that the corpus-wide checks flag (repeats for any rows may be given; those of
+/// other scans are ignored), row-sorted.
+pub fn resolve(records: &Records, repeats: &[Repeat], fences: &Fences) -> Vec<FlaggedSample> {
+    let mine = repeats_of(records, repeats);
     let mut out = Vec::new();
     for r in &records.rows {
         let category = &records.categories[r.category as usize];
         let repeat = mine.get(&r.row);
-        let mut flags = repeat.map_or(0, |x| x.flags);
-        if fences.is_outlier(category, r.lengths.total) {
-            flags |= Code::LengthOutlier.bit();
-        }
-        let mut departs = (0u32, 0u32, 0u32);
-        if let Some(&maj) = fences.1.get(category) {
-            use crate::check::features::{explained_by, get, FEATURES, NA};
-            for f in 0..FEATURES.len() {
-                let (m, v) = (get(maj, f), get(r.features, f));
-                if m != NA && v != NA && v != m && r.flags & explained_by(f) == 0 {
-                    departs.0 |= 1 << f;
-                }
-            }
-            if departs.0 != 0 {
-                departs.1 = maj;
-                departs.2 = r.features;
-                flags |= Code::DepartsFromCategory.bit();
-            }
-        }
+        let (flags, departs) = row_flags(r, category, repeat, fences);
         if flags != 0 {
-            out.push(FlaggedSample {
-                row: r.row,
-                source: r.source,
-                category: category.clone(),
-                lengths: r.lengths,
-                flags,
-                sample_id: r.sample_id.clone(),
-                detail: None,
-                duplicate_of: repeat
-                    .filter(|x| x.flags & repeat_bits != 0)
-                    .map(|x| x.first.clone()),
-                departs,
-                prompt_of: repeat.and_then(|x| x.prompt_of.clone()),
-                contamination: None,
-                near_of: None,
-            });
+            out.push(full_entry(r, category, flags, repeat, departs));
         }
     }
     out
+}
+
+/// [`resolve`] for the units of a whole corpus (in row order; `unit(i)` gives the i-th unit's records, which
+/// may be read from disk), with the report's detail limit applied ahead: a row is written in full only when
+/// the report can list it in full — [`Partial::absorb_corpus`] and [`Partial::cap`] then find exactly what
+/// they would find in the full list. That is a row `partial` lists in full (the corpus-wide codes join its
+/// entry), a later member of a prompt group (the report's `prompt_groups` counts them from the full entries),
+/// and a row one of whose codes has fewer than `detail_limit` rows before it. The corpus-wide codes are set by
+/// these checks alone, so that count is known from these rows. With `summarize` false (or no limit), every
+/// row is in full.
+pub fn resolve_units<R: std::ops::Deref<Target = Records> + Send>(
+    partial: &Partial,
+    n_units: usize,
+    unit: impl Fn(usize) -> Result<R> + Sync,
+    repeats: &[Repeat],
+    summarize: bool,
+) -> Result<Found> {
+    use rayon::prelude::*;
+    let fences = Fences::of(partial);
+    let slice = |records: &Records| -> std::ops::Range<usize> {
+        match (records.rows.first(), records.rows.last()) {
+            (Some(a), Some(b)) => {
+                repeats.partition_point(|r| r.row < a.row)
+                    ..repeats.partition_point(|r| r.row <= b.row)
+            }
+            _ => 0..0,
+        }
+    };
+    if !summarize || partial.detail_limit == 0 {
+        let resolved: Vec<Vec<FlaggedSample>> = (0..n_units)
+            .into_par_iter()
+            .map(|i| {
+                let records = unit(i)?;
+                Ok(resolve(&records, &repeats[slice(&records)], &fences))
+            })
+            .collect::<Result<_>>()?;
+        // Units hold disjoint row ranges in order: one list sized once, not regrown by doubling.
+        let mut full = Vec::with_capacity(resolved.iter().map(Vec::len).sum());
+        for r in resolved {
+            full.extend(r);
+        }
+        return Ok(full.into());
+    }
+    // 1. Each flagged row's codes, and whether it is in a prompt group.
+    let flags: Vec<Vec<(u64, u64, bool)>> = (0..n_units)
+        .into_par_iter()
+        .map(|i| {
+            let records = unit(i)?;
+            let mine = repeats_of(&records, &repeats[slice(&records)]);
+            Ok(records
+                .rows
+                .iter()
+                .filter_map(|r| {
+                    let repeat = mine.get(&r.row);
+                    let category = &records.categories[r.category as usize];
+                    let (flags, _) = row_flags(r, category, repeat, &fences);
+                    let grouped = repeat.is_some_and(|x| x.prompt_of.is_some());
+                    (flags != 0).then_some((r.row, flags, grouped))
+                })
+                .collect())
+        })
+        .collect::<Result<_>>()?;
+    // 2. The rows the report can list in full, walked in row order as the report's limit walks them.
+    let listed: Vec<u64> = partial.flagged.iter().map(|f| f.row).collect();
+    let mut seen = vec![0u64; crate::anomaly::N_CODES];
+    let in_full: Vec<Vec<u64>> = flags
+        .into_iter()
+        .map(|unit| {
+            unit.into_iter()
+                .filter(|&(row, flags, grouped)| {
+                    let counted =
+                        crate::summary::within_limit(&mut seen, flags, partial.detail_limit);
+                    counted || grouped || listed.binary_search(&row).is_ok()
+                })
+                .map(|(row, _, _)| row)
+                .collect()
+        })
+        .collect();
+    // 3. Those rows in full, every other flagged row summarized.
+    let parts: Vec<(Vec<FlaggedSample>, Vec<Summarized>, Vec<String>)> = (0..n_units)
+        .into_par_iter()
+        .map(|i| {
+            let records = unit(i)?;
+            let mine = repeats_of(&records, &repeats[slice(&records)]);
+            let (mut full, mut summarized) = (Vec::new(), Vec::new());
+            for r in &records.rows {
+                let category = &records.categories[r.category as usize];
+                let repeat = mine.get(&r.row);
+                let (flags, departs) = row_flags(r, category, repeat, &fences);
+                if flags == 0 {
+                    continue;
+                }
+                if in_full[i].binary_search(&r.row).is_ok() {
+                    full.push(full_entry(r, category, flags, repeat, departs));
+                } else {
+                    summarized.push(Summarized {
+                        row: r.row,
+                        flags,
+                        category: r.category,
+                    });
+                }
+            }
+            Ok((full, summarized, records.categories.clone()))
+        })
+        .collect::<Result<_>>()?;
+    let mut found = Found::default();
+    found
+        .summarized
+        .reserve(parts.iter().map(|p| p.1.len()).sum());
+    for (full, summarized, categories) in parts {
+        let remap: Vec<u32> = categories
+            .iter()
+            .map(|c| match found.categories.iter().position(|x| x == c) {
+                Some(i) => i as u32,
+                None => {
+                    found.categories.push(c.clone());
+                    (found.categories.len() - 1) as u32
+                }
+            })
+            .collect();
+        found.full.extend(full);
+        found
+            .summarized
+            .extend(summarized.into_iter().map(|s| Summarized {
+                category: remap[s.category as usize],
+                ..s
+            }));
+    }
+    Ok(found)
 }
 
 /// Serialized resolved samples.
@@ -405,12 +566,13 @@ pub fn flagged_from_bytes(b: &[u8]) -> Result<Vec<FlaggedSample>> {
     decode(b, "flagged samples")
 }
 
-/// All four steps in one process: the corpus-wide findings for the records of a whole corpus. The keys go to
-/// one bucket per worker thread and the buckets are searched in parallel, as are the records resolved (a row's
-/// repeats may then come from several buckets; [`resolve`] makes one entry of them, and any number of buckets
-/// flags the same samples): run after the scan, on one thread, the sorts of the keys were a tenth of a
-/// two-thread NumPy scan's time.
-pub fn local(partial: &Partial, records: &[Records]) -> Vec<FlaggedSample> {
+/// All four steps in one process: the corpus-wide findings for the records of a whole corpus
+/// ([`resolve_units`]: past the detail limit, summarized when `summarize`). The keys go to one bucket per
+/// worker thread and the buckets are searched in parallel, as are the records resolved (a row's repeats may
+/// then come from several buckets; [`resolve`] makes one entry of them, and any number of buckets flags the
+/// same samples): run after the scan, on one thread, the sorts of the keys were a tenth of a two-thread NumPy
+/// scan's time.
+pub fn local(partial: &Partial, records: &[Records], summarize: bool) -> Found {
     use rayon::prelude::*;
     let n = rayon::current_num_threads().max(1);
     let routed: Vec<Vec<Bucket>> = records.par_iter().map(|r| route(r, n, None)).collect();
@@ -420,21 +582,21 @@ pub fn local(partial: &Partial, records: &[Records]) -> Vec<FlaggedSample> {
             per_bucket[b].push(bucket);
         }
     }
-    let repeats: Vec<Repeat> = per_bucket
+    let mut repeats: Vec<Repeat> = per_bucket
         .into_par_iter()
         .flat_map_iter(find_repeats)
         .collect();
-    let fences = Fences::of(partial);
-    let resolved: Vec<Vec<FlaggedSample>> = records
-        .par_iter()
-        .map(|r| resolve(r, &repeats, &fences))
-        .collect();
-    // Units hold disjoint row ranges in order, so the merges are appends: into one list sized once, not
-    // regrown by doubling (every duplicate of a corpus made of copies is a detailed entry here).
-    let total = resolved.iter().map(Vec::len).sum();
-    resolved
-        .into_iter()
-        .fold(Vec::with_capacity(total), crate::flagged::merge_by_row)
+    repeats.par_sort_by_key(|r| r.row);
+    match resolve_units(
+        partial,
+        records.len(),
+        |i| Ok(&records[i]),
+        &repeats,
+        summarize,
+    ) {
+        Ok(found) => found,
+        Err(_) => unreachable!("records in memory are always there"),
+    }
 }
 
 #[cfg(test)]
@@ -498,7 +660,7 @@ mod tests {
             .collect();
         let prompts: Vec<u64> = rows.iter().map(|r| r.3).collect();
         let recs = with_prompts(records(&plain), &prompts);
-        let found = local(&partial_of(&recs), std::slice::from_ref(&recs));
+        let found = local(&partial_of(&recs), std::slice::from_ref(&recs), true).full;
         let with = |c: Code| {
             found
                 .iter()
@@ -568,7 +730,7 @@ mod tests {
             .map(|(r, c, t, h, i)| (*r, *c, *t, *h, i.as_deref()))
             .collect();
         let recs = records(&borrowed);
-        let found = local(&partial_of(&recs), std::slice::from_ref(&recs));
+        let found = local(&partial_of(&recs), std::slice::from_ref(&recs), true).full;
         let with = |c: Code| {
             found
                 .iter()
@@ -583,7 +745,115 @@ mod tests {
         assert_eq!(dup.duplicate_of.as_ref().unwrap().row, 5);
     }
 
+    /// A partial whose samples `sample_flags[i]` (row `i`, 0: not flagged by a per-sample rule) were pushed
+    /// under the detail limit `limit`, as the scan pushes them.
+    fn flagged_partial(recs: &Records, sample_flags: &[u64], limit: u64) -> Partial {
+        let mut p = partial_of(recs);
+        p.detail_limit = limit;
+        for (r, &flags) in recs.rows.iter().zip(sample_flags) {
+            if flags != 0 {
+                p.push_flagged(FlaggedSample {
+                    row: r.row,
+                    source: 0,
+                    category: recs.categories[r.category as usize].clone(),
+                    lengths: r.lengths,
+                    flags,
+                    sample_id: r.sample_id.clone(),
+                    detail: None,
+                    duplicate_of: None,
+                    departs: (0, 0, 0),
+                    prompt_of: None,
+                    contamination: None,
+                    near_of: None,
+                });
+            }
+        }
+        p
+    }
+
+    /// The flagged samples of a partial: in full, and `(row, codes, category)` summarized.
+    fn listed(p: &Partial) -> (Vec<FlaggedSample>, Vec<(u64, u64, String)>) {
+        let summarized = p
+            .summarized
+            .iter()
+            .map(|s| {
+                (
+                    s.row,
+                    s.flags,
+                    p.summarized_categories[s.category as usize].clone(),
+                )
+            })
+            .collect();
+        (p.flagged.clone(), summarized)
+    }
+
+    #[test]
+    fn copies_past_the_detail_limit_are_summarized_before_the_report_sees_them() {
+        // Ten copies of three samples: rows 3.. are duplicates.
+        let rows: Vec<(u64, &str, u32, u64, Option<&str>)> =
+            (0..30u64).map(|r| (r, "a", 100, 1 + r % 3, None)).collect();
+        let recs = records(&rows);
+        let partial = flagged_partial(&recs, &[0; 30], 4);
+        let found = local(&partial, std::slice::from_ref(&recs), true);
+        let full: Vec<u64> = found.full.iter().map(|f| f.row).collect();
+        assert_eq!(full, vec![3, 4, 5, 6]);
+        assert_eq!(found.summarized.len(), 23);
+        assert_eq!(found.categories, vec!["a".to_string()]);
+        assert_eq!(
+            found.rows(),
+            local(&partial, std::slice::from_ref(&recs), false).rows()
+        );
+    }
+
     proptest! {
+        /// Summarizing the corpus-wide findings past the detail limit before the report absorbs them changes
+        /// nothing in what it lists, in full or summarized: whatever per-sample flags, prompt groups, limit
+        /// and number of units.
+        #[test]
+        fn summarized_findings_list_what_full_ones_list(
+            keys in proptest::collection::vec((0u64..5, 0u8..3, 0u64..4, 0u8..4), 1..120),
+            cuts in proptest::collection::vec(0usize..120, 0..4),
+            limit in 1u64..5,
+        ) {
+            let rows: Vec<(u64, &str, u32, u64, Option<&str>)> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, &(h, c, _, _))| (i as u64, ["x", "y", "z"][c as usize], 50 + (h as u32) * 7, h, None))
+                .collect();
+            let prompts: Vec<u64> = keys.iter().map(|k| k.2).collect();
+            // Per-sample flags: none, or one of two codes, or both.
+            let sample_flags: Vec<u64> = keys
+                .iter()
+                .map(|k| match k.3 {
+                    1 => Code::Truncated.bit(),
+                    2 => Code::Repetition.bit(),
+                    3 => Code::Truncated.bit() | Code::Repetition.bit(),
+                    _ => 0,
+                })
+                .collect();
+            let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c % (rows.len() + 1)).collect();
+            bounds.extend([0, rows.len()]);
+            bounds.sort_unstable();
+            bounds.dedup();
+            let parts: Vec<Records> = bounds
+                .windows(2)
+                .map(|w| with_prompts(records(&rows[w[0]..w[1]]), &prompts[w[0]..w[1]]))
+                .collect();
+            let whole = with_prompts(records(&rows), &prompts);
+            let partial = flagged_partial(&whole, &sample_flags, limit);
+            let mut want = partial.clone();
+            let all = local(&partial, &parts, false);
+            let groups = serde_json::to_string(&crate::report::PromptGroups::of(&all.full)).unwrap();
+            want.absorb_corpus(all);
+            let mut got = partial.clone();
+            let found = local(&partial, &parts, true);
+            // The report counts prompt groups from the full entries.
+            prop_assert_eq!(serde_json::to_string(&crate::report::PromptGroups::of(&found.full)).unwrap(), groups);
+            got.absorb_corpus(found);
+            prop_assert_eq!(listed(&got), listed(&want));
+            prop_assert_eq!(&got.flag_counts, &want.flag_counts);
+        }
+
         /// Records split over any number of scans and routed to any number of buckets find what one process
         /// with one bucket finds.
         #[test]
@@ -603,7 +873,7 @@ mod tests {
             let partial = partial_of(&whole);
             let fences = Fences::of(&partial);
             let want = resolve(&whole, &find_repeats(route(&whole, 1, None)), &fences);
-            prop_assert_eq!(&local(&partial, std::slice::from_ref(&whole)), &want);
+            prop_assert_eq!(&local(&partial, std::slice::from_ref(&whole), true).full, &want);
             let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c % (rows.len() + 1)).collect();
             bounds.extend([0, rows.len()]);
             bounds.sort_unstable();

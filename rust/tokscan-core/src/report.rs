@@ -658,7 +658,7 @@ fn flagged_entry(
 /// counts are filled in from the partial).
 pub fn build_report(
     mut partial: Partial,
-    corpus_flagged: Vec<FlaggedSample>,
+    corpus_flagged: crate::corpus_checks::Found,
     profile: &Profile,
     mut inputs: Vec<InputInfo>,
     policy: &Policy,
@@ -673,8 +673,13 @@ pub fn build_report(
             .collect();
         crate::vocab::build(&counts, &partial.first_seen, profile.vocab_size, v)
     });
-    for f in &corpus_flagged {
+    for f in &corpus_flagged.full {
         partial.category(&f.category).add_codes(f.flags);
+    }
+    for s in &corpus_flagged.summarized {
+        partial
+            .category(&corpus_flagged.categories[s.category as usize])
+            .add_codes(s.flags);
     }
     for (k, c) in &partial.inputs {
         if let Some(info) = inputs.get_mut(*k as usize) {
@@ -723,7 +728,7 @@ pub fn build_report(
     };
     // Prompt groups come from the corpus-wide checks alone (only they set `prompt_of`); contamination hits
     // keep their detail past the limit, so both are computed before the limit is applied.
-    let groups = PromptGroups::of(&corpus_flagged);
+    let groups = PromptGroups::of(&corpus_flagged.full);
     partial.absorb_corpus(corpus_flagged);
     let flagged_summarized = FlaggedSummarized::of(&partial);
     let flagged = std::mem::take(&mut partial.flagged);

@@ -167,7 +167,9 @@ fn scan_in_pool(
         Some(s) if s.spilled() => (s.corpus_checks(&partial, &held)?, Vec::new()),
         _ => {
             let records = Spill::into_memory(held);
-            (corpus_checks::local(&partial, &records), records)
+            // Near duplicates and pairing add entries for the same rows later, to the full list.
+            let summarize = opts.near_dup.is_none() && pairing.is_none();
+            (corpus_checks::local(&partial, &records, summarize), records)
         }
     };
     let near = match &opts.near_dup {
@@ -207,7 +209,7 @@ fn scan_in_pool(
 #[allow(clippy::too_many_arguments)]
 pub fn finish(
     partial: Partial,
-    mut corpus_flagged: Vec<FlaggedSample>,
+    mut corpus_flagged: corpus_checks::Found,
     records: &[Records],
     profile: &Profile,
     inputs: Vec<InputInfo>,
@@ -218,14 +220,16 @@ pub fn finish(
     if partial.n_samples() == 0 {
         return Err(no_samples(&inputs));
     }
+    // Near duplicates and pairing flag rows the other checks may have flagged too: those lists are full.
+    let full = &mut corpus_flagged.full;
     let near_report = near.map(|(flagged, r)| {
-        corpus_flagged = crate::flagged::merge_by_row(std::mem::take(&mut corpus_flagged), flagged);
+        *full = crate::flagged::merge_by_row(std::mem::take(full), flagged);
         r
     });
     let mut pairing_reports = Vec::new();
     if let Some(p) = pairing {
         let (flagged, reports) = crate::pairing::resolve(p, records);
-        corpus_flagged = crate::flagged::merge_by_row(corpus_flagged, flagged);
+        *full = crate::flagged::merge_by_row(std::mem::take(full), flagged);
         pairing_reports = reports;
     }
     let mut report = build_report(

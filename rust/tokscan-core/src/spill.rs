@@ -4,7 +4,8 @@
 //! (`TOKSCAN_RECORDS_MEMORY`, bytes, default [`DEFAULT_BUDGET`]) a unit's records go to an anonymous temporary
 //! file as the unit finishes, and the checks run as on a cluster ([`crate::corpus_checks`]): the keys are routed
 //! into hash buckets written to temporary files, each bucket is searched for repeats on its own, and each unit's
-//! records are read back once to resolve what they flag. The findings are the in-memory ones (the same steps a
+//! records are read back to resolve what they flag (twice: their codes, then the entries past the detail
+//! limit summarized, [`corpus_checks::resolve_units`]). The findings are the in-memory ones (the same steps a
 //! Ray scan takes, tested equal); memory is the budget, one unit's records and one bucket's keys.
 //!
 //! Near-duplicate detection and prompt pairing look at every record together, so a scan with either keeps its
@@ -18,9 +19,8 @@ use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::corpus_checks::{self, Bucket, Fences};
+use crate::corpus_checks::{self, Bucket};
 use crate::error::{Error, Result};
-use crate::flagged::{merge_by_row, FlaggedSample};
 use crate::records::{Records, SampleRecord};
 use crate::summary::Partial;
 
@@ -148,8 +148,9 @@ impl Spill {
 
     /// The corpus-wide findings ([`corpus_checks::local`]'s) for the records of a whole corpus held here: keys
     /// routed into buckets on disk (each small enough for the budget), repeats found bucket by bucket, each
-    /// unit's records read back once to resolve.
-    pub fn corpus_checks(&self, partial: &Partial, held: &[Held]) -> Result<Vec<FlaggedSample>> {
+    /// unit's records read back to resolve ([`corpus_checks::resolve_units`]: twice, as past the detail limit
+    /// the flagged rows are summarized).
+    pub fn corpus_checks(&self, partial: &Partial, held: &[Held]) -> Result<corpus_checks::Found> {
         let n_buckets = (partial.n_samples() * KEY_BYTES)
             .div_ceil(self.budget.max(1))
             .clamp(1, MAX_BUCKETS) as usize;
@@ -193,20 +194,6 @@ impl Spill {
             repeats.extend(corpus_checks::find_repeats(buckets));
         }
         repeats.sort_by_key(|r| r.row);
-        let fences = Fences::of(partial);
-        let mut out = Vec::new();
-        for h in held {
-            let records = self.load(h)?;
-            let (Some(first), Some(last)) = (records.rows.first(), records.rows.last()) else {
-                continue;
-            };
-            let from = repeats.partition_point(|r| r.row < first.row);
-            let to = repeats.partition_point(|r| r.row <= last.row);
-            out = merge_by_row(
-                out,
-                corpus_checks::resolve(&records, &repeats[from..to], &fences),
-            );
-        }
-        Ok(out)
+        corpus_checks::resolve_units(partial, held.len(), |i| self.load(&held[i]), &repeats, true)
     }
 }

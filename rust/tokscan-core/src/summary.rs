@@ -190,6 +190,40 @@ pub struct Summarized {
     pub category: u32,
 }
 
+/// What the corpus-wide checks flagged in a whole corpus, as the report will hold it: in full, the samples
+/// the report can list in full; the others as their row, codes and category (24 bytes each, where a full
+/// entry takes ~300), so that a corpus made of copies of itself does not hold every duplicate in full.
+#[derive(Debug, Default, PartialEq)]
+pub struct Found {
+    pub full: Vec<FlaggedSample>,
+    pub summarized: Vec<Summarized>,
+    /// The category names `summarized` indexes.
+    pub categories: Vec<String>,
+}
+
+impl From<Vec<FlaggedSample>> for Found {
+    fn from(full: Vec<FlaggedSample>) -> Found {
+        Found {
+            full,
+            ..Found::default()
+        }
+    }
+}
+
+impl Found {
+    /// Every flagged row (full or summarized), with its codes, in row order.
+    pub fn rows(&self) -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> = self
+            .full
+            .iter()
+            .map(|f| (f.row, f.flags))
+            .chain(self.summarized.iter().map(|s| (s.row, s.flags)))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+}
+
 impl Partial {
     pub fn new(n_slots: usize) -> Self {
         Partial {
@@ -354,8 +388,29 @@ impl Partial {
     }
 
     /// Adds what the corpus-wide checks flagged: a row already summarized takes the new codes (and stays
-    /// summarized), any other joins the detailed list; then the limit is applied again.
-    pub fn absorb_corpus(&mut self, mut corpus: Vec<FlaggedSample>) {
+    /// summarized), any other joins the detailed list (or, summarized already, the summarized list); then the
+    /// limit is applied again.
+    pub fn absorb_corpus(&mut self, found: Found) {
+        let Found {
+            full: mut corpus,
+            summarized,
+            categories,
+        } = found;
+        if !summarized.is_empty() {
+            let remap: Vec<u32> = categories
+                .iter()
+                .map(|c| self.summary_category(c))
+                .collect();
+            let moved = summarized
+                .into_iter()
+                .map(|s| Summarized {
+                    category: remap[s.category as usize],
+                    ..s
+                })
+                .collect();
+            let mine = std::mem::take(&mut self.summarized);
+            self.summarized = merge_summarized(mine, moved);
+        }
         // Filtered in place: the corpus-wide list may be long (every duplicate).
         corpus.retain(
             |f| match self.summarized.binary_search_by_key(&f.row, |s| s.row) {
@@ -383,7 +438,7 @@ impl Partial {
 
 /// Counts `flags`' codes in `seen`; whether one of them had fewer than `limit` samples before (0: no limit,
 /// nothing counted).
-fn within_limit(seen: &mut [u64], flags: u64, limit: u64) -> bool {
+pub(crate) fn within_limit(seen: &mut [u64], flags: u64, limit: u64) -> bool {
     if limit == 0 {
         return true;
     }
@@ -634,7 +689,7 @@ mod tests {
         assert_eq!(p.flagged.len(), 2);
         assert_eq!(p.summarized.len(), 8);
         // Row 8 is summarized: it takes the new code. Row 9 was not flagged: a new code, within the limit.
-        p.absorb_corpus(vec![flagged(8, 2, "c2"), flagged(9, 2, "c0")]);
+        p.absorb_corpus(vec![flagged(8, 2, "c2"), flagged(9, 2, "c0")].into());
         assert_eq!(p.summarized.iter().find(|s| s.row == 8).unwrap().flags, 3);
         assert_eq!(
             p.flagged.iter().map(|f| f.row).collect::<Vec<_>>(),

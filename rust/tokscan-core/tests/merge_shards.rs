@@ -162,7 +162,7 @@ fn scan_distributed(
     }
     json(&build_report(
         partial,
-        corpus,
+        corpus.into(),
         &profile,
         p.inputs,
         &o.policy,
