@@ -139,7 +139,9 @@ pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Vec<Repeat> {
         ids.extend(b.ids);
         prompts.extend(b.prompts);
     }
-    let mut out: BTreeMap<u64, Repeat> = BTreeMap::new();
+    // Every finding of the three passes, merged per row at the end: a list, not a map (a corpus of copies
+    // has a repeat for nearly every row).
+    let mut out: Vec<Repeat> = Vec::new();
     // Same completion (hash and length) as an earlier row.
     completions.sort_unstable_by_key(|k| (k.hash, k.len, k.row));
     for group in completions.chunk_by(|a, b| (a.hash, a.len) == (b.hash, b.len)) {
@@ -147,17 +149,12 @@ pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Vec<Repeat> {
             row: group[0].row,
             sample_id: group[0].sample_id.clone(),
         };
-        for k in &group[1..] {
-            out.insert(
-                k.row,
-                Repeat {
-                    row: k.row,
-                    flags: Code::Duplicate.bit(),
-                    first: first.clone(),
-                    prompt_of: None,
-                },
-            );
-        }
+        out.extend(group[1..].iter().map(|k| Repeat {
+            row: k.row,
+            flags: Code::Duplicate.bit(),
+            first: first.clone(),
+            prompt_of: None,
+        }));
     }
     // A sample id seen on an earlier row. The completion's first sample, when there is one, stays the one
     // named.
@@ -167,16 +164,12 @@ pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Vec<Repeat> {
             row: group[0].1,
             sample_id: Some(group[0].0.clone()),
         };
-        for (_, row) in &group[1..] {
-            out.entry(*row)
-                .and_modify(|r| r.flags |= Code::SampleIdDuplicate.bit())
-                .or_insert_with(|| Repeat {
-                    row: *row,
-                    flags: Code::SampleIdDuplicate.bit(),
-                    first: first.clone(),
-                    prompt_of: None,
-                });
-        }
+        out.extend(group[1..].iter().map(|(_, row)| Repeat {
+            row: *row,
+            flags: Code::SampleIdDuplicate.bit(),
+            first: first.clone(),
+            prompt_of: None,
+        }));
     }
     // The same prompt as an earlier row. A group whose samples all share the first's completion and
     // category is a plain repeat (`duplicate`) and no prompt group; in any other, every later sample names
@@ -202,25 +195,31 @@ pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Vec<Repeat> {
             sample_id: head.sample_id.clone(),
             category: head.category.to_string(),
         };
-        for k in &group[1..] {
-            let flags = flags_of(k);
-            out.entry(k.row)
-                .and_modify(|r| {
-                    r.flags |= flags;
-                    r.prompt_of = Some(Box::new(first.clone()));
-                })
-                .or_insert_with(|| Repeat {
-                    row: k.row,
-                    flags,
-                    first: FirstSeen {
-                        row: first.row,
-                        sample_id: first.sample_id.clone(),
-                    },
-                    prompt_of: Some(Box::new(first.clone())),
-                });
-        }
+        out.extend(group[1..].iter().map(|k| Repeat {
+            row: k.row,
+            flags: flags_of(k),
+            first: FirstSeen {
+                row: first.row,
+                sample_id: first.sample_id.clone(),
+            },
+            prompt_of: Some(Box::new(first.clone())),
+        }));
     }
-    out.into_values().collect()
+    // One entry a row. A stable sort keeps a row's findings in the passes' order: the first one names the
+    // sample it repeats (the completion's first, else the id's, else the prompt's), the others add codes and
+    // the prompt group.
+    out.sort_by_key(|r| r.row);
+    out.dedup_by(|later, kept| {
+        if later.row != kept.row {
+            return false;
+        }
+        kept.flags |= later.flags;
+        if later.prompt_of.is_some() {
+            kept.prompt_of = later.prompt_of.take();
+        }
+        true
+    });
+    out
 }
 
 /// Serialized repeats of one bucket.
