@@ -428,7 +428,7 @@ pub fn resolve(records: &Records, repeats: &[Repeat], fences: &Fences) -> Vec<Fl
 }
 
 /// [`resolve`] for the units of a whole corpus (in row order; `unit(i)` gives the i-th unit's records, which
-/// may be read from disk), with the report's detail limit applied ahead: a row is written in full only when
+/// may be read from disk; `repeats` sorted by row), with the report's detail limit applied ahead: a row is written in full only when
 /// the report can list it in full — [`Partial::absorb_corpus`] and [`Partial::cap`] then find exactly what
 /// they would find in the full list. That is a row `partial` lists in full (the corpus-wide codes join its
 /// entry), a later member of a prompt group (the report's `prompt_groups` counts them from the full entries),

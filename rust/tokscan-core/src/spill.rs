@@ -6,7 +6,7 @@
 //! into hash buckets written to temporary files, each bucket is searched for repeats on its own, and each unit's
 //! records are read back to resolve what they flag (twice: their codes, then the entries past the detail
 //! limit summarized, [`corpus_checks::resolve_units`]). The findings are the in-memory ones (the same steps a
-//! Ray scan takes, tested equal); memory is the budget, one unit's records and one bucket's keys.
+//! Ray scan takes, tested equal); memory is the budget, a unit's records per thread and one bucket's keys.
 //!
 //! Near-duplicate detection and prompt pairing look at every record together, so a scan with either keeps its
 //! records in memory.
