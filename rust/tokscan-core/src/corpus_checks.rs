@@ -571,7 +571,7 @@ pub fn flagged_from_bytes(b: &[u8]) -> Result<Vec<FlaggedSample>> {
 /// then come from several buckets; [`resolve`] makes one entry of them, and any number of buckets flags the
 /// same samples): run after the scan, on one thread, the sorts of the keys were a tenth of a two-thread NumPy
 /// scan's time.
-pub fn local(partial: &Partial, records: &[Records], summarize: bool) -> Found {
+pub fn local(partial: &Partial, records: &[Records], summarize: bool) -> Result<Found> {
     use rayon::prelude::*;
     let n = rayon::current_num_threads().max(1);
     let routed: Vec<Vec<Bucket>> = records.par_iter().map(|r| route(r, n, None)).collect();
@@ -586,16 +586,13 @@ pub fn local(partial: &Partial, records: &[Records], summarize: bool) -> Found {
         .flat_map_iter(find_repeats)
         .collect();
     repeats.par_sort_by_key(|r| r.row);
-    match resolve_units(
+    resolve_units(
         partial,
         records.len(),
         |i| Ok(&records[i]),
         &repeats,
         summarize,
-    ) {
-        Ok(found) => found,
-        Err(_) => unreachable!("records in memory are always there"),
-    }
+    )
 }
 
 #[cfg(test)]
@@ -659,7 +656,9 @@ mod tests {
             .collect();
         let prompts: Vec<u64> = rows.iter().map(|r| r.3).collect();
         let recs = with_prompts(records(&plain), &prompts);
-        let found = local(&partial_of(&recs), std::slice::from_ref(&recs), true).full;
+        let found = local(&partial_of(&recs), std::slice::from_ref(&recs), true)
+            .unwrap()
+            .full;
         let with = |c: Code| {
             found
                 .iter()
@@ -729,7 +728,9 @@ mod tests {
             .map(|(r, c, t, h, i)| (*r, *c, *t, *h, i.as_deref()))
             .collect();
         let recs = records(&borrowed);
-        let found = local(&partial_of(&recs), std::slice::from_ref(&recs), true).full;
+        let found = local(&partial_of(&recs), std::slice::from_ref(&recs), true)
+            .unwrap()
+            .full;
         let with = |c: Code| {
             found
                 .iter()
@@ -793,14 +794,16 @@ mod tests {
             (0..30u64).map(|r| (r, "a", 100, 1 + r % 3, None)).collect();
         let recs = records(&rows);
         let partial = flagged_partial(&recs, &[0; 30], 4);
-        let found = local(&partial, std::slice::from_ref(&recs), true);
+        let found = local(&partial, std::slice::from_ref(&recs), true).unwrap();
         let full: Vec<u64> = found.full.iter().map(|f| f.row).collect();
         assert_eq!(full, vec![3, 4, 5, 6]);
         assert_eq!(found.summarized.len(), 23);
         assert_eq!(found.categories, vec!["a".to_string()]);
         assert_eq!(
             found.rows(),
-            local(&partial, std::slice::from_ref(&recs), false).rows()
+            local(&partial, std::slice::from_ref(&recs), false)
+                .unwrap()
+                .rows()
         );
     }
 
@@ -841,11 +844,11 @@ mod tests {
             let whole = with_prompts(records(&rows), &prompts);
             let partial = flagged_partial(&whole, &sample_flags, limit);
             let mut want = partial.clone();
-            let all = local(&partial, &parts, false);
+            let all = local(&partial, &parts, false).unwrap();
             let groups = serde_json::to_string(&crate::report::PromptGroups::of(&all.full)).unwrap();
             want.absorb_corpus(all);
             let mut got = partial.clone();
-            let found = local(&partial, &parts, true);
+            let found = local(&partial, &parts, true).unwrap();
             // The report counts prompt groups from the full entries.
             prop_assert_eq!(serde_json::to_string(&crate::report::PromptGroups::of(&found.full)).unwrap(), groups);
             got.absorb_corpus(found);
@@ -872,7 +875,7 @@ mod tests {
             let partial = partial_of(&whole);
             let fences = Fences::of(&partial);
             let want = resolve(&whole, &find_repeats(route(&whole, 1, None)), &fences);
-            prop_assert_eq!(&local(&partial, std::slice::from_ref(&whole), true).full, &want);
+            prop_assert_eq!(&local(&partial, std::slice::from_ref(&whole), true).unwrap().full, &want);
             let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c % (rows.len() + 1)).collect();
             bounds.extend([0, rows.len()]);
             bounds.sort_unstable();

@@ -169,7 +169,10 @@ fn scan_in_pool(
             let records = Spill::into_memory(held);
             // Near duplicates and pairing add entries for the same rows later, to the full list.
             let summarize = opts.near_dup.is_none() && pairing.is_none();
-            (corpus_checks::local(&partial, &records, summarize), records)
+            (
+                corpus_checks::local(&partial, &records, summarize)?,
+                records,
+            )
         }
     };
     let near = match &opts.near_dup {
