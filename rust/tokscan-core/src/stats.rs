@@ -262,14 +262,20 @@ pub struct Dist {
 impl Dist {
     #[inline]
     pub fn add(&mut self, v: u32) {
+        *self.count_of(v) += 1;
+    }
+
+    /// The counter of `v`: in the array (grown as needed) below [`DENSE`], else in the map.
+    #[inline]
+    fn count_of(&mut self, v: u32) -> &mut u64 {
         let i = v as usize;
         if i < DENSE {
             if i >= self.dense.len() {
                 self.dense.resize((i + 1).next_power_of_two().min(DENSE), 0);
             }
-            self.dense[i] += 1;
+            &mut self.dense[i]
         } else {
-            *self.sparse.entry(v).or_insert(0) += 1;
+            self.sparse.entry(v).or_insert(0)
         }
     }
 
@@ -322,15 +328,7 @@ impl<'de> Deserialize<'de> for Dist {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Dist, D::Error> {
         let mut out = Dist::default();
         for (v, c) in BTreeMap::<u32, u64>::deserialize(d)? {
-            let i = v as usize;
-            if i < DENSE {
-                if i >= out.dense.len() {
-                    out.dense.resize((i + 1).next_power_of_two().min(DENSE), 0);
-                }
-                out.dense[i] += c;
-            } else {
-                out.sparse.insert(v, c);
-            }
+            *out.count_of(v) += c;
         }
         Ok(out)
     }
