@@ -752,20 +752,8 @@ mod tests {
         p.detail_limit = limit;
         for (r, &flags) in recs.rows.iter().zip(sample_flags) {
             if flags != 0 {
-                p.push_flagged(FlaggedSample {
-                    row: r.row,
-                    source: 0,
-                    category: recs.categories[r.category as usize].clone(),
-                    lengths: r.lengths,
-                    flags,
-                    sample_id: r.sample_id.clone(),
-                    detail: None,
-                    duplicate_of: None,
-                    departs: (0, 0, 0),
-                    prompt_of: None,
-                    contamination: None,
-                    near_of: None,
-                });
+                let category = &recs.categories[r.category as usize];
+                p.push_flagged(full_entry(r, category, flags, None, (0, 0, 0)));
             }
         }
         p
@@ -799,12 +787,19 @@ mod tests {
         assert_eq!(full, vec![3, 4, 5, 6]);
         assert_eq!(found.summarized.len(), 23);
         assert_eq!(found.categories, vec!["a".to_string()]);
-        assert_eq!(
-            found.rows(),
-            local(&partial, std::slice::from_ref(&recs), false)
-                .unwrap()
-                .rows()
-        );
+        // Every flagged row, with its codes, in row order: the same as in full.
+        let rows = |f: &Found| {
+            let mut v: Vec<(u64, u64)> = f
+                .full
+                .iter()
+                .map(|x| (x.row, x.flags))
+                .chain(f.summarized.iter().map(|s| (s.row, s.flags)))
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let all = local(&partial, std::slice::from_ref(&recs), false).unwrap();
+        assert_eq!(rows(&found), rows(&all));
     }
 
     proptest! {

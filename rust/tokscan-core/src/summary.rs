@@ -210,20 +210,6 @@ impl From<Vec<FlaggedSample>> for Found {
     }
 }
 
-impl Found {
-    /// Every flagged row (full or summarized), with its codes, in row order.
-    pub fn rows(&self) -> Vec<(u64, u64)> {
-        let mut v: Vec<(u64, u64)> = self
-            .full
-            .iter()
-            .map(|f| (f.row, f.flags))
-            .chain(self.summarized.iter().map(|s| (s.row, s.flags)))
-            .collect();
-        v.sort_unstable();
-        v
-    }
-}
-
 impl Partial {
     pub fn new(n_slots: usize) -> Self {
         Partial {
