@@ -468,73 +468,43 @@ pub fn resolve_units<R: std::ops::Deref<Target = Records> + Send>(
         }
         return Ok(full.into());
     }
-    // 1. Each flagged row's codes, and whether it is in a prompt group.
-    let flags: Vec<Vec<(u64, u64, bool)>> = (0..n_units)
+    // 1. Each flagged row's codes and category (an index into its unit's categories), and the rows that are
+    //    later members of a prompt group.
+    type Unit = (Vec<Summarized>, Vec<u64>, Vec<String>);
+    let flagged: Vec<Unit> = (0..n_units)
         .into_par_iter()
         .map(|i| {
             let records = unit(i)?;
             let mine = repeats_of(&records, &repeats[slice(&records)]);
-            Ok(records
-                .rows
-                .iter()
-                .filter_map(|r| {
-                    let repeat = mine.get(&r.row);
-                    let category = &records.categories[r.category as usize];
-                    let (flags, _) = row_flags(r, category, repeat, &fences);
-                    let grouped = repeat.is_some_and(|x| x.prompt_of.is_some());
-                    (flags != 0).then_some((r.row, flags, grouped))
-                })
-                .collect())
-        })
-        .collect::<Result<_>>()?;
-    // 2. The rows the report can list in full, walked in row order as the report's limit walks them.
-    let listed: Vec<u64> = partial.flagged.iter().map(|f| f.row).collect();
-    let mut seen = vec![0u64; crate::anomaly::N_CODES];
-    let in_full: Vec<Vec<u64>> = flags
-        .into_iter()
-        .map(|unit| {
-            unit.into_iter()
-                .filter(|&(row, flags, grouped)| {
-                    let counted =
-                        crate::summary::within_limit(&mut seen, flags, partial.detail_limit);
-                    counted || grouped || listed.binary_search(&row).is_ok()
-                })
-                .map(|(row, _, _)| row)
-                .collect()
-        })
-        .collect();
-    // 3. Those rows in full, every other flagged row summarized.
-    let parts: Vec<(Vec<FlaggedSample>, Vec<Summarized>, Vec<String>)> = (0..n_units)
-        .into_par_iter()
-        .map(|i| {
-            let records = unit(i)?;
-            let mine = repeats_of(&records, &repeats[slice(&records)]);
-            let (mut full, mut summarized) = (Vec::new(), Vec::new());
+            let (mut rows, mut grouped) = (Vec::new(), Vec::new());
             for r in &records.rows {
-                let category = &records.categories[r.category as usize];
                 let repeat = mine.get(&r.row);
-                let (flags, departs) = row_flags(r, category, repeat, &fences);
-                if flags == 0 {
-                    continue;
-                }
-                if in_full[i].binary_search(&r.row).is_ok() {
-                    full.push(full_entry(r, category, flags, repeat, departs));
-                } else {
-                    summarized.push(Summarized {
+                let category = &records.categories[r.category as usize];
+                let (flags, _) = row_flags(r, category, repeat, &fences);
+                if flags != 0 {
+                    rows.push(Summarized {
                         row: r.row,
                         flags,
                         category: r.category,
                     });
+                    if repeat.is_some_and(|x| x.prompt_of.is_some()) {
+                        grouped.push(r.row);
+                    }
                 }
             }
-            Ok((full, summarized, records.categories.clone()))
+            Ok((rows, grouped, records.categories.clone()))
         })
         .collect::<Result<_>>()?;
+    // 2. Walked in row order as the report's limit walks them: the rows the report can list in full, per unit,
+    //    and every other row summarized as it is.
+    let listed: Vec<u64> = partial.flagged.iter().map(|f| f.row).collect();
+    let mut seen = vec![0u64; crate::anomaly::N_CODES];
     let mut found = Found::default();
     found
         .summarized
-        .reserve(parts.iter().map(|p| p.1.len()).sum());
-    for (full, summarized, categories) in parts {
+        .reserve(flagged.iter().map(|u| u.0.len()).sum());
+    let mut in_full: Vec<Vec<u64>> = Vec::with_capacity(n_units);
+    for (rows, grouped, categories) in flagged {
         let remap: Vec<u32> = categories
             .iter()
             .map(|c| match found.categories.iter().position(|x| x == c) {
@@ -545,14 +515,44 @@ pub fn resolve_units<R: std::ops::Deref<Target = Records> + Send>(
                 }
             })
             .collect();
-        found.full.extend(full);
-        found
-            .summarized
-            .extend(summarized.into_iter().map(|s| Summarized {
-                category: remap[s.category as usize],
-                ..s
-            }));
+        let mut full = Vec::new();
+        for s in rows {
+            let counted = crate::summary::within_limit(&mut seen, s.flags, partial.detail_limit);
+            if counted
+                || grouped.binary_search(&s.row).is_ok()
+                || listed.binary_search(&s.row).is_ok()
+            {
+                full.push(s.row);
+            } else {
+                found.summarized.push(Summarized {
+                    category: remap[s.category as usize],
+                    ..s
+                });
+            }
+        }
+        in_full.push(full);
     }
+    // 3. Those rows in full: only the units that have some are read again.
+    let full: Vec<Vec<FlaggedSample>> = (0..n_units)
+        .into_par_iter()
+        .filter(|&i| !in_full[i].is_empty())
+        .map(|i| {
+            let records = unit(i)?;
+            let mine = repeats_of(&records, &repeats[slice(&records)]);
+            Ok(records
+                .rows
+                .iter()
+                .filter(|r| in_full[i].binary_search(&r.row).is_ok())
+                .map(|r| {
+                    let category = &records.categories[r.category as usize];
+                    let repeat = mine.get(&r.row);
+                    let (flags, departs) = row_flags(r, category, repeat, &fences);
+                    full_entry(r, category, flags, repeat, departs)
+                })
+                .collect())
+        })
+        .collect::<Result<_>>()?;
+    found.full = full.concat();
     Ok(found)
 }
 

@@ -4,8 +4,8 @@
 //! (`TOKSCAN_RECORDS_MEMORY`, bytes, default [`DEFAULT_BUDGET`]) a unit's records go to an anonymous temporary
 //! file as the unit finishes, and the checks run as on a cluster ([`crate::corpus_checks`]): the keys are routed
 //! into hash buckets written to temporary files, each bucket is searched for repeats on its own, and each unit's
-//! records are read back to resolve what they flag (twice: their codes, then the entries past the detail
-//! limit summarized, [`corpus_checks::resolve_units`]). The findings are the in-memory ones (the same steps a
+//! records are read back to resolve what they flag (once for their codes, and again only for a unit with rows
+//! the report lists in full, [`corpus_checks::resolve_units`]). The findings are the in-memory ones (the same steps a
 //! Ray scan takes, tested equal); memory is the budget, a unit's records per thread and one bucket's keys.
 //!
 //! Near-duplicate detection and prompt pairing look at every record together, so a scan with either keeps its
@@ -148,8 +148,8 @@ impl Spill {
 
     /// The corpus-wide findings ([`corpus_checks::local`]'s) for the records of a whole corpus held here: keys
     /// routed into buckets on disk (each small enough for the budget), repeats found bucket by bucket, each
-    /// unit's records read back to resolve ([`corpus_checks::resolve_units`]: twice, as past the detail limit
-    /// the flagged rows are summarized).
+    /// unit's records read back to resolve ([`corpus_checks::resolve_units`]: once for their codes, again only
+    /// for a unit with rows the report lists in full).
     pub fn corpus_checks(&self, partial: &Partial, held: &[Held]) -> Result<corpus_checks::Found> {
         let n_buckets = (partial.n_samples() * KEY_BYTES)
             .div_ceil(self.budget.max(1))
