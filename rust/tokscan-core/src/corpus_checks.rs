@@ -1,13 +1,14 @@
 //! The corpus-wide checks, split so that no process needs every sample:
 //!
-//! 1. [`route`]: each scan's [`Records`] become keys (completion hash and length; sample id) sent to one of
-//!    `n` buckets by hash, so equal keys always meet in the same bucket.
-//! 2. [`find_repeats`]: one bucket's keys from every scan → the rows that repeat an earlier row
-//!    (`duplicate`, `sample_id_duplicate`, `prompt_duplicate`, `prompt_cross_category`), each with the first
-//!    row it repeats.
+//! 1. [`route`]: each scan's [`Records`] become keys (completion hash and length; sample id; prompt hash and
+//!    length) sent to one of `n` buckets by hash, so equal keys always meet in the same bucket;
+//!    [`Bucket::fold`] keeps one key a group of a scan's rows.
+//! 2. [`find_repeats`]: one bucket's keys from every scan → the keys seen on more than one row, each with its
+//!    first row ([`Repeated`]: one entry a group, however many rows repeat it), from which each later row's
+//!    codes follow (`duplicate`, `sample_id_duplicate`, `prompt_duplicate`, `prompt_cross_category`).
 //! 3. [`Fences`]: the length-outlier fences of each category, from the merged [`Partial`]'s exact length
 //!    distributions.
-//! 4. [`resolve`]: each scan's records with the repeats and fences → the samples the corpus-wide codes
+//! 4. [`resolve`]: each scan's records with every bucket's repeat groups and the fences → the samples the corpus-wide codes
 //!    flag, in full, ready to merge into the report's flagged list; [`resolve_units`] for a whole corpus in
 //!    one process, past the report's detail limit summarized.
 //!
@@ -39,6 +40,8 @@ pub struct CompletionKey {
     pub len: u32,
     pub row: u64,
     pub sample_id: Option<SampleId>,
+    /// Later rows with the same completion were folded into this key ([`Bucket::fold`]).
+    pub more: bool,
 }
 
 /// A prompt's key: equal prompts have equal `(hash, len)`; the completion's and the category tell a prompt
@@ -57,8 +60,8 @@ pub struct PromptKey {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bucket {
     pub completions: Vec<CompletionKey>,
-    /// `(sample id, row)`.
-    pub ids: Vec<(SampleId, u64)>,
+    /// `(sample id, row, later rows with the id were folded in)`.
+    pub ids: Vec<(SampleId, u64, bool)>,
     pub prompts: Vec<PromptKey>,
     /// `(band key, row)` of the near-duplicate signatures (`--near-dup`; see
     /// [`crate::neardup::pairs_of_bands`]).
@@ -72,6 +75,32 @@ impl Bucket {
 
     pub fn from_bytes(b: &[u8]) -> Result<Bucket> {
         decode(b, "key bucket")
+    }
+
+    /// Keeps one key a completion, a sample id and a distinct prompt (prompt, completion and category): the
+    /// first row's, marked when later rows share it. [`find_repeats`] finds the same groups, and a scan of
+    /// copies routes one key a unit instead of one a row (all of a group's keys meet in one bucket).
+    pub fn fold(&mut self) {
+        self.completions
+            .sort_unstable_by_key(|k| (k.hash, k.len, k.row));
+        self.completions.dedup_by(|later, kept| {
+            let same = (later.hash, later.len) == (kept.hash, kept.len);
+            kept.more |= same;
+            same
+        });
+        self.ids.sort_unstable();
+        self.ids.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            kept.2 |= same;
+            same
+        });
+        let distinct = |k: &PromptKey| (k.hash, k.len, k.completion);
+        self.prompts.sort_unstable_by(|a, b| {
+            (distinct(a), &a.category, a.row).cmp(&(distinct(b), &b.category, b.row))
+        });
+        self.prompts.dedup_by(|later, kept| {
+            (distinct(later), &later.category) == (distinct(kept), &kept.category)
+        });
     }
 }
 
@@ -89,12 +118,13 @@ pub fn route(records: &Records, n: usize, near: Option<&crate::neardup::Params>)
                     len: r.completion_len,
                     row: r.row,
                     sample_id: r.sample_id.clone(),
+                    more: false,
                 });
         }
         if let Some(id) = &r.sample_id {
             out[(id.hash64() % n as u64) as usize]
                 .ids
-                .push((id.clone(), r.row));
+                .push((id.clone(), r.row, false));
         }
         if r.prompt_len > 0 {
             out[(r.prompt_hash % n as u64) as usize]
@@ -117,20 +147,111 @@ pub fn route(records: &Records, n: usize, near: Option<&crate::neardup::Params>)
     out
 }
 
-/// A row the corpus-wide checks flag for repeating an earlier one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Repeat {
-    pub row: u64,
-    pub flags: u64,
-    /// The first sample with the same completion (`duplicate`) or else the same id (`sample_id_duplicate`);
-    /// for a row flagged by neither, its prompt group's first.
-    pub first: FirstSeen,
-    /// The kept first of the row's prompt group, when it is a later member of one.
-    pub prompt_of: Option<Box<PromptFirst>>,
+/// The keys seen on more than one row, each with its first row: what every later row with the key repeats.
+/// Its size is the number of such groups, not of their rows (a corpus of copies is a few entries). Each
+/// bucket's groups are disjoint from every other's, so [`Repeated::merge`] of every bucket's is the corpus's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Repeated {
+    /// `(hash, length)` of a completion → its first row (`duplicate`).
+    pub completions: HashMap<(u64, u32), FirstSeen>,
+    /// A sample id → its first row (`sample_id_duplicate`).
+    pub ids: HashMap<SampleId, u64>,
+    /// `(hash, length)` of a prompt whose rows do not all share the first's completion and category (a plain
+    /// repeat is `duplicate` alone) → the first's completion `(hash, length)` and the first
+    /// (`prompt_duplicate`, `prompt_cross_category`, the prompt group).
+    pub prompts: HashMap<(u64, u32), ((u64, u32), PromptFirst)>,
 }
 
-/// Rows that repeat an earlier row, sorted by row. Feed it every scan's keys of one bucket (any order).
-pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Vec<Repeat> {
+/// What one row repeats, from [`Repeated`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Repeat {
+    flags: u64,
+    /// The first sample with the same completion (`duplicate`) or else the same id (`sample_id_duplicate`);
+    /// for a row flagged by neither, its prompt group's first.
+    first: FirstSeen,
+    /// The kept first of the row's prompt group, when it is a later member of one.
+    prompt_of: Option<Box<PromptFirst>>,
+}
+
+impl Repeated {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        encode(self)
+    }
+
+    pub fn from_bytes(b: &[u8]) -> Result<Repeated> {
+        decode(b, "repeats")
+    }
+
+    /// Adds another bucket's groups.
+    pub fn merge(&mut self, other: Repeated) {
+        self.completions.extend(other.completions);
+        self.ids.extend(other.ids);
+        self.prompts.extend(other.prompts);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.completions.is_empty() && self.ids.is_empty() && self.prompts.is_empty()
+    }
+
+    /// What row `r` (of category `category`) repeats, if anything: the completion's first sample is the one
+    /// named, else the id's, else the prompt group's.
+    fn of(&self, r: &SampleRecord, category: &str) -> Option<Repeat> {
+        let mut out: Option<Repeat> = None;
+        if r.completion_len > 0 {
+            if let Some(first) = self
+                .completions
+                .get(&(r.completion_hash, r.completion_len))
+                .filter(|f| f.row != r.row)
+            {
+                out = Some(Repeat {
+                    flags: Code::Duplicate.bit(),
+                    first: first.clone(),
+                    prompt_of: None,
+                });
+            }
+        }
+        if let Some(id) = &r.sample_id {
+            if let Some(&row) = self.ids.get(id).filter(|&&row| row != r.row) {
+                let m = out.get_or_insert_with(|| Repeat {
+                    flags: 0,
+                    first: FirstSeen {
+                        row,
+                        sample_id: Some(id.clone()),
+                    },
+                    prompt_of: None,
+                });
+                m.flags |= Code::SampleIdDuplicate.bit();
+            }
+        }
+        if r.prompt_len > 0 {
+            if let Some((completion, head)) = self
+                .prompts
+                .get(&(r.prompt_hash, r.prompt_len))
+                .filter(|(_, h)| h.row != r.row)
+            {
+                let m = out.get_or_insert_with(|| Repeat {
+                    flags: 0,
+                    first: FirstSeen {
+                        row: head.row,
+                        sample_id: head.sample_id.clone(),
+                    },
+                    prompt_of: None,
+                });
+                if *completion != (r.completion_hash, r.completion_len) {
+                    m.flags |= Code::PromptDuplicate.bit();
+                }
+                if head.category != category {
+                    m.flags |= Code::PromptCrossCategory.bit();
+                }
+                m.prompt_of = Some(Box::new(head.clone()));
+            }
+        }
+        out
+    }
+}
+
+/// The keys seen on more than one row of one bucket's keys from every scan (any order, folded or not).
+pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Repeated {
     let mut completions = Vec::new();
     let mut ids = Vec::new();
     let mut prompts = Vec::new();
@@ -139,55 +260,35 @@ pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Vec<Repeat> {
         ids.extend(b.ids);
         prompts.extend(b.prompts);
     }
-    // Every finding of the three passes, merged per row at the end: a list, not a map (a corpus of copies
-    // has a repeat for nearly every row).
-    let mut out: Vec<Repeat> = Vec::new();
-    // Same completion (hash and length) as an earlier row.
+    let mut out = Repeated::default();
+    // The same completion (hash and length) on more than one row.
     completions.sort_unstable_by_key(|k| (k.hash, k.len, k.row));
     for group in completions.chunk_by(|a, b| (a.hash, a.len) == (b.hash, b.len)) {
-        let first = FirstSeen {
-            row: group[0].row,
-            sample_id: group[0].sample_id.clone(),
-        };
-        out.extend(group[1..].iter().map(|k| Repeat {
-            row: k.row,
-            flags: Code::Duplicate.bit(),
-            first: first.clone(),
-            prompt_of: None,
-        }));
+        if group.len() > 1 || group[0].more {
+            let first = FirstSeen {
+                row: group[0].row,
+                sample_id: group[0].sample_id.clone(),
+            };
+            out.completions.insert((group[0].hash, group[0].len), first);
+        }
     }
-    // A sample id seen on an earlier row. The completion's first sample, when there is one, stays the one
-    // named.
+    // The same sample id on more than one row.
     ids.sort_unstable();
     for group in ids.chunk_by(|a, b| a.0 == b.0) {
-        let first = FirstSeen {
-            row: group[0].1,
-            sample_id: Some(group[0].0.clone()),
-        };
-        out.extend(group[1..].iter().map(|(_, row)| Repeat {
-            row: *row,
-            flags: Code::SampleIdDuplicate.bit(),
-            first: first.clone(),
-            prompt_of: None,
-        }));
+        if group.len() > 1 || group[0].2 {
+            out.ids.insert(group[0].0.clone(), group[0].1);
+        }
     }
-    // The same prompt as an earlier row. A group whose samples all share the first's completion and
+    // The same prompt on more than one row. A group whose samples all share the first's completion and
     // category is a plain repeat (`duplicate`) and no prompt group; in any other, every later sample names
     // the first, and is flagged when its completion or its category differs from the first's.
     prompts.sort_unstable_by_key(|k| (k.hash, k.len, k.row));
     for group in prompts.chunk_by(|a, b| (a.hash, a.len) == (b.hash, b.len)) {
         let head = &group[0];
-        let flags_of = |k: &PromptKey| {
-            let mut f = 0;
-            if k.completion != head.completion {
-                f |= Code::PromptDuplicate.bit();
-            }
-            if k.category != head.category {
-                f |= Code::PromptCrossCategory.bit();
-            }
-            f
-        };
-        if group[1..].iter().all(|k| flags_of(k) == 0) {
+        if group[1..]
+            .iter()
+            .all(|k| k.completion == head.completion && k.category == head.category)
+        {
             continue;
         }
         let first = PromptFirst {
@@ -195,40 +296,10 @@ pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Vec<Repeat> {
             sample_id: head.sample_id.clone(),
             category: head.category.to_string(),
         };
-        out.extend(group[1..].iter().map(|k| Repeat {
-            row: k.row,
-            flags: flags_of(k),
-            first: FirstSeen {
-                row: first.row,
-                sample_id: first.sample_id.clone(),
-            },
-            prompt_of: Some(Box::new(first.clone())),
-        }));
+        out.prompts
+            .insert((head.hash, head.len), (head.completion, first));
     }
-    // One entry a row. A stable sort keeps a row's findings in the passes' order: the first one names the
-    // sample it repeats (the completion's first, else the id's, else the prompt's), the others add codes and
-    // the prompt group.
-    out.sort_by_key(|r| r.row);
-    out.dedup_by(|later, kept| {
-        if later.row != kept.row {
-            return false;
-        }
-        kept.flags |= later.flags;
-        if later.prompt_of.is_some() {
-            kept.prompt_of = later.prompt_of.take();
-        }
-        true
-    });
     out
-}
-
-/// Serialized repeats of one bucket.
-pub fn repeats_to_bytes(r: &[Repeat]) -> Vec<u8> {
-    encode(&r)
-}
-
-pub fn repeats_from_bytes(b: &[u8]) -> Result<Vec<Repeat>> {
-    decode(b, "repeats")
 }
 
 /// Per category, the log2-length fence `(lo, hi)` outside which a sample's total length is an outlier:
@@ -326,33 +397,6 @@ impl Fences {
     }
 }
 
-/// The repeats of `records`' rows (repeats for any rows may be given; those of other scans are ignored), one
-/// entry a row. A row may repeat in several buckets (its completion in one, its id in another, its prompt in
-/// a third): the completion's first sample is the one named, else the id's.
-fn repeats_of(records: &Records, repeats: &[Repeat]) -> HashMap<u64, Repeat> {
-    let (lo, hi) = match (records.rows.first(), records.rows.last()) {
-        (Some(a), Some(b)) => (a.row, b.row),
-        _ => return HashMap::new(),
-    };
-    let mut mine: HashMap<u64, Repeat> = HashMap::new();
-    for r in repeats.iter().filter(|r| (lo..=hi).contains(&r.row)) {
-        mine.entry(r.row)
-            .and_modify(|m| {
-                if r.flags & Code::Duplicate.bit() != 0
-                    || (m.flags & REPEAT_BITS == 0 && r.flags & REPEAT_BITS != 0)
-                {
-                    m.first = r.first.clone();
-                }
-                m.flags |= r.flags;
-                if r.prompt_of.is_some() {
-                    m.prompt_of = r.prompt_of.clone();
-                }
-            })
-            .or_insert_with(|| r.clone());
-    }
-    mine
-}
-
 const REPEAT_BITS: u64 = Code::Duplicate.bit() | Code::SampleIdDuplicate.bit();
 
 /// The codes the corpus-wide checks give one row (0: none), and for `departs_from_category` the features it
@@ -411,24 +455,22 @@ fn full_entry(
     }
 }
 
-/// The samples of `records` that the corpus-wide checks flag (repeats for any rows may be given; those of
-/// other scans are ignored), row-sorted.
-pub fn resolve(records: &Records, repeats: &[Repeat], fences: &Fences) -> Vec<FlaggedSample> {
-    let mine = repeats_of(records, repeats);
+/// The samples of `records` that the corpus-wide checks flag, row-sorted.
+pub fn resolve(records: &Records, repeated: &Repeated, fences: &Fences) -> Vec<FlaggedSample> {
     let mut out = Vec::new();
     for r in &records.rows {
         let category = &records.categories[r.category as usize];
-        let repeat = mine.get(&r.row);
-        let (flags, departs) = row_flags(r, category, repeat, fences);
+        let repeat = repeated.of(r, category);
+        let (flags, departs) = row_flags(r, category, repeat.as_ref(), fences);
         if flags != 0 {
-            out.push(full_entry(r, category, flags, repeat, departs));
+            out.push(full_entry(r, category, flags, repeat.as_ref(), departs));
         }
     }
     out
 }
 
 /// [`resolve`] for the units of a whole corpus (in row order; `unit(i)` gives the i-th unit's records, which
-/// may be read from disk; `repeats` sorted by row), with the report's detail limit applied ahead: a row is written in full only when
+/// may be read from disk), with the report's detail limit applied ahead: a row is written in full only when
 /// the report can list it in full — [`Partial::absorb_corpus`] and [`Partial::cap`] then find exactly what
 /// they would find in the full list. That is a row `partial` lists in full (the corpus-wide codes join its
 /// entry), a later member of a prompt group (the report's `prompt_groups` counts them from the full entries),
@@ -439,26 +481,17 @@ pub fn resolve_units<R: std::ops::Deref<Target = Records> + Send>(
     partial: &Partial,
     n_units: usize,
     unit: impl Fn(usize) -> Result<R> + Sync,
-    repeats: &[Repeat],
+    repeated: &Repeated,
     summarize: bool,
 ) -> Result<Found> {
     use rayon::prelude::*;
     let fences = Fences::of(partial);
-    let slice = |records: &Records| -> std::ops::Range<usize> {
-        match (records.rows.first(), records.rows.last()) {
-            (Some(a), Some(b)) => {
-                repeats.partition_point(|r| r.row < a.row)
-                    ..repeats.partition_point(|r| r.row <= b.row)
-            }
-            _ => 0..0,
-        }
-    };
     if !summarize || partial.detail_limit == 0 {
         let resolved: Vec<Vec<FlaggedSample>> = (0..n_units)
             .into_par_iter()
             .map(|i| {
                 let records = unit(i)?;
-                Ok(resolve(&records, &repeats[slice(&records)], &fences))
+                Ok(resolve(&records, repeated, &fences))
             })
             .collect::<Result<_>>()?;
         // Units hold disjoint row ranges in order: one list sized once, not regrown by doubling.
@@ -469,68 +502,69 @@ pub fn resolve_units<R: std::ops::Deref<Target = Records> + Send>(
         return Ok(full.into());
     }
     // 1. Each flagged row's codes and category (an index into its unit's categories), and the rows that are
-    //    later members of a prompt group.
+    //    later members of a prompt group, found in parallel a batch of units at a time;
+    // 2. walked in row order as the report's limit walks them: the rows the report can list in full, per unit,
+    //    and every other row summarized as it is. Batches keep one batch's codes beside the summaries (a corpus
+    //    of copies flags every row).
     type Unit = (Vec<Summarized>, Vec<u64>, Vec<String>);
-    let flagged: Vec<Unit> = (0..n_units)
-        .into_par_iter()
-        .map(|i| {
-            let records = unit(i)?;
-            let mine = repeats_of(&records, &repeats[slice(&records)]);
-            let (mut rows, mut grouped) = (Vec::new(), Vec::new());
-            for r in &records.rows {
-                let repeat = mine.get(&r.row);
-                let category = &records.categories[r.category as usize];
-                let (flags, _) = row_flags(r, category, repeat, &fences);
-                if flags != 0 {
-                    rows.push(Summarized {
-                        row: r.row,
-                        flags,
-                        category: r.category,
-                    });
-                    if repeat.is_some_and(|x| x.prompt_of.is_some()) {
-                        grouped.push(r.row);
-                    }
-                }
-            }
-            Ok((rows, grouped, records.categories.clone()))
-        })
-        .collect::<Result<_>>()?;
-    // 2. Walked in row order as the report's limit walks them: the rows the report can list in full, per unit,
-    //    and every other row summarized as it is.
     let listed: Vec<u64> = partial.flagged.iter().map(|f| f.row).collect();
     let mut seen = vec![0u64; crate::anomaly::N_CODES];
     let mut found = Found::default();
-    found
-        .summarized
-        .reserve(flagged.iter().map(|u| u.0.len()).sum());
     let mut in_full: Vec<Vec<u64>> = Vec::with_capacity(n_units);
-    for (rows, grouped, categories) in flagged {
-        let remap: Vec<u32> = categories
-            .iter()
-            .map(|c| match found.categories.iter().position(|x| x == c) {
-                Some(i) => i as u32,
-                None => {
-                    found.categories.push(c.clone());
-                    (found.categories.len() - 1) as u32
+    let batch = 4 * rayon::current_num_threads().max(1);
+    for start in (0..n_units).step_by(batch) {
+        let flagged: Vec<Unit> = (start..n_units.min(start + batch))
+            .into_par_iter()
+            .map(|i| {
+                let records = unit(i)?;
+                let (mut rows, mut grouped) = (Vec::new(), Vec::new());
+                for r in &records.rows {
+                    let category = &records.categories[r.category as usize];
+                    let repeat = repeated.of(r, category);
+                    let (flags, _) = row_flags(r, category, repeat.as_ref(), &fences);
+                    if flags != 0 {
+                        rows.push(Summarized {
+                            row: r.row,
+                            flags,
+                            category: r.category,
+                        });
+                        if repeat.is_some_and(|x| x.prompt_of.is_some()) {
+                            grouped.push(r.row);
+                        }
+                    }
                 }
+                Ok((rows, grouped, records.categories.clone()))
             })
-            .collect();
-        let mut full = Vec::new();
-        for s in rows {
-            let counted = crate::summary::within_limit(&mut seen, s.flags, partial.detail_limit);
-            if counted
-                || grouped.binary_search(&s.row).is_ok()
-                || listed.binary_search(&s.row).is_ok()
-            {
-                full.push(s.row);
-            } else {
-                found.summarized.push(Summarized {
-                    category: remap[s.category as usize],
-                    ..s
-                });
+            .collect::<Result<_>>()?;
+        for (rows, grouped, categories) in flagged {
+            let remap: Vec<u32> = categories
+                .iter()
+                .map(|c| match found.categories.iter().position(|x| x == c) {
+                    Some(i) => i as u32,
+                    None => {
+                        found.categories.push(c.clone());
+                        (found.categories.len() - 1) as u32
+                    }
+                })
+                .collect();
+            let mut full = Vec::new();
+            for s in rows {
+                let counted =
+                    crate::summary::within_limit(&mut seen, s.flags, partial.detail_limit);
+                if counted
+                    || grouped.binary_search(&s.row).is_ok()
+                    || listed.binary_search(&s.row).is_ok()
+                {
+                    full.push(s.row);
+                } else {
+                    found.summarized.push(Summarized {
+                        category: remap[s.category as usize],
+                        ..s
+                    });
+                }
             }
+            in_full.push(full);
         }
-        in_full.push(full);
     }
     // 3. Those rows in full: only the units that have some are read again.
     let full: Vec<Vec<FlaggedSample>> = (0..n_units)
@@ -538,16 +572,15 @@ pub fn resolve_units<R: std::ops::Deref<Target = Records> + Send>(
         .filter(|&i| !in_full[i].is_empty())
         .map(|i| {
             let records = unit(i)?;
-            let mine = repeats_of(&records, &repeats[slice(&records)]);
             Ok(records
                 .rows
                 .iter()
                 .filter(|r| in_full[i].binary_search(&r.row).is_ok())
                 .map(|r| {
                     let category = &records.categories[r.category as usize];
-                    let repeat = mine.get(&r.row);
-                    let (flags, departs) = row_flags(r, category, repeat, &fences);
-                    full_entry(r, category, flags, repeat, departs)
+                    let repeat = repeated.of(r, category);
+                    let (flags, departs) = row_flags(r, category, repeat.as_ref(), &fences);
+                    full_entry(r, category, flags, repeat.as_ref(), departs)
                 })
                 .collect())
         })
@@ -567,30 +600,38 @@ pub fn flagged_from_bytes(b: &[u8]) -> Result<Vec<FlaggedSample>> {
 
 /// All four steps in one process: the corpus-wide findings for the records of a whole corpus
 /// ([`resolve_units`]: past the detail limit, summarized when `summarize`). The keys go to one bucket per
-/// worker thread and the buckets are searched in parallel, as are the records resolved (a row's repeats may
-/// then come from several buckets; [`resolve`] makes one entry of them, and any number of buckets flags the
-/// same samples): run after the scan, on one thread, the sorts of the keys were a tenth of a two-thread NumPy
+/// worker thread and the buckets are searched in parallel, as are the records resolved (a row's completion,
+/// id and prompt may repeat in different buckets; [`Repeated::merge`] joins their disjoint groups, and any
+/// number of buckets flags the same samples): run after the scan, on one thread, the sorts of the keys were a tenth of a two-thread NumPy
 /// scan's time.
 pub fn local(partial: &Partial, records: &[Records], summarize: bool) -> Result<Found> {
     use rayon::prelude::*;
     let n = rayon::current_num_threads().max(1);
-    let routed: Vec<Vec<Bucket>> = records.par_iter().map(|r| route(r, n, None)).collect();
+    // Folded per unit: a corpus of copies sorts one key a group and unit, not one a row.
+    let routed: Vec<Vec<Bucket>> = records
+        .par_iter()
+        .map(|r| {
+            let mut buckets = route(r, n, None);
+            buckets.iter_mut().for_each(Bucket::fold);
+            buckets
+        })
+        .collect();
     let mut per_bucket: Vec<Vec<Bucket>> = (0..n).map(|_| Vec::new()).collect();
     for buckets in routed {
         for (b, bucket) in buckets.into_iter().enumerate() {
             per_bucket[b].push(bucket);
         }
     }
-    let mut repeats: Vec<Repeat> = per_bucket
-        .into_par_iter()
-        .flat_map_iter(find_repeats)
-        .collect();
-    repeats.par_sort_by_key(|r| r.row);
+    let found: Vec<Repeated> = per_bucket.into_par_iter().map(find_repeats).collect();
+    let mut repeated = Repeated::default();
+    for f in found {
+        repeated.merge(f);
+    }
     resolve_units(
         partial,
         records.len(),
         |i| Ok(&records[i]),
-        &repeats,
+        &repeated,
         summarize,
     )
 }
@@ -858,6 +899,7 @@ mod tests {
             keys in proptest::collection::vec((0u64..6, 0u8..5, 1u32..3000, 0u64..4), 1..80),
             cuts in proptest::collection::vec(0usize..80, 0..5),
             n_buckets in 1usize..7,
+            folded in any::<u8>(),
         ) {
             let ids: Vec<String> = keys.iter().map(|k| format!("s{}", k.1)).collect();
             let rows: Vec<(u64, &str, u32, u64, Option<&str>)> = keys
@@ -871,6 +913,35 @@ mod tests {
             let fences = Fences::of(&partial);
             let want = resolve(&whole, &find_repeats(route(&whole, 1, None)), &fences);
             prop_assert_eq!(&local(&partial, std::slice::from_ref(&whole), true).unwrap().full, &want);
+            // What each row repeats, by the definitions, pair by pair.
+            let repeat_bits = REPEAT_BITS | Code::PromptDuplicate.bit() | Code::PromptCrossCategory.bit();
+            for (i, r) in whole.rows.iter().enumerate() {
+                let before = &whole.rows[..i];
+                let category = |x: &SampleRecord| whole.categories[x.category as usize].clone();
+                let dup = before.iter().find(|x| r.completion_len > 0 && (x.completion_hash, x.completion_len) == (r.completion_hash, r.completion_len));
+                let id = before.iter().find(|x| x.sample_id == r.sample_id);
+                let group: Vec<&SampleRecord> = whole.rows.iter().filter(|x| r.prompt_len > 0 && x.prompt_hash == r.prompt_hash).collect();
+                let plain = group.is_empty() || group.iter().all(|x| (x.completion_hash, category(x)) == (group[0].completion_hash, category(group[0])));
+                let head = group.first().copied().filter(|h| !plain && h.row != r.row);
+                let mut flags = dup.map_or(0, |_| Code::Duplicate.bit()) | id.map_or(0, |_| Code::SampleIdDuplicate.bit());
+                if let Some(h) = head {
+                    if h.completion_hash != r.completion_hash {
+                        flags |= Code::PromptDuplicate.bit();
+                    }
+                    if category(h) != category(r) {
+                        flags |= Code::PromptCrossCategory.bit();
+                    }
+                }
+                let got = want.iter().find(|f| f.row == r.row);
+                prop_assert_eq!(got.map_or(0, |f| f.flags & repeat_bits), flags, "row {}", i);
+                prop_assert_eq!(
+                    got.and_then(|f| f.duplicate_of.as_ref()).map(|f| f.row),
+                    dup.or(id).map(|x| x.row),
+                    "row {}", i
+                );
+                // (A later member of a prompt group that nothing flags is not listed.)
+                prop_assert_eq!(got.and_then(|f| f.prompt_of.as_ref()).map(|f| f.row), got.and(head).map(|x| x.row), "row {}", i);
+            }
             let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c % (rows.len() + 1)).collect();
             bounds.extend([0, rows.len()]);
             bounds.sort_unstable();
@@ -878,11 +949,22 @@ mod tests {
                 .windows(2)
                 .map(|w| with_prompts(records(&rows[w[0]..w[1]]), &prompts[w[0]..w[1]]))
                 .collect();
-            let routed: Vec<Vec<Bucket>> = parts.iter().map(|p| route(p, n_buckets, None)).collect();
-            let mut repeats = Vec::new();
+            // Some scans' buckets folded (as Ray tasks and spilled units fold theirs), some not.
+            let routed: Vec<Vec<Bucket>> = parts
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let mut buckets = route(p, n_buckets, None);
+                    if folded & (1 << (i % 8)) != 0 {
+                        buckets.iter_mut().for_each(Bucket::fold);
+                    }
+                    buckets
+                })
+                .collect();
+            let mut repeats = Repeated::default();
             for b in 0..n_buckets {
                 // Buckets arrive in reverse scan order: order must not matter.
-                repeats.extend(find_repeats(routed.iter().rev().map(|r| r[b].clone())));
+                repeats.merge(find_repeats(routed.iter().rev().map(|r| r[b].clone())));
             }
             let fences = Fences::from_bytes(&Fences::of(&partial).to_bytes()).unwrap();
             let mut got = Vec::new();

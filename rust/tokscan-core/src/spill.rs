@@ -3,10 +3,13 @@
 //! groups, length outliers, category majorities); at 10M samples that is a gigabyte. Past a budget
 //! (`TOKSCAN_RECORDS_MEMORY`, bytes, default [`DEFAULT_BUDGET`]) a unit's records go to an anonymous temporary
 //! file as the unit finishes, and the checks run as on a cluster ([`crate::corpus_checks`]): the keys are routed
-//! into hash buckets written to temporary files, each bucket is searched for repeats on its own, and each unit's
-//! records are read back to resolve what they flag (once for their codes, and again only for a unit with rows
-//! the report lists in full, [`corpus_checks::resolve_units`]). The findings are the in-memory ones (the same steps a
-//! Ray scan takes, tested equal); memory is the budget, a unit's records per thread and one bucket's keys.
+//! into hash buckets written to temporary files (a unit's keys folded to one a group of equal keys,
+//! [`Bucket::fold`]), each bucket is searched for repeats on its own, and each unit's records are read back to
+//! resolve what they flag (once for their codes, and again only for a unit with rows the report lists in full,
+//! [`corpus_checks::resolve_units`]). The findings are the in-memory ones (the same steps a Ray scan takes,
+//! tested equal); memory is the budget, a unit's records per thread, one bucket's keys (at most one a unit for
+//! a group of copies, however many) and one entry per group of repeated keys, plus the 24-byte summary of each
+//! flagged sample past the report's detail limit.
 //!
 //! Near-duplicate detection and prompt pairing look at every record together, so a scan with either keeps its
 //! records in memory.
@@ -160,13 +163,14 @@ impl Spill {
             .map_err(spill_error)?;
         for h in held {
             let records = self.load(h)?;
-            for (b, bucket) in corpus_checks::route(&records, n_buckets, None)
+            for (b, mut bucket) in corpus_checks::route(&records, n_buckets, None)
                 .into_iter()
                 .enumerate()
             {
                 if bucket == Bucket::default() {
                     continue;
                 }
+                bucket.fold();
                 let bytes = bucket.to_bytes();
                 files[b]
                     .write_all(&(bytes.len() as u64).to_le_bytes())
@@ -174,7 +178,7 @@ impl Spill {
                     .map_err(spill_error)?;
             }
         }
-        let mut repeats = Vec::new();
+        let mut repeated = corpus_checks::Repeated::default();
         for w in files {
             let mut f = w.into_inner().map_err(|e| spill_error(e.into_error()))?;
             f.seek(SeekFrom::Start(0)).map_err(spill_error)?;
@@ -191,9 +195,14 @@ impl Spill {
                 r.read_exact(&mut bytes).map_err(spill_error)?;
                 buckets.push(Bucket::from_bytes(&bytes)?);
             }
-            repeats.extend(corpus_checks::find_repeats(buckets));
+            repeated.merge(corpus_checks::find_repeats(buckets));
         }
-        repeats.sort_by_key(|r| r.row);
-        corpus_checks::resolve_units(partial, held.len(), |i| self.load(&held[i]), &repeats, true)
+        corpus_checks::resolve_units(
+            partial,
+            held.len(),
+            |i| self.load(&held[i]),
+            &repeated,
+            true,
+        )
     }
 }

@@ -9,7 +9,7 @@ use arrow_array::builder::{Int32Builder, ListBuilder};
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use parquet::arrow::ArrowWriter;
 use proptest::prelude::*;
-use tokscan_core::corpus_checks::{find_repeats, resolve, route, Bucket, Fences};
+use tokscan_core::corpus_checks::{find_repeats, resolve, route, Bucket, Fences, Repeated};
 use tokscan_core::flagged::merge_by_row;
 use tokscan_core::plan::{plan, Task};
 use tokscan_core::records::Records;
@@ -123,9 +123,13 @@ fn scan_distributed(
             .unwrap();
         let task = Task::from_bytes(&p.tasks[t].to_bytes()).unwrap();
         let (partial, records) = scan_task(&task, &profile, &o, &Progress::default()).unwrap();
+        // Folded as a Ray task folds them.
         let buckets = route(&records, n_buckets, None)
-            .iter()
-            .map(Bucket::to_bytes)
+            .into_iter()
+            .map(|mut b| {
+                b.fold();
+                b.to_bytes()
+            })
             .collect();
         results[t] = Some((partial.to_bytes(), buckets, records.to_bytes()));
     }
@@ -149,10 +153,10 @@ fn scan_distributed(
             .collect();
     }
     let partial = level.pop().unwrap();
-    let mut repeats = Vec::new();
+    let mut repeats = Repeated::default();
     for b in 0..n_buckets {
         let keys = results.iter().map(|r| Bucket::from_bytes(&r.1[b]).unwrap());
-        repeats.extend(find_repeats(keys));
+        repeats.merge(Repeated::from_bytes(&find_repeats(keys).to_bytes()).unwrap());
     }
     let fences = Fences::of(&partial);
     let mut corpus = Vec::new();

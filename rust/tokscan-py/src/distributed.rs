@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use tokscan_core::corpus_checks::{self, Bucket, Fences, Repeat};
+use tokscan_core::corpus_checks::{self, Bucket, Fences, Repeated};
 use tokscan_core::flagged::{merge_by_row, FlaggedSample};
 use tokscan_core::plan::{self, Task};
 use tokscan_core::records::Records;
@@ -99,9 +99,13 @@ impl PyTaskScan {
                 &self.progress,
             )?;
             let near = self.options.near_dup.as_ref();
+            // Folded: a task of copies sends one key a group, not one a row.
             let buckets: Vec<Vec<u8>> = corpus_checks::route(&records, self.n_buckets, near)
-                .iter()
-                .map(Bucket::to_bytes)
+                .into_iter()
+                .map(|mut b| {
+                    b.fold();
+                    b.to_bytes()
+                })
                 .collect();
             // The signatures travel as band keys in the buckets; the records kept for `resolve` drop them.
             for r in &mut records.rows {
@@ -149,7 +153,7 @@ pub fn merge_partials<'py>(py: Python<'py>, parts: Vec<Vec<u8>>) -> PyResult<Bou
     Ok(bytes(py, &merged))
 }
 
-/// The rows that repeat an earlier row, from one bucket's keys of every task.
+/// The keys seen on more than one row, each with its first row, from one bucket's keys of every task.
 #[pyfunction]
 pub fn find_repeats<'py>(py: Python<'py>, buckets: Vec<Vec<u8>>) -> PyResult<Bound<'py, PyBytes>> {
     let out = detached(py, move || {
@@ -157,9 +161,7 @@ pub fn find_repeats<'py>(py: Python<'py>, buckets: Vec<Vec<u8>>) -> PyResult<Bou
             .iter()
             .map(|b| Bucket::from_bytes(b))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(corpus_checks::repeats_to_bytes(
-            &corpus_checks::find_repeats(keys),
-        ))
+        Ok(corpus_checks::find_repeats(keys).to_bytes())
     })?;
     Ok(bytes(py, &out))
 }
@@ -238,9 +240,9 @@ pub fn resolve_flagged<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let out = detached(py, move || {
         let records = Records::from_bytes(&records)?;
-        let mut all: Vec<Repeat> = Vec::new();
+        let mut all = Repeated::default();
         for r in &repeats {
-            all.extend(corpus_checks::repeats_from_bytes(r)?);
+            all.merge(Repeated::from_bytes(r)?);
         }
         let fences = Fences::from_bytes(&fences)?;
         Ok(corpus_checks::flagged_to_bytes(&corpus_checks::resolve(
