@@ -7,7 +7,8 @@ The driver plans the scan from file metadata (the core opens every input's heade
    by hash;
 2. a tree of *merge* tasks over the partial summaries (`fan_in` at a time), never all of them at once on the
    driver;
-3. one *repeats* task per bucket (duplicates and duplicate sample ids meet in the bucket their hash selects);
+3. one *repeats* task per bucket (equal completions, sample ids and prompts meet in the bucket their hash
+   selects; a scan task sends one key a group of its rows);
 4. one *resolve* task per scan task: its records with every bucket's repeats and the length-outlier fences of
    the merged summary give the samples the corpus-wide checks flag;
 5. with `near_dup`, one *near_pairs* task per bucket (the band keys of the near-duplicate signatures meet in

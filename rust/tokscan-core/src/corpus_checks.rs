@@ -3,9 +3,9 @@
 //! 1. [`route`]: each scan's [`Records`] become keys (completion hash and length; sample id; prompt hash and
 //!    length) sent to one of `n` buckets by hash, so equal keys always meet in the same bucket;
 //!    [`Bucket::fold`] keeps one key a group of a scan's rows.
-//! 2. [`find_repeats`]: one bucket's keys from every scan → the keys seen on more than one row, each with its
-//!    first row ([`Repeated`]: one entry a group, however many rows repeat it), from which each later row's
-//!    codes follow (`duplicate`, `sample_id_duplicate`, `prompt_duplicate`, `prompt_cross_category`).
+//! 2. [`find_repeats`]: one bucket's keys from every scan → the completions, ids and (not plainly repeated)
+//!    prompts seen on more than one row, each with its first row ([`Repeated`]: one entry a group, however
+//!    many rows repeat it), from which each later row's codes follow (`duplicate`, `sample_id_duplicate`, `prompt_duplicate`, `prompt_cross_category`).
 //! 3. [`Fences`]: the length-outlier fences of each category, from the merged [`Partial`]'s exact length
 //!    distributions.
 //! 4. [`resolve`]: each scan's records with every bucket's repeat groups and the fences → the samples the corpus-wide codes
@@ -78,8 +78,10 @@ impl Bucket {
     }
 
     /// Keeps one key a completion, a sample id and a distinct prompt (prompt, completion and category): the
-    /// first row's, marked when later rows share it. [`find_repeats`] finds the same groups, and a scan of
-    /// copies routes one key a unit instead of one a row (all of a group's keys meet in one bucket).
+    /// first row's, a completion's and an id's marked when later rows share it. [`find_repeats`] finds the same
+    /// groups (a prompt group's head and whether it is a plain repeat depend only on its lowest row and its
+    /// distinct completions and categories, so prompt keys need no mark), and a scan of copies routes one key a
+    /// unit instead of one a row (all of a group's keys meet in one bucket).
     pub fn fold(&mut self) {
         self.completions
             .sort_unstable_by_key(|k| (k.hash, k.len, k.row));
@@ -147,30 +149,32 @@ pub fn route(records: &Records, n: usize, near: Option<&crate::neardup::Params>)
     out
 }
 
-/// The keys seen on more than one row, each with its first row: what every later row with the key repeats.
-/// Its size is the number of such groups, not of their rows (a corpus of copies is a few entries). Each
-/// bucket's groups are disjoint from every other's, so [`Repeated::merge`] of every bucket's is the corpus's.
+/// The completions and sample ids seen on more than one row and the prompts seen on more than one row that are
+/// not plain repeats, each with its first row: what every later row with the key repeats. Its size is the
+/// number of such groups, not of their rows (a corpus of copies is a few entries). Each bucket's groups are
+/// disjoint from every other's (every scan routes to the same number of buckets, and each bucket's keys from
+/// every scan are searched together), so [`Repeated::merge`] of every bucket's is the corpus's.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Repeated {
     /// `(hash, length)` of a completion → its first row (`duplicate`).
     pub completions: HashMap<(u64, u32), FirstSeen>,
     /// A sample id → its first row (`sample_id_duplicate`).
-    pub ids: HashMap<SampleId, u64>,
+    pub ids: HashMap<SampleId, FirstSeen>,
     /// `(hash, length)` of a prompt whose rows do not all share the first's completion and category (a plain
     /// repeat is `duplicate` alone) → the first's completion `(hash, length)` and the first
     /// (`prompt_duplicate`, `prompt_cross_category`, the prompt group).
     pub prompts: HashMap<(u64, u32), ((u64, u32), PromptFirst)>,
 }
 
-/// What one row repeats, from [`Repeated`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Repeat {
+/// What one row repeats, borrowed from [`Repeated`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Repeat<'a> {
     flags: u64,
     /// The first sample with the same completion (`duplicate`) or else the same id (`sample_id_duplicate`);
     /// for a row flagged by neither, its prompt group's first.
-    first: FirstSeen,
+    first: (u64, Option<&'a SampleId>),
     /// The kept first of the row's prompt group, when it is a later member of one.
-    prompt_of: Option<Box<PromptFirst>>,
+    prompt_of: Option<&'a PromptFirst>,
 }
 
 impl Repeated {
@@ -182,22 +186,29 @@ impl Repeated {
         decode(b, "repeats")
     }
 
-    /// Adds another bucket's groups.
+    /// Adds another bucket's groups (disjoint from these).
     pub fn merge(&mut self, other: Repeated) {
-        self.completions.extend(other.completions);
-        self.ids.extend(other.ids);
-        self.prompts.extend(other.prompts);
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.completions.is_empty() && self.ids.is_empty() && self.prompts.is_empty()
+        fn join<K: std::hash::Hash + Eq, V>(into: &mut HashMap<K, V>, from: HashMap<K, V>) {
+            into.reserve(from.len());
+            for (k, v) in from {
+                let was = into.insert(k, v);
+                debug_assert!(was.is_none(), "a key's group found in two buckets");
+            }
+        }
+        join(&mut self.completions, other.completions);
+        join(&mut self.ids, other.ids);
+        join(&mut self.prompts, other.prompts);
     }
 
     /// What row `r` (of category `category`) repeats, if anything: the completion's first sample is the one
     /// named, else the id's, else the prompt group's.
-    fn of(&self, r: &SampleRecord, category: &str) -> Option<Repeat> {
+    /// (A map with no groups is not looked up: most corpora repeat little.)
+    fn of(&self, r: &SampleRecord, category: &str) -> Option<Repeat<'_>> {
+        fn first_of(f: &FirstSeen) -> (u64, Option<&SampleId>) {
+            (f.row, f.sample_id.as_ref())
+        }
         let mut out: Option<Repeat> = None;
-        if r.completion_len > 0 {
+        if r.completion_len > 0 && !self.completions.is_empty() {
             if let Some(first) = self
                 .completions
                 .get(&(r.completion_hash, r.completion_len))
@@ -205,36 +216,30 @@ impl Repeated {
             {
                 out = Some(Repeat {
                     flags: Code::Duplicate.bit(),
-                    first: first.clone(),
+                    first: first_of(first),
                     prompt_of: None,
                 });
             }
         }
-        if let Some(id) = &r.sample_id {
-            if let Some(&row) = self.ids.get(id).filter(|&&row| row != r.row) {
-                let m = out.get_or_insert_with(|| Repeat {
+        if let Some(id) = r.sample_id.as_ref().filter(|_| !self.ids.is_empty()) {
+            if let Some(first) = self.ids.get(id).filter(|f| f.row != r.row) {
+                let m = out.get_or_insert(Repeat {
                     flags: 0,
-                    first: FirstSeen {
-                        row,
-                        sample_id: Some(id.clone()),
-                    },
+                    first: first_of(first),
                     prompt_of: None,
                 });
                 m.flags |= Code::SampleIdDuplicate.bit();
             }
         }
-        if r.prompt_len > 0 {
+        if r.prompt_len > 0 && !self.prompts.is_empty() {
             if let Some((completion, head)) = self
                 .prompts
                 .get(&(r.prompt_hash, r.prompt_len))
                 .filter(|(_, h)| h.row != r.row)
             {
-                let m = out.get_or_insert_with(|| Repeat {
+                let m = out.get_or_insert(Repeat {
                     flags: 0,
-                    first: FirstSeen {
-                        row: head.row,
-                        sample_id: head.sample_id.clone(),
-                    },
+                    first: (head.row, head.sample_id.as_ref()),
                     prompt_of: None,
                 });
                 if *completion != (r.completion_hash, r.completion_len) {
@@ -243,14 +248,14 @@ impl Repeated {
                 if head.category != category {
                     m.flags |= Code::PromptCrossCategory.bit();
                 }
-                m.prompt_of = Some(Box::new(head.clone()));
+                m.prompt_of = Some(head);
             }
         }
         out
     }
 }
 
-/// The keys seen on more than one row of one bucket's keys from every scan (any order, folded or not).
+/// The groups of [`Repeated`] in one bucket's keys from every scan (any order, folded or not).
 pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Repeated {
     let mut completions = Vec::new();
     let mut ids = Vec::new();
@@ -276,7 +281,11 @@ pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Repeated {
     ids.sort_unstable();
     for group in ids.chunk_by(|a, b| a.0 == b.0) {
         if group.len() > 1 || group[0].2 {
-            out.ids.insert(group[0].0.clone(), group[0].1);
+            let first = FirstSeen {
+                row: group[0].1,
+                sample_id: Some(group[0].0.clone()),
+            };
+            out.ids.insert(group[0].0.clone(), first);
         }
     }
     // The same prompt on more than one row. A group whose samples all share the first's completion and
@@ -447,9 +456,12 @@ fn full_entry(
         detail: None,
         duplicate_of: repeat
             .filter(|x| x.flags & REPEAT_BITS != 0)
-            .map(|x| x.first.clone()),
+            .map(|x| FirstSeen {
+                row: x.first.0,
+                sample_id: x.first.1.cloned(),
+            }),
         departs,
-        prompt_of: repeat.and_then(|x| x.prompt_of.clone()),
+        prompt_of: repeat.and_then(|x| x.prompt_of.cloned().map(Box::new)),
         contamination: None,
         near_of: None,
     }
