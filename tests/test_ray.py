@@ -78,11 +78,13 @@ def test_near_duplicates_give_the_local_report(cluster, tmp_path, layout):
 
 
 def test_the_flagged_detail_limit_gives_the_local_report(cluster, corpus):
-    """Each task keeps detail for its own first flagged samples of each code; the merge keeps the corpus's
-    first, so the driver never holds every flagged sample in full and the report is the local one."""
+    """Each scan and resolve task keeps detail for its own first flagged samples of each code; the merge keeps
+    the corpus's first, so the driver never holds every flagged sample in full and the report is the local one."""
     path = str(corpus["parquet_full"])
     local = tokscan.scan(path, flagged_detail=2)
     assert local.data["flagged_summarized"]["samples"] > 0  # the limit bites
+    # on the corpus-wide codes too, which each resolve task summarizes past the limit from its own first row
+    assert local.data["flagged_summarized"]["by_code"]["duplicate"] > 0
     for n_tasks, fan_in in ((None, 8), (7, 2)):
         r = scan_ray([path], "kimi-k2", flagged_detail=2, n_tasks=n_tasks, fan_in=fan_in)
         assert r.findings == local.findings, (n_tasks, fan_in)

@@ -38,7 +38,6 @@ __all__ = [
     "near_duplicates",
     "near_pairs",
     "not_checked",
-    "outlier_fences",
     "paired_record",
     "plan_scan",
     "policy_sample_mask",
@@ -50,6 +49,7 @@ __all__ = [
     "render_prompts",
     "report_fields",
     "report_schema_markdown",
+    "resolution",
     "resolve_flagged",
     "write_json",
 ]
@@ -194,7 +194,7 @@ class TaskScan:
 
 def merge_partials(parts: list[bytes]) -> bytes: ...
 def find_repeats(buckets: list[bytes]) -> bytes: ...
-def outlier_fences(partial: bytes) -> bytes: ...
+def resolution(partial: bytes, summarize: bool) -> bytes: ...
 def near_pairs(buckets: list[bytes]) -> bytes: ...
 def near_duplicates(
     paths: list[str],
@@ -205,7 +205,7 @@ def near_duplicates(
     columns: dict[str, str] | None = None,
     threads: int = 0,
 ) -> bytes: ...
-def resolve_flagged(records: bytes, repeats: list[bytes], fences: bytes) -> bytes: ...
+def resolve_flagged(records: bytes, repeats: list[bytes], resolution: bytes) -> bytes: ...
 def finish_report(
     partial: bytes,
     flagged: list[bytes],

@@ -10,7 +10,8 @@ The driver plans the scan from file metadata (the core opens every input's heade
 3. one *repeats* task per bucket (equal completions, sample ids and prompts meet in the bucket their hash
    selects; a scan task sends one key a group of its rows);
 4. one *resolve* task per scan task: its records with every bucket's repeats and the length-outlier fences of
-   the merged summary give the samples the corpus-wide checks flag;
+   the merged summary give the samples the corpus-wide checks flag (in full up to the detail limit counted
+   from the task's first row, summarized past it);
 5. with `near_dup`, one *near_pairs* task per bucket (the band keys of the near-duplicate signatures meet in
    the bucket their hash selects, so each bucket's candidate pairs are final) and one *near* task that reads
    the candidate rows again, confirms the pairs by exact Jaccard and clusters them (the core's
@@ -190,12 +191,12 @@ def _remote_functions(ray: Any) -> dict[str, Any]:
         return _core.near_duplicates(paths, _profile(*profile), list(pairs), partial, params, columns, threads)
 
     @ray.remote(max_retries=3)
-    def fences(partial: bytes) -> bytes:
-        return _core.outlier_fences(partial)
+    def resolution(partial: bytes, summarize: bool) -> bytes:
+        return _core.resolution(partial, summarize)
 
     @ray.remote(max_retries=3)
-    def resolve(records: bytes, fence: bytes, *reps: bytes) -> bytes:
-        return _core.resolve_flagged(records, list(reps), fence)
+    def resolve(records: bytes, resolution: bytes, *reps: bytes) -> bytes:
+        return _core.resolve_flagged(records, list(reps), resolution)
 
     @ray.remote(num_cpus=0)
     class Counter:
@@ -214,7 +215,7 @@ def _remote_functions(ray: Any) -> dict[str, Any]:
         "scan_task": scan_task,
         "merge": merge,
         "repeats": repeats,
-        "fences": fences,
+        "resolution": resolution,
         "resolve": resolve,
         "near_pairs": near_pairs,
         "near": near,
@@ -381,8 +382,10 @@ def _run(
             level = [fn["merge"].remote(*level[i : i + width]) for i in range(0, len(level), width)]
         merged = level[0]
         reps = [fn["repeats"].remote(*(m[2 + b] for m in maps)) for b in range(buckets)]
-        fence = fn["fences"].remote(merged)
-        flagged = [fn["resolve"].remote(m[1], fence, *reps) for m in maps]
+        # Past the detail limit the resolve tasks summarize (24 bytes a sample: a corpus of copies does not
+        # reach the driver in full); near duplicates join the same rows later, so with them every row is full.
+        res = fn["resolution"].remote(merged, options.near_dup is None)
+        flagged = [fn["resolve"].remote(m[1], res, *reps) for m in maps]
         near = None
         if options.near_dup is not None:
             pairs = [fn["near_pairs"].remote(*(m[2 + b] for m in maps)) for b in range(buckets)]

@@ -481,29 +481,66 @@ pub fn resolve(records: &Records, repeated: &Repeated, fences: &Fences) -> Vec<F
     out
 }
 
-/// [`resolve`] for the units of a whole corpus (in row order; `unit(i)` gives the i-th unit's records, which
-/// may be read from disk), with the report's detail limit applied ahead: a row is written in full only when
-/// the report can list it in full — [`Partial::absorb_corpus`] and [`Partial::cap`] then find exactly what
-/// they would find in the full list. That is a row `partial` lists in full (the corpus-wide codes join its
-/// entry), a later member of a prompt group (the report's `prompt_groups` counts them from the full entries),
-/// and a row one of whose codes has fewer than `detail_limit` rows before it. The corpus-wide codes are set by
-/// these checks alone, so that count is known from these rows. With `summarize` false (or no limit), every
-/// row is in full.
+/// What resolving records needs of the merged partial summary: the fences, and for the report's detail limit
+/// the rows the per-sample rules list in full and the limit (one cluster task's share of it travels to every
+/// resolve task).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Resolution {
+    pub fences: Fences,
+    /// The rows `partial` lists in full, sorted.
+    pub listed: Vec<u64>,
+    /// Rows past it for each of their codes are summarized; 0: every row in full.
+    pub detail_limit: u64,
+}
+
+impl Resolution {
+    /// For `partial`; with `summarize` false (findings added to the same rows later: near duplicates, prompt
+    /// pairing), every row in full.
+    pub fn of(partial: &Partial, summarize: bool) -> Resolution {
+        Resolution {
+            fences: Fences::of(partial),
+            listed: partial.flagged.iter().map(|f| f.row).collect(),
+            detail_limit: if summarize { partial.detail_limit } else { 0 },
+        }
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        encode(self)
+    }
+
+    pub fn from_bytes(b: &[u8]) -> Result<Resolution> {
+        decode(b, "resolution")
+    }
+}
+
+/// [`resolve`] for units in row order (`unit(i)` gives the i-th unit's records, which may be read from disk),
+/// with the report's detail limit applied ahead: a row is written in full only when the report can list it in
+/// full — [`Partial::absorb_corpus`] and [`Partial::cap`] then find exactly what they would find in the full
+/// list. That is a row the partial lists in full (the corpus-wide codes join its entry), a later member of a
+/// prompt group (the report's `prompt_groups` counts them from the full entries), and a row one of whose codes
+/// has fewer than `detail_limit` rows before it among these units. The corpus-wide codes are set by these
+/// checks alone, so for a whole corpus that count is exact; for a part of one (a cluster task's records) it
+/// counts from the part's first row, so the rows in full are a superset of the whole corpus's, and the
+/// report's cap summarizes the rest as it would (a row past the limit for each of its codes changes no count
+/// under the limit). With no limit, every row is in full.
 pub fn resolve_units<R: std::ops::Deref<Target = Records> + Send>(
-    partial: &Partial,
+    resolution: &Resolution,
     n_units: usize,
     unit: impl Fn(usize) -> Result<R> + Sync,
     repeated: &Repeated,
-    summarize: bool,
 ) -> Result<Found> {
     use rayon::prelude::*;
-    let fences = Fences::of(partial);
-    if !summarize || partial.detail_limit == 0 {
+    let Resolution {
+        fences,
+        listed,
+        detail_limit,
+    } = resolution;
+    if *detail_limit == 0 {
         let resolved: Vec<Vec<FlaggedSample>> = (0..n_units)
             .into_par_iter()
             .map(|i| {
                 let records = unit(i)?;
-                Ok(resolve(&records, repeated, &fences))
+                Ok(resolve(&records, repeated, fences))
             })
             .collect::<Result<_>>()?;
         // Units hold disjoint row ranges in order: one list sized once, not regrown by doubling.
@@ -519,7 +556,6 @@ pub fn resolve_units<R: std::ops::Deref<Target = Records> + Send>(
     //    and every other row summarized as it is. Batches keep one batch's codes beside the summaries (a corpus
     //    of copies flags every row).
     type Unit = (Vec<Summarized>, Vec<u64>, Vec<String>);
-    let listed: Vec<u64> = partial.flagged.iter().map(|f| f.row).collect();
     let mut seen = vec![0u64; crate::anomaly::N_CODES];
     let mut found = Found::default();
     let mut in_full: Vec<Vec<u64>> = Vec::with_capacity(n_units);
@@ -533,7 +569,7 @@ pub fn resolve_units<R: std::ops::Deref<Target = Records> + Send>(
                 for r in &records.rows {
                     let category = &records.categories[r.category as usize];
                     let repeat = repeated.of(r, category);
-                    let (flags, _) = row_flags(r, category, repeat.as_ref(), &fences);
+                    let (flags, _) = row_flags(r, category, repeat.as_ref(), fences);
                     if flags != 0 {
                         rows.push(Summarized {
                             row: r.row,
@@ -549,20 +585,10 @@ pub fn resolve_units<R: std::ops::Deref<Target = Records> + Send>(
             })
             .collect::<Result<_>>()?;
         for (rows, grouped, categories) in flagged {
-            let remap: Vec<u32> = categories
-                .iter()
-                .map(|c| match found.categories.iter().position(|x| x == c) {
-                    Some(i) => i as u32,
-                    None => {
-                        found.categories.push(c.clone());
-                        (found.categories.len() - 1) as u32
-                    }
-                })
-                .collect();
+            let remap: Vec<u32> = categories.iter().map(|c| found.category(c)).collect();
             let mut full = Vec::new();
             for s in rows {
-                let counted =
-                    crate::summary::within_limit(&mut seen, s.flags, partial.detail_limit);
+                let counted = crate::summary::within_limit(&mut seen, s.flags, *detail_limit);
                 if counted
                     || grouped.binary_search(&s.row).is_ok()
                     || listed.binary_search(&s.row).is_ok()
@@ -591,7 +617,7 @@ pub fn resolve_units<R: std::ops::Deref<Target = Records> + Send>(
                 .map(|r| {
                     let category = &records.categories[r.category as usize];
                     let repeat = repeated.of(r, category);
-                    let (flags, departs) = row_flags(r, category, repeat.as_ref(), &fences);
+                    let (flags, departs) = row_flags(r, category, repeat.as_ref(), fences);
                     full_entry(r, category, flags, repeat.as_ref(), departs)
                 })
                 .collect())
@@ -599,15 +625,6 @@ pub fn resolve_units<R: std::ops::Deref<Target = Records> + Send>(
         .collect::<Result<_>>()?;
     found.full = full.concat();
     Ok(found)
-}
-
-/// Serialized resolved samples.
-pub fn flagged_to_bytes(f: &[FlaggedSample]) -> Vec<u8> {
-    encode(&f)
-}
-
-pub fn flagged_from_bytes(b: &[u8]) -> Result<Vec<FlaggedSample>> {
-    decode(b, "flagged samples")
 }
 
 /// All four steps in one process: the corpus-wide findings for the records of a whole corpus
@@ -640,11 +657,10 @@ pub fn local(partial: &Partial, records: &[Records], summarize: bool) -> Result<
         repeated.merge(f);
     }
     resolve_units(
-        partial,
+        &Resolution::of(partial, summarize),
         records.len(),
         |i| Ok(&records[i]),
         &repeated,
-        summarize,
     )
 }
 

@@ -198,11 +198,10 @@ impl Spill {
             repeated.merge(corpus_checks::find_repeats(buckets));
         }
         corpus_checks::resolve_units(
-            partial,
+            &corpus_checks::Resolution::of(partial, true),
             held.len(),
             |i| self.load(&held[i]),
             &repeated,
-            true,
         )
     }
 }

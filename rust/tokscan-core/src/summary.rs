@@ -193,12 +193,58 @@ pub struct Summarized {
 /// What the corpus-wide checks flagged in a whole corpus, as the report will hold it: in full, the samples
 /// the report can list in full; the others as their row, codes and category (24 bytes each, where a full
 /// entry takes ~300), so that a corpus made of copies of itself does not hold every duplicate in full.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Found {
     pub full: Vec<FlaggedSample>,
     pub summarized: Vec<Summarized>,
     /// The category names `summarized` indexes.
     pub categories: Vec<String>,
+}
+
+impl Found {
+    /// Adds what another part of the corpus found (a cluster task's rows; any order).
+    pub fn merge(&mut self, other: Found) {
+        let Found {
+            full,
+            summarized,
+            categories,
+        } = other;
+        let mine = std::mem::take(&mut self.full);
+        self.full = merge_by_row(mine, full);
+        if summarized.is_empty() {
+            return;
+        }
+        let remap: Vec<u32> = categories.iter().map(|c| self.category(c)).collect();
+        let moved = summarized
+            .into_iter()
+            .map(|s| Summarized {
+                category: remap[s.category as usize],
+                ..s
+            })
+            .collect();
+        let mine = std::mem::take(&mut self.summarized);
+        self.summarized = merge_summarized(mine, moved);
+    }
+
+    /// The index of category `c` in `categories`, added when new.
+    pub(crate) fn category(&mut self, c: &str) -> u32 {
+        match self.categories.iter().position(|x| x == c) {
+            Some(i) => i as u32,
+            None => {
+                self.categories.push(c.to_string());
+                (self.categories.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Serialized for another process (a cluster task's result).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        encode(self)
+    }
+
+    pub fn from_bytes(b: &[u8]) -> Result<Found> {
+        decode(b, "flagged samples")
+    }
 }
 
 impl From<Vec<FlaggedSample>> for Found {

@@ -9,8 +9,9 @@ use arrow_array::builder::{Int32Builder, ListBuilder};
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use parquet::arrow::ArrowWriter;
 use proptest::prelude::*;
-use tokscan_core::corpus_checks::{find_repeats, resolve, route, Bucket, Fences, Repeated};
-use tokscan_core::flagged::merge_by_row;
+use tokscan_core::corpus_checks::{
+    find_repeats, resolve_units, route, Bucket, Found, Repeated, Resolution,
+};
 use tokscan_core::plan::{plan, Task};
 use tokscan_core::records::Records;
 use tokscan_core::report::{build_report, Report};
@@ -74,9 +75,10 @@ fn write_shard(dir: &std::path::Path, k: usize, seeds: &[u32]) -> String {
     path.display().to_string()
 }
 
-fn opts(threads: usize) -> ScanOptions {
+fn opts(threads: usize, flagged_detail: u64) -> ScanOptions {
     ScanOptions {
         threads,
+        flagged_detail,
         ngram_coverage: true,
         vocab: Some(tokscan_core::vocab::VocabOptions {
             sizes: vec![4, 64],
@@ -94,9 +96,17 @@ fn json(r: &Report) -> serde_json::Value {
     v
 }
 
-fn scan_local(paths: &[String], threads: usize) -> serde_json::Value {
+fn scan_local(paths: &[String], threads: usize, detail: u64) -> serde_json::Value {
     let profile = Profile::load("kimi-k2", None).unwrap();
-    json(&scan(paths, &profile, &opts(threads), &Progress::default()).unwrap())
+    json(
+        &scan(
+            paths,
+            &profile,
+            &opts(threads, detail),
+            &Progress::default(),
+        )
+        .unwrap(),
+    )
 }
 
 /// What a cluster driver does, in one process: plan `n_tasks` tasks, scan them in the given order (each result
@@ -109,9 +119,10 @@ fn scan_distributed(
     order: &[usize],
     fan_in: usize,
     threads: usize,
+    detail: u64,
 ) -> serde_json::Value {
     let profile = Profile::load("kimi-k2", None).unwrap();
-    let o = opts(threads);
+    let o = opts(threads, detail);
     let p = plan(paths, &Default::default(), n_tasks).unwrap();
     type Out = (Vec<u8>, Vec<Vec<u8>>, Vec<u8>);
     let mut results: Vec<Option<Out>> = vec![None; p.tasks.len()];
@@ -158,21 +169,62 @@ fn scan_distributed(
         let keys = results.iter().map(|r| Bucket::from_bytes(&r.1[b]).unwrap());
         repeats.merge(Repeated::from_bytes(&find_repeats(keys).to_bytes()).unwrap());
     }
-    let fences = Fences::of(&partial);
-    let mut corpus = Vec::new();
-    for r in &results {
+    let resolution = Resolution::from_bytes(&Resolution::of(&partial, true).to_bytes()).unwrap();
+    let mut corpus = Found::default();
+    for r in results.iter().rev() {
         let records = Records::from_bytes(&r.2).unwrap();
-        corpus = merge_by_row(corpus, resolve(&records, &repeats, &fences));
+        let found = resolve_units(&resolution, 1, |_| Ok(&records), &repeats).unwrap();
+        corpus.merge(Found::from_bytes(&found.to_bytes()).unwrap());
     }
     json(&build_report(
         partial,
-        corpus.into(),
+        corpus,
         &profile,
         p.inputs,
         &o.policy,
         true,
         o.vocab.as_ref(),
     ))
+}
+
+/// Tasks of copies past the detail limit: each resolve task summarizes what is past the limit from its own
+/// first row, and the report is the local one (the first duplicates listed in full, the rest summarized).
+#[test]
+fn copies_past_the_detail_limit_in_tasks_give_the_local_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths: Vec<String> = (0..4)
+        .map(|k| write_shard(dir.path(), k, &(0..30).collect::<Vec<u32>>()))
+        .collect();
+    for detail in [2, 1000] {
+        let whole = scan_local(&paths, 2, detail);
+        let listed = whole["flagged"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| {
+                f["codes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|c| c == "duplicate")
+            })
+            .count();
+        // (A duplicate that the per-sample rules already summarized stays summarized.)
+        assert!(listed >= 1 && listed <= detail as usize, "{listed}");
+        let summarized = &whole["flagged_summarized"]["by_code"]["duplicate"];
+        assert_eq!(
+            summarized.as_u64().unwrap_or(0) > 0,
+            detail == 2,
+            "{summarized}"
+        );
+        for (n_tasks, n_buckets) in [(3, 2), (4, 1), (7, 3)] {
+            let got = scan_distributed(&paths, n_tasks, n_buckets, &[0], 2, 1, detail);
+            assert_eq!(
+                got, whole,
+                "{n_tasks} tasks, {n_buckets} buckets, detail {detail}"
+            );
+        }
+    }
 }
 
 proptest! {
@@ -185,6 +237,8 @@ proptest! {
         order in proptest::collection::vec(0usize..9, 1..9),
         fan_in in 2usize..4,
         threads in prop_oneof![Just(1usize), Just(2), Just(8)],
+        // Past the detail limit, findings are summarized: in each resolve task from its own first row.
+        detail in prop_oneof![Just(0u64), Just(1), Just(3), Just(1000)],
     ) {
         let dir = tempfile::tempdir().unwrap();
         let mut next = 0u32;
@@ -198,10 +252,10 @@ proptest! {
             next += n as u32;
             write_shard(dir.path(), k, &seeds)
         }).collect();
-        let whole = scan_local(&paths, 1);
-        prop_assert_eq!(&scan_distributed(&paths, n_tasks, n_buckets, &order, fan_in, threads), &whole);
+        let whole = scan_local(&paths, 1, detail);
+        prop_assert_eq!(&scan_distributed(&paths, n_tasks, n_buckets, &order, fan_in, threads, detail), &whole);
         let mut reversed: Vec<String> = paths.clone();
         reversed.reverse();
-        prop_assert_eq!(&scan_local(&reversed, threads), &whole);
+        prop_assert_eq!(&scan_local(&reversed, threads, detail), &whole);
     }
 }

@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use tokscan_core::corpus_checks::{self, Bucket, Fences, Repeated};
-use tokscan_core::flagged::{merge_by_row, FlaggedSample};
+use tokscan_core::corpus_checks::{self, Bucket, Found, Repeated, Resolution};
 use tokscan_core::plan::{self, Task};
 use tokscan_core::records::Records;
 use tokscan_core::report::InputInfo;
@@ -220,23 +219,29 @@ pub fn near_duplicates<'py>(
     Ok(bytes(py, &out))
 }
 
-/// The length-outlier fences of the merged partial summary.
+/// What every resolve task needs of the merged partial summary ([`corpus_checks::Resolution`]): the
+/// length-outlier fences and category majorities, the rows listed in full and the detail limit (none with
+/// `summarize` false: a scan whose near duplicates join the same rows later).
 #[pyfunction]
-pub fn outlier_fences<'py>(py: Python<'py>, partial: Vec<u8>) -> PyResult<Bound<'py, PyBytes>> {
+pub fn resolution<'py>(
+    py: Python<'py>,
+    partial: Vec<u8>,
+    summarize: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
     let out = detached(py, move || {
-        Ok(Fences::of(&Partial::from_bytes(&partial)?).to_bytes())
+        Ok(Resolution::of(&Partial::from_bytes(&partial)?, summarize).to_bytes())
     })?;
     Ok(bytes(py, &out))
 }
 
 /// The samples of one task's records that the corpus-wide checks flag, given every bucket's repeats and the
-/// fences.
+/// resolution: in full up to the detail limit counted from the task's first row, the rest summarized.
 #[pyfunction]
 pub fn resolve_flagged<'py>(
     py: Python<'py>,
     records: Vec<u8>,
     repeats: Vec<Vec<u8>>,
-    fences: Vec<u8>,
+    resolution: Vec<u8>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let out = detached(py, move || {
         let records = Records::from_bytes(&records)?;
@@ -244,10 +249,9 @@ pub fn resolve_flagged<'py>(
         for r in &repeats {
             all.merge(Repeated::from_bytes(r)?);
         }
-        let fences = Fences::from_bytes(&fences)?;
-        Ok(corpus_checks::flagged_to_bytes(&corpus_checks::resolve(
-            &records, &all, &fences,
-        )))
+        let resolution = Resolution::from_bytes(&resolution)?;
+        let found = corpus_checks::resolve_units(&resolution, 1, |_| Ok(&records), &all)?;
+        Ok(found.to_bytes())
     })?;
     Ok(bytes(py, &out))
 }
@@ -301,25 +305,17 @@ pub fn finish_report(
         if partial.n_samples() == 0 {
             return Err(tokscan_core::scan::no_samples(&inputs));
         }
-        let mut corpus: Vec<FlaggedSample> = Vec::new();
+        let mut corpus = Found::default();
         for f in &flagged {
-            corpus = merge_by_row(corpus, corpus_checks::flagged_from_bytes(f)?);
+            corpus.merge(Found::from_bytes(f)?);
         }
         let near = match &near {
             Some(b) => Some(tokscan_core::neardup::found_from_bytes(b)?),
             None => None,
         };
         // The local scan's last step, with what the tasks found.
-        let mut report = tokscan_core::scan::finish(
-            partial,
-            corpus.into(),
-            &[],
-            &profile,
-            inputs,
-            &scan,
-            None,
-            near,
-        )?;
+        let mut report =
+            tokscan_core::scan::finish(partial, corpus, &[], &profile, inputs, &scan, None, near)?;
         report.skipped = skipped;
         report.run = run;
         serde_json::to_string(&report).map_err(|e| Error::Usage(e.to_string()))

@@ -340,7 +340,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(distributed::plan_scan, m)?)?;
     m.add_function(wrap_pyfunction!(distributed::merge_partials, m)?)?;
     m.add_function(wrap_pyfunction!(distributed::find_repeats, m)?)?;
-    m.add_function(wrap_pyfunction!(distributed::outlier_fences, m)?)?;
+    m.add_function(wrap_pyfunction!(distributed::resolution, m)?)?;
     m.add_function(wrap_pyfunction!(distributed::resolve_flagged, m)?)?;
     m.add_function(wrap_pyfunction!(distributed::finish_report, m)?)?;
     m.add_function(wrap_pyfunction!(distributed::near_pairs, m)?)?;
