@@ -17,8 +17,9 @@ The driver plans the scan from file metadata (the core opens every input's heade
    the candidate rows again, confirms the pairs by exact Jaccard and clusters them (the core's
    `scan::near_duplicates`, as a local scan calls it).
 
-The driver holds only the merged summary and the flagged samples, so its memory does not grow with the
-sample count; sample records and keys stay in the workers' object stores. The report is the core's, built
+The driver holds only the merged summary and the flagged samples (in full up to the detail limit per code and
+task, 24 bytes each past it), so its memory grows with flagged samples only; sample records and keys stay in
+the workers' object stores. The report is the core's, built
 from the same pieces as a local scan: identical JSON whatever the number of workers or the order tasks
 finish in. A task whose worker dies is retried by Ray (`max_retries`); tasks are pure functions of files,
 so a retry gives the same result.

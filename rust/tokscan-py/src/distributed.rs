@@ -250,7 +250,10 @@ pub fn resolve_flagged<'py>(
             all.merge(Repeated::from_bytes(r)?);
         }
         let resolution = Resolution::from_bytes(&resolution)?;
-        let found = corpus_checks::resolve_units(&resolution, 1, |_| Ok(&records), &all)?;
+        // One unit on this task's thread: no pool of one thread a core in every worker process.
+        let found = tokscan_core::scan::with_pool(1, || {
+            corpus_checks::resolve_units(&resolution, 1, |_| Ok(&records), &all)
+        })?;
         Ok(found.to_bytes())
     })?;
     Ok(bytes(py, &out))
