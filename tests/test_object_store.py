@@ -13,9 +13,11 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tokscan
+from tokscan import _core
 from tokscan.errors import InputError, UsageError
 
 import synth
@@ -222,6 +224,64 @@ def test_clean_from_bucket_to_local_directory(corpus, tmp_path):
     assert cleaned.data["anomalies"] == tokscan.scan(str(tmp_path / "clean_local"), "kimi-k2").data["anomalies"]
     manifest = json.loads((tmp_path / "clean" / "tokscan-clean.json").read_text())
     assert all(f["source"].startswith(url) for f in manifest["inputs"]), manifest["inputs"]
+
+
+def _fetch_all(url: str, dest: Path) -> dict[str, bytes]:
+    """Every object under `url`, by its name relative to it (read back through the core's own fetch)."""
+    _core.fetch_objects(url, str(dest))
+    return {p.relative_to(dest).as_posix(): p.read_bytes() for p in sorted(dest.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("layout", ["parquet_full", "numpy_mask", "jsonl"])
+def test_clean_to_a_bucket_writes_the_local_copy(corpus, tmp_path, layout):
+    """`clean --out s3://…/`: the objects are the local clean's files byte for byte, the manifest names them by
+    URL, and the copy scans as the local copy does; from a bucket and from a local directory."""
+    local, url = corpus[layout]
+    report = tmp_path / "r.json"
+    assert cli("scan", str(local), "--json", str(report), "-q").returncode == 1
+    assert cli("clean", str(local), "--report", str(report), "--out", str(tmp_path / "here")).returncode == 0
+    want = {p.relative_to(tmp_path / "here").as_posix(): p.read_bytes() for p in (tmp_path / "here").rglob("*")}
+    for i, source in enumerate([str(local), url]):
+        dest = f"s3://{BUCKET}/cleaned/{layout}/{i}/"
+        scanned = tmp_path / f"r{i}.json"  # a report of the same paths
+        assert cli("scan", source, "--json", str(scanned), "-q").returncode == 1
+        r = cli("clean", source, "--report", str(scanned), "--out", dest)
+        assert r.returncode == 0, r.stderr
+        assert f"-> {dest}" in r.stdout and f"{dest}tokscan-clean.json" in r.stdout
+        got = _fetch_all(dest, tmp_path / f"back{i}")
+        manifest = json.loads(got.pop("tokscan-clean.json"))
+        assert got == {k: v for k, v in want.items() if k != "tokscan-clean.json"}
+        assert all(f["output"] is None or f["output"].startswith(dest) for f in manifest["inputs"]), manifest
+        assert manifest["kept"] == json.loads(want["tokscan-clean.json"])["kept"]
+        assert tokscan.scan(dest, "kimi-k2").data["anomalies"] == tokscan.scan(str(tmp_path / "here")).data["anomalies"]
+
+
+def test_a_file_larger_than_a_part_is_uploaded_in_parts(s3_env, corpus, tmp_path):
+    """Past 8 MiB a file goes up as a multipart upload of 8 MiB parts; what comes back is the same bytes."""
+    src = tmp_path / "up"
+    (src / "sub").mkdir(parents=True)
+    big = np.random.default_rng(3).integers(0, 256, size=(8 << 20) * 2 + 12345, dtype=np.uint8).tobytes()
+    (src / "sub" / "big.bin").write_bytes(big)
+    (src / "small.txt").write_text("small\n")
+    dest = f"s3://{BUCKET}/uploads/parts/"
+    assert _core.upload_objects(str(src), dest) == (2, len(big) + 6)
+    assert _fetch_all(dest, tmp_path / "back") == {"sub/big.bin": big, "small.txt": b"small\n"}
+
+
+def test_clean_refuses_a_prefix_in_use(corpus, tmp_path):
+    """An output prefix that holds an object, overlaps the input, or names no bucket: one line, exit 2, and
+    nothing written."""
+    local, url = corpus["parquet_full"]
+    report = tmp_path / "r.json"
+    cli("scan", url, "--json", str(report), "-q")
+    before = _fetch_all(url, tmp_path / "before")
+    for dest, says in ((url, "overlaps"), (url + "sub/", "overlaps"), (f"s3://{BUCKET}/data/", "overlaps")):
+        assert says in _one_line_exit_2(cli("clean", url, "--report", str(report), "--out", dest), dest)
+    taken = f"s3://{BUCKET}/data/jsonl/"
+    assert "not empty" in _one_line_exit_2(cli("clean", str(local), "--report", str(report), "--out", taken), taken)
+    gone = "s3://no-such-bucket/out/"
+    assert "no such" in _one_line_exit_2(cli("clean", str(local), "--report", str(report), "--out", gone), gone)
+    assert _fetch_all(url, tmp_path / "after") == before
 
 
 def _one_line_exit_2(r: subprocess.CompletedProcess[str], url: str) -> str:

@@ -172,21 +172,59 @@ def write_copy(corpus: Any, paths: list[str], drop_rows: Iterable[int], out: Pat
 def clean(
     paths: list[str],
     report: Report,
-    out: Path,
+    out: Path | str,
     *,
     fail_on: str | None = None,
     codes: Iterable[str] = (),
     policy: Mapping[str, PolicyValue] | None = None,
     columns: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Writes the corpus of `paths` without the selected samples under `out`; returns the manifest. The
-    selection and the manifest are Python's; every byte of the copy is written by the core's writer of each
-    input's format."""
+    """Writes the corpus of `paths` without the selected samples under `out` (a new or empty directory, or an
+    object-store prefix that holds no object yet); returns the manifest. The selection and the manifest are
+    Python's; every byte of the copy is written by the core's writer of each input's format."""
+    from .remote import is_url
+
+    kw: dict[str, Any] = dict(fail_on=fail_on, codes=codes, policy=policy, columns=columns)
+    if isinstance(out, str) and is_url(out):
+        return _clean_to_url(paths, report, out, **kw)
+    return _clean(paths, report, Path(out), **kw)
+
+
+def _clean_to_url(paths: list[str], report: Report, url: str, **kw: Any) -> dict[str, Any]:
+    """`clean` into a local staging directory, uploaded to the prefix `url` by the core (then deleted); every
+    path of the manifest is the object's URL. A prefix that overlaps an input URL or holds an object already
+    is refused before anything is read or written."""
+    import tempfile
+
+    from .remote import is_url
+
+    target = url.rstrip("/") + "/"
+    for p in paths:
+        if is_url(p) and (target.startswith(p.rstrip("/") + "/") or (p.rstrip("/") + "/").startswith(target)):
+            raise UsageError(f"{url}: --out overlaps the input {p}")
+    with tempfile.TemporaryDirectory(prefix="tokscan-clean-") as d:
+        _core.upload_objects(d, url)  # nothing yet: refused here when the prefix holds an object
+        local = Path(d) / "out"
+        manifest = _clean(paths, report, local, out_url=target, **kw)
+        _core.upload_objects(str(local), url)
+    return manifest
+
+
+def _clean(
+    paths: list[str],
+    report: Report,
+    out: Path,
+    *,
+    fail_on: str | None = None,
+    codes: Iterable[str] = (),
+    policy: Mapping[str, PolicyValue] | None = None,
+    columns: Mapping[str, str] | None = None,
+    out_url: str | None = None,
+) -> dict[str, Any]:
     from .remote import relabel, staged
     from .samples.corpus import Corpus
 
     codes = list(codes)
-    out = Path(out)
     # Object-store URLs are fetched to a temporary directory, read there and named by their URLs.
     with staged(list(paths)) as (local, bases):
         corpus = Corpus(local, columns)
@@ -195,7 +233,9 @@ def clean(
         drop = selected(report, fail_on, codes, policy)
         more = selected_summarized(report, fail_on, codes, policy)
         rows = np.union1d(np.array([int(f["row"]) for f in drop], dtype=np.int64), more)
-        files = relabel(write_copy(corpus, local, rows, out), bases)
+        # The copy's paths, as the bucket will name them when it goes to one.
+        out_bases = [(str(out) + os.sep, out_url)] if out_url else []
+        files = relabel(write_copy(corpus, local, rows, out), [*bases, *out_bases])
     manifest = {
         "tool": {"name": "tokscan", "version": _core.__version__},
         "selection": {"codes": sorted(set(codes))} if codes else {"fail_on": report.judged_by(fail_on, policy)[0]},

@@ -26,7 +26,12 @@ from .app import (
 def clean(
     paths: Annotated[list[str], typer.Argument(metavar="PATHS", help="The corpus, exactly as it was scanned.")],
     report_path: Annotated[Path, typer.Option("--report", metavar="FILE", help="The JSON report of a scan of PATHS.")],
-    out_dir: Annotated[Path, typer.Option("--out", metavar="DIR", help="New directory for the cleaned copy.")],
+    out_dir: Annotated[
+        str,
+        typer.Option(
+            "--out", metavar="DIR|URL", help="New directory (or empty s3://, gs://, az:// prefix) for the cleaned copy."
+        ),
+    ],
     fail_on: Annotated[
         FailOn | None, typer.Option(help="Drop samples with a code at or above this severity [the scan's].")
     ] = None,
@@ -59,11 +64,15 @@ def clean(
         columns = corpus_columns(
             config_file, ids_column, prompt_column, output_column, mask_column, id_column, category_column
         )
-        m = run_clean(paths, report, out_dir, fail_on=level, codes=code or (), policy=policy, columns=columns)
+        from ..remote import is_url
+
+        target: str | Path = out_dir if is_url(out_dir) else Path(out_dir)
+        m = run_clean(paths, report, target, fail_on=level, codes=code or (), policy=policy, columns=columns)
         removed = len(m["removed"]) + m.get("removed_summarized", 0)
+        manifest = f"{out_dir.rstrip('/')}/{MANIFEST}" if isinstance(target, str) else target / MANIFEST
         if not quiet:
             out.print(
                 f"kept {m['kept']} of {m['kept'] + removed} samples ({removed} removed) in {len(m['inputs'])} "
-                f"file(s) -> {out_dir}  ·  manifest: {out_dir / MANIFEST}",
+                f"file(s) -> {out_dir}  ·  manifest: {manifest}",
                 highlight=False,
             )

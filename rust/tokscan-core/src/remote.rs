@@ -246,6 +246,140 @@ async fn fetch_async(
     })
 }
 
+/// Uploads every file under `dir` to the prefix `url` names (`s3://bucket/prefix/`), each at its path relative
+/// to `dir`: one `PUT` for a file of at most [`PART_BYTES`], a multipart upload of such parts for a larger one,
+/// at most [`CONCURRENCY`] requests in flight. A prefix that already holds an object is refused before anything
+/// is written (an output never overwrites or mixes with what is there). Returns the objects and bytes written.
+pub fn upload(dir: &Path, url: &str) -> Result<(usize, u64)> {
+    let (store, base) = store_for(url)?;
+    let mut files = Vec::new();
+    collect_files(dir, &mut files)?;
+    files.sort();
+    let rt = runtime()?;
+    rt.block_on(async {
+        let url_base = if url.ends_with('/') {
+            url.to_string()
+        } else {
+            format!("{url}/")
+        };
+        let mut existing = store.list(Some(&base));
+        match existing.next().await {
+            None => {}
+            Some(Ok(meta)) => {
+                let prefix_len = if base.as_ref().is_empty() {
+                    0
+                } else {
+                    base.as_ref().len() + 1
+                };
+                let rel = meta.location.as_ref().get(prefix_len..).unwrap_or_default();
+                return Err(remote_error(
+                    url,
+                    format!(
+                        "exists and is not empty (it holds {url_base}{rel}): name a new prefix"
+                    ),
+                ));
+            }
+            Some(Err(e)) => return Err(describe(url, &e)),
+        }
+        let mut bytes = 0u64;
+        let mut jobs = Vec::new();
+        for file in &files {
+            let rel = file.strip_prefix(dir).expect("collected under dir");
+            let parts: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            let location = parts
+                .iter()
+                .fold(base.clone(), |p, part| p.join(part.as_str()));
+            let size = std::fs::metadata(file)
+                .map_err(|e| Error::io(file, e))?
+                .len();
+            bytes += size;
+            jobs.push((
+                file.clone(),
+                location,
+                format!("{url_base}{}", parts.join("/")),
+                size,
+            ));
+        }
+        let n = jobs.len();
+        futures_util::stream::iter(jobs.into_iter().map(|(file, location, object_url, size)| {
+            let store = Arc::clone(&store);
+            async move { put_file(store.as_ref(), &file, &location, &object_url, size).await }
+        }))
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await?;
+        Ok((n, bytes))
+    })
+}
+
+/// Every file under `dir`, recursively.
+fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let path = entry.map_err(|e| Error::io(dir, e))?.path();
+        if path.is_dir() {
+            collect_files(&path, out)?;
+        } else {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Writes one local file to `location`: in one request, or in parts of [`PART_BYTES`] read one at a time.
+async fn put_file(
+    store: &dyn ObjectStore,
+    file: &Path,
+    location: &ObjectPath,
+    url: &str,
+    size: u64,
+) -> Result<()> {
+    if size <= PART_BYTES {
+        let data = std::fs::read(file).map_err(|e| Error::io(file, e))?;
+        store
+            .put(location, data.into())
+            .await
+            .map_err(|e| describe(url, &e))?;
+        return Ok(());
+    }
+    let upload = store
+        .put_multipart(location)
+        .await
+        .map_err(|e| describe(url, &e))?;
+    let mut writer = object_store::WriteMultipart::new_with_chunk_size(upload, PART_BYTES as usize);
+    let mut reader = std::fs::File::open(file).map_err(|e| Error::io(file, e))?;
+    let mut chunk = vec![0u8; PART_BYTES as usize];
+    loop {
+        // At most two parts in flight for this file (the stream bounds the files).
+        writer
+            .wait_for_capacity(2)
+            .await
+            .map_err(|e| describe(url, &e))?;
+        let n = read_full(&mut reader, &mut chunk).map_err(|e| Error::io(file, e))?;
+        if n == 0 {
+            break;
+        }
+        writer.write(&chunk[..n]);
+    }
+    writer.finish().await.map_err(|e| describe(url, &e))?;
+    Ok(())
+}
+
+/// Reads until `buf` is full or the file ends; the bytes read.
+fn read_full(reader: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::io::Read;
+    let mut n = 0;
+    while n < buf.len() {
+        match reader.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
 /// One object being fetched: where it goes, and the listing's metadata every part is pinned to. (No open
 /// file: each request opens its own, so that at most `CONCURRENCY` are open however many objects there are.)
 struct Object {

@@ -125,6 +125,15 @@ fn fetch_objects(
     ))
 }
 
+/// Uploads every file under `dir` to the object-store prefix `url` (refused when it holds an object already):
+/// `(objects, bytes)`.
+#[pyfunction]
+fn upload_objects(py: Python<'_>, dir: String, url: String) -> PyResult<(usize, u64)> {
+    detached(py, move || {
+        tokscan_core::remote::upload(std::path::Path::new(&dir), &url)
+    })
+}
+
 /// True for an object-store URL the core reads (`s3://`, `gs://`, `az://`).
 #[pyfunction]
 fn is_object_url(s: &str) -> bool {
@@ -326,6 +335,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(discover_inputs, m)?)?;
     m.add_function(wrap_pyfunction!(fetch_objects, m)?)?;
     m.add_function(wrap_pyfunction!(is_object_url, m)?)?;
+    m.add_function(wrap_pyfunction!(upload_objects, m)?)?;
     m.add_function(wrap_pyfunction!(paired_record, m)?)?;
     m.add_function(wrap_pyfunction!(not_checked, m)?)?;
     m.add_function(wrap_pyfunction!(code_scopes, m)?)?;
