@@ -206,6 +206,41 @@ def test_show_reads_a_sample_by_url(corpus, tmp_path):
     assert remote == _as_url(json.loads((tmp_path / "l.json").read_text()), local, url)
 
 
+def test_show_a_row_fetches_the_footer_and_its_row_group(s3_env, corpus, tmp_path):
+    """`show --row` on a large Parquet object fetches its footer and the one row group holding the row (ranged
+    reads into a sparse local file), and shows what the local file shows; other objects come whole."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    samples = synth.build_corpus(n_clean=300, seed=4, anomalies_per_code=1)
+    rng = np.random.default_rng(0)
+    # Long random-id samples between the real ones: ~3 MB of incompressible ids in 12 row groups.
+    rows = [s.ids if i % 3 else list(rng.integers(1000, 150000, 900)) for i, s in enumerate(samples * 4)]
+    local = tmp_path / "big"
+    local.mkdir()
+    pq.write_table(
+        pa.table({"input_ids": pa.array(rows, type=pa.list_(pa.int32()))}), local / "big.parquet", row_group_size=100
+    )
+    size = (local / "big.parquet").stat().st_size
+    assert size > 2 << 20
+    client = boto3.client("s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    client.upload_file(str(local / "big.parquet"), BUCKET, "row-groups/big.parquet")
+    url = f"s3://{BUCKET}/row-groups/"
+    for row in (0, 555, len(rows) - 1):
+        r = cli("show", url, "--row", str(row), "--json", str(tmp_path / "r.json"), "-q")
+        l_ = cli("show", str(local), "--row", str(row), "--json", str(tmp_path / "l.json"), "-q")
+        assert r.returncode == l_.returncode == 0, r.stderr
+        remote = json.loads((tmp_path / "r.json").read_text())
+        assert remote == _as_url(json.loads((tmp_path / "l.json").read_text()), local, url)
+    # What was fetched: the footer, then one row group.
+    dest = tmp_path / "staged"
+    staged, _base, _url, objects, footer, sparse = _core.fetch_objects(url, str(dest), True)
+    assert objects == 1 and [u for _, u in sparse] == [url + "big.parquet"]
+    group = _core.fill_row([staged], 555, dict(sparse))
+    assert 0 < footer < size // 20 and 0 < group < size // 8, (footer, group, size)
+    assert _core.fill_row([staged], 555, {}) == 0  # a file fetched whole needs nothing more
+
+
 def test_clean_from_bucket_to_local_directory(corpus, tmp_path):
     local, url = corpus["parquet_full"]
     report = tmp_path / "r.json"

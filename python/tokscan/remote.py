@@ -41,21 +41,31 @@ def any_url(paths: list[str]) -> bool:
 def staged(paths: list[str]) -> Iterator[tuple[list[str], Bases]]:
     """`paths` with every object-store URL replaced by its local copy, and the bases to write them back; the
     copies are deleted on exit. Without URLs, `paths` as they are and no bases (nothing is fetched)."""
+    with staged_footers(paths, footers=False) as (out, bases, _sparse):
+        yield out, bases
+
+
+@contextmanager
+def staged_footers(paths: list[str], footers: bool = True) -> Iterator[tuple[list[str], Bases, dict[str, str]]]:
+    """`staged`, with large Parquet objects staged with only their footer (`footers`): the third value maps each
+    such local file to its URL, for `_core.fill_row` to fetch what one sample needs (`show --row`)."""
     if not any_url(paths):
-        yield paths, []
+        yield paths, [], {}
         return
     with tempfile.TemporaryDirectory(prefix="tokscan-objects-") as d:
         root = Path(d).resolve()
         out: list[str] = []
         bases: Bases = []
+        sparse: dict[str, str] = {}
         for i, p in enumerate(paths):
             if is_url(p):
-                local, base, url_base, _objects, _bytes = _core.fetch_objects(p, str(root / str(i)))
+                local, base, url_base, _objects, _bytes, partial = _core.fetch_objects(p, str(root / str(i)), footers)
                 out.append(local)
                 bases.append((base + os.sep, url_base))
+                sparse.update(partial)
             else:
                 out.append(p)
-        yield out, bases
+        yield out, bases, sparse
 
 
 def relabel(data: Any, bases: Bases) -> Any:

@@ -103,7 +103,7 @@ def show(
     from ..api import load_profile
     from ..config import discover, load_file
     from ..errors import UsageError
-    from ..remote import relabel, staged
+    from ..remote import relabel, staged_footers
     from ..samples.corpus import Corpus, describe, explain
     from ..samples.tokenizer import load_tokenizer
     from .app import corpus_columns
@@ -118,10 +118,15 @@ def show(
         )
         tok_dir = tokenizer or cfg.tokenizer
         prof = load_profile(cfg.profile_name(profile), tok_dir, trust_remote_code)
-        # An object-store URL: the objects it names are fetched whole to a temporary directory for the command.
-        path, bases = stack.enter_context(staged(list(path)))
+        # An object-store URL: the objects it names are fetched to a temporary directory for the command; for a
+        # row, a large Parquet object only its footer and then the row group that holds the row.
+        path, bases, sparse = stack.enter_context(staged_footers(list(path), footers=row is not None))
         corpus = Corpus(path, columns)
         target = corpus.find_id(sample_id) if sample_id is not None else int(row)  # type: ignore[arg-type]
+        if sparse:
+            from .. import _core
+
+            _core.fill_row([str(p) for p in path], target, sparse, dict(corpus.columns))
         sample = corpus.fetch(target)
         explain(sample, prof)
         tok = load_tokenizer(tok_dir, trust_remote_code) if tok_dir is not None else None

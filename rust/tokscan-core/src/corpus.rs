@@ -2,7 +2,7 @@
 //! order. The scan plans its units from it; `show`, `align`, `clean` and `--decode` fetch samples through
 //! it, so every command reads every format the same way and honours the same column overrides.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::sample_id::SampleId;
@@ -128,6 +128,14 @@ impl Corpus {
         }
         let k = self.starts.partition_point(|&s| s <= row) - 1;
         Ok((k, row - self.starts[k]))
+    }
+
+    /// The file of the source holding global `row` and the byte ranges of it that reading the row needs
+    /// besides what opening read, or `None` when its format reads the whole file ([`Source::byte_ranges`]).
+    pub fn byte_ranges(&self, row: u64) -> Result<(PathBuf, Option<Vec<std::ops::Range<u64>>>)> {
+        let (k, local) = self.locate(row)?;
+        let s = &self.sources[k];
+        Ok((s.path().to_path_buf(), s.byte_ranges(local..local + 1)))
     }
 
     /// The category of source `k`'s rows that carry none themselves.

@@ -81,6 +81,9 @@ pub struct Staged {
     /// Objects fetched and their bytes.
     pub objects: usize,
     pub bytes: u64,
+    /// `(local file, object URL)` of the objects staged with only their footer ([`fetch`] with `footers`):
+    /// files of the object's size whose other bytes are not there until [`fill`] fetches them.
+    pub sparse: Vec<(PathBuf, String)>,
 }
 
 /// Makes ring the process's TLS provider for the stores' HTTPS clients, once (the reqwest transport is built with
@@ -142,10 +145,68 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 /// ending in `/`, or one that names no object), at its path relative to the prefix. On an error `dest` may hold
 /// files of the final size with parts missing: use a directory of its own and remove it (the Python caller
 /// stages into a temporary directory).
-pub fn fetch(url: &str, dest: &Path) -> Result<Staged> {
+///
+/// With `footers`, a Parquet object (by its `.parquet` name) larger than [`SPARSE_MIN`] is staged as a file of
+/// its size holding only its footer (ranged reads of its tail): opening it reads nothing else, and [`fill`]
+/// fetches what one sample needs (`show --row`).
+pub fn fetch(url: &str, dest: &Path, footers: bool) -> Result<Staged> {
     let (store, path) = store_for(url)?;
     let rt = runtime()?;
-    rt.block_on(fetch_async(url, store, path, dest))
+    rt.block_on(fetch_async(url, store, path, dest, footers))
+}
+
+/// A Parquet object at most this large is fetched whole even for its footer.
+pub const SPARSE_MIN: u64 = 1 << 20;
+/// The tail of a Parquet object fetched first for its footer (most footers fit; a larger one takes a second
+/// request).
+const FOOTER_TAIL: u64 = 64 << 10;
+
+/// Fetches the byte `ranges` of the object `url` into the same offsets of `local` (a file [`fetch`] staged with
+/// only its footer). Returns the bytes fetched.
+pub fn fill(url: &str, local: &Path, ranges: &[std::ops::Range<u64>]) -> Result<u64> {
+    let (store, path) = store_for(url)?;
+    let rt = runtime()?;
+    rt.block_on(async {
+        let meta = store.head(&path).await.map_err(|e| describe(url, &e))?;
+        let object = Object {
+            url: url.to_string(),
+            meta,
+            target: local.to_path_buf(),
+        };
+        let mut bytes = 0;
+        for r in ranges.iter().filter(|r| r.start < r.end) {
+            fetch_part(store.as_ref(), &object, r.clone()).await?;
+            bytes += r.end - r.start;
+        }
+        Ok(bytes)
+    })
+}
+
+/// Stages `object` with only its footer: the tail, then the rest of the footer when the tail does not hold it.
+async fn fetch_footer(store: &dyn ObjectStore, object: &Object) -> Result<u64> {
+    let size = object.meta.size;
+    let tail = FOOTER_TAIL.min(size);
+    fetch_part(store, object, size - tail..size).await?;
+    let mut end = [0u8; 8];
+    {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut file =
+            std::fs::File::open(&object.target).map_err(|e| Error::io(&object.target, e))?;
+        file.seek(SeekFrom::Start(size - 8))
+            .and_then(|_| file.read_exact(&mut end))
+            .map_err(|e| Error::io(&object.target, e))?;
+    }
+    if &end[4..] != b"PAR1" {
+        // Not Parquet after all: the reader says so on the whole object.
+        fetch_part(store, object, 0..size - tail).await?;
+        return Ok(size);
+    }
+    let footer = u64::from(u32::from_le_bytes(end[..4].try_into().expect("4 bytes"))) + 8;
+    if footer > tail {
+        fetch_part(store, object, size - footer.min(size)..size - tail).await?;
+        return Ok(footer.min(size));
+    }
+    Ok(tail)
 }
 
 async fn fetch_async(
@@ -153,6 +214,7 @@ async fn fetch_async(
     store: Arc<dyn ObjectStore>,
     path: ObjectPath,
     dest: &Path,
+    footers: bool,
 ) -> Result<Staged> {
     std::fs::create_dir_all(dest).map_err(|e| Error::io(dest, e))?;
     // One object when the URL names one (a HEAD request), else a prefix.
@@ -194,14 +256,21 @@ async fn fetch_async(
     };
     // Every request of every object in one stream, so that at most CONCURRENCY are in flight (and at most
     // CONCURRENCY parts of PART_BYTES are held in memory) however many large objects the prefix holds.
-    let mut bytes = 0u64;
+    /// One request's work: a whole small object, a part of a large one, or a sparse object's footer.
+    enum Job {
+        Whole,
+        Part(std::ops::Range<u64>),
+        Footer,
+    }
     let mut jobs = Vec::new();
+    let mut sparse = Vec::new();
     for meta in &listing {
         let rel = meta.location.as_ref()[prefix_len..].to_string();
         let target = rel
             .split('/')
             .fold(dest.to_path_buf(), |p, part| p.join(part));
-        if meta.size > PART_BYTES {
+        let footer_only = footers && meta.size > SPARSE_MIN && rel.ends_with(".parquet");
+        if meta.size > PART_BYTES || footer_only {
             prepare(&target, meta.size)?;
         }
         let object = Arc::new(Object {
@@ -209,29 +278,37 @@ async fn fetch_async(
             meta: meta.clone(),
             target,
         });
-        bytes += meta.size;
-        if meta.size <= PART_BYTES {
-            jobs.push((object, None));
+        if footer_only {
+            sparse.push((object.target.clone(), object.url.clone()));
+            jobs.push((object, Job::Footer));
+        } else if meta.size <= PART_BYTES {
+            jobs.push((object, Job::Whole));
         } else {
             jobs.extend((0..meta.size).step_by(PART_BYTES as usize).map(|start| {
                 (
                     Arc::clone(&object),
-                    Some(start..(start + PART_BYTES).min(meta.size)),
+                    Job::Part(start..(start + PART_BYTES).min(meta.size)),
                 )
             }));
         }
     }
-    futures_util::stream::iter(jobs.into_iter().map(|(object, range)| {
+    let fetched: Vec<u64> = futures_util::stream::iter(jobs.into_iter().map(|(object, job)| {
         let store = Arc::clone(&store);
         async move {
-            match range {
-                None => stream_to(store.as_ref(), &object).await,
-                Some(range) => fetch_part(store.as_ref(), &object, range).await,
+            match job {
+                Job::Whole => stream_to(store.as_ref(), &object)
+                    .await
+                    .map(|()| object.meta.size),
+                Job::Part(range) => {
+                    let n = range.end - range.start;
+                    fetch_part(store.as_ref(), &object, range).await.map(|()| n)
+                }
+                Job::Footer => fetch_footer(store.as_ref(), &object).await,
             }
         }
     }))
     .buffer_unordered(CONCURRENCY)
-    .try_collect::<Vec<()>>()
+    .try_collect()
     .await?;
     let local = match is_single {
         true => dest.join(path.filename().expect("a single object has a file name")),
@@ -242,7 +319,8 @@ async fn fetch_async(
         local_base: dest.to_path_buf(),
         url_base,
         objects: listing.len(),
-        bytes,
+        bytes: fetched.iter().sum(),
+        sparse,
     })
 }
 
@@ -605,6 +683,7 @@ mod tests {
                 Arc::new(store),
                 ObjectPath::from(object),
                 dir.path(),
+                false,
             ))
             .unwrap_err()
             .to_string()

@@ -106,23 +106,60 @@ fn check_one<'py>(
 
 /// The inputs a scan of `paths` would read, in scan order: `(path, format, hive category)`.
 /// Fetches an object-store URL (one object or a prefix) into `dest`: `(local path to scan, local base, URL
-/// base, objects, bytes)`; `local base` + `/` stands for `URL base` in every path of the report.
+/// base, objects, bytes fetched, sparse)`; `local base` + `/` stands for `URL base` in every path of the report.
+/// With `footers`, large Parquet objects are staged with only their footer and listed in `sparse` as
+/// `(local file, object URL)` for [`fill_row`].
 #[pyfunction]
+#[pyo3(signature = (url, dest, footers=false))]
+#[allow(clippy::type_complexity)]
 fn fetch_objects(
     py: Python<'_>,
     url: String,
     dest: String,
-) -> PyResult<(String, String, String, usize, u64)> {
+    footers: bool,
+) -> PyResult<(String, String, String, usize, u64, Vec<(String, String)>)> {
     let s = detached(py, move || {
-        tokscan_core::remote::fetch(&url, std::path::Path::new(&dest))
+        tokscan_core::remote::fetch(&url, std::path::Path::new(&dest), footers)
     })?;
+    let lossy = |p: &std::path::Path| p.to_string_lossy().into_owned();
     Ok((
-        s.local.to_string_lossy().into_owned(),
-        s.local_base.to_string_lossy().into_owned(),
+        lossy(&s.local),
+        lossy(&s.local_base),
         s.url_base,
         s.objects,
         s.bytes,
+        s.sparse
+            .iter()
+            .map(|(p, u)| (lossy(p), u.clone()))
+            .collect(),
     ))
+}
+
+/// Fetches into a sparse staged file (`sparse`: local file → object URL, from `fetch_objects(footers=True)`)
+/// the byte ranges reading global `row` of the corpus at `paths` needs; returns the bytes fetched (0 when the
+/// row's file is whole).
+#[pyfunction]
+#[pyo3(signature = (paths, row, sparse, columns=None))]
+fn fill_row(
+    py: Python<'_>,
+    paths: Vec<String>,
+    row: u64,
+    sparse: HashMap<String, String>,
+    columns: Option<HashMap<String, String>>,
+) -> PyResult<u64> {
+    let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
+    detached(py, move || {
+        let corpus = tokscan_core::Corpus::open(&paths, &columns)?;
+        let (file, ranges) = corpus.byte_ranges(row)?;
+        let url = sparse.get(file.to_string_lossy().as_ref());
+        match (url, ranges) {
+            (Some(url), Some(ranges)) => tokscan_core::remote::fill(url, &file, &ranges),
+            (Some(url), None) => Err(tokscan_core::Error::Usage(format!(
+                "{url}: staged without its data for a format that reads the whole file"
+            ))),
+            (None, _) => Ok(0),
+        }
+    })
 }
 
 /// Uploads every file under `dir` to the object-store prefix `url` (refused when it holds an object already):
@@ -336,6 +373,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fetch_objects, m)?)?;
     m.add_function(wrap_pyfunction!(is_object_url, m)?)?;
     m.add_function(wrap_pyfunction!(upload_objects, m)?)?;
+    m.add_function(wrap_pyfunction!(fill_row, m)?)?;
     m.add_function(wrap_pyfunction!(paired_record, m)?)?;
     m.add_function(wrap_pyfunction!(not_checked, m)?)?;
     m.add_function(wrap_pyfunction!(code_scopes, m)?)?;

@@ -163,6 +163,12 @@ pub trait Source: Send + Sync {
     fn warning(&self) -> Option<String> {
         None
     }
+    /// The byte ranges of [`Source::path`] that reading local rows `rows` needs besides what opening the input
+    /// read (a Parquet footer), or `None` when the format reads the whole file: what an object-store input
+    /// fetches to show one sample (`remote::fill`).
+    fn byte_ranges(&self, _rows: std::ops::Range<u64>) -> Option<Vec<std::ops::Range<u64>>> {
+        None
+    }
     /// Writes a copy of this source at `out` (the path that stands for it, like [`Source::path`]) holding
     /// exactly the rows where `keep[row]` (`keep.len()` = [`Source::rows`]), in the same format and layout:
     /// kept rows byte-identical where the format allows, any index or header rebuilt, compression kept. A

@@ -658,6 +658,24 @@ impl Source for ParquetShard {
         self.read_sample_ids()
     }
 
+    /// The column chunks of every row group holding one of `rows` (the footer is read when the file opens).
+    fn byte_ranges(&self, rows: std::ops::Range<u64>) -> Option<Vec<std::ops::Range<u64>>> {
+        let groups = self.meta.metadata().row_groups();
+        let spans = self
+            .units
+            .iter()
+            .zip(groups)
+            .filter(|(u, _)| u.first_row < rows.end && rows.start < u.first_row + u.rows)
+            .flat_map(|(_, rg)| rg.columns())
+            .map(|c| {
+                // Checked against the file's length when it opened (`row_group_rows`).
+                let start = c.dictionary_page_offset().unwrap_or(c.data_page_offset()) as u64;
+                start..start + c.compressed_size() as u64
+            })
+            .collect();
+        Some(spans)
+    }
+
     fn write_filtered(&self, keep: &[bool], out: &Path) -> Result<WriteStats> {
         super::check_keep(self, keep)?;
         let rows = write_filtered_file(&self.path, &self.meta, keep, out)?;
