@@ -235,10 +235,15 @@ def test_show_a_row_fetches_the_footer_and_its_row_group(s3_env, corpus, tmp_pat
     # What was fetched: the footer, then one row group.
     dest = tmp_path / "staged"
     staged, _base, _url, objects, footer, sparse = _core.fetch_objects(url, str(dest), True)
-    assert objects == 1 and [u for _, u in sparse] == [url + "big.parquet"]
-    group = _core.fill_row([staged], 555, dict(sparse))
+    assert objects == 1 and [s[1] for s in sparse] == [url + "big.parquet"]
+    group = _core.fill_row([staged], 555, sparse)
     assert 0 < footer < size // 20 and 0 < group < size // 8, (footer, group, size)
-    assert _core.fill_row([staged], 555, {}) == 0  # a file fetched whole needs nothing more
+    assert _core.fill_row([staged], 555, []) == 0  # a file fetched whole needs nothing more
+    # Overwritten since its footer was read: an error naming the object, not a mix of two versions.
+    pq.write_table(pq.read_table(local / "big.parquet").slice(0, 1100), tmp_path / "v2.parquet", row_group_size=100)
+    client.upload_file(str(tmp_path / "v2.parquet"), BUCKET, "row-groups/big.parquet")
+    with pytest.raises(InputError, match=r"big\.parquet: the object was overwritten"):
+        _core.fill_row([staged], 1100, sparse)
 
 
 def test_clean_from_bucket_to_local_directory(corpus, tmp_path):

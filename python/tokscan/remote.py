@@ -18,6 +18,8 @@ from .errors import UsageError
 
 #: `(local base, URL base)`: `local base` + `/` in a path stands for `URL base`.
 Bases = list[tuple[str, str]]
+#: `(local file, object URL, ETag, version)` of an object staged with only its footer.
+Sparse = tuple[str, str, str | None, str | None]
 
 
 def is_url(p: str | os.PathLike[str]) -> bool:
@@ -46,23 +48,23 @@ def staged(paths: list[str]) -> Iterator[tuple[list[str], Bases]]:
 
 
 @contextmanager
-def staged_footers(paths: list[str], footers: bool = True) -> Iterator[tuple[list[str], Bases, dict[str, str]]]:
-    """`staged`, with large Parquet objects staged with only their footer (`footers`): the third value maps each
-    such local file to its URL, for `_core.fill_row` to fetch what one sample needs (`show --row`)."""
+def staged_footers(paths: list[str], footers: bool = True) -> Iterator[tuple[list[str], Bases, list[Sparse]]]:
+    """`staged`, with large Parquet objects staged with only their footer (`footers`): the third value lists
+    them, for `_core.fill_row` to fetch what one sample needs (`show --row`)."""
     if not any_url(paths):
-        yield paths, [], {}
+        yield paths, [], []
         return
     with tempfile.TemporaryDirectory(prefix="tokscan-objects-") as d:
         root = Path(d).resolve()
         out: list[str] = []
         bases: Bases = []
-        sparse: dict[str, str] = {}
+        sparse: list[Sparse] = []
         for i, p in enumerate(paths):
             if is_url(p):
                 local, base, url_base, _objects, _bytes, partial = _core.fetch_objects(p, str(root / str(i)), footers)
                 out.append(local)
                 bases.append((base + os.sep, url_base))
-                sparse.update(partial)
+                sparse.extend(partial)
             else:
                 out.append(p)
         yield out, bases, sparse

@@ -81,9 +81,18 @@ pub struct Staged {
     /// Objects fetched and their bytes.
     pub objects: usize,
     pub bytes: u64,
-    /// `(local file, object URL)` of the objects staged with only their footer ([`fetch`] with `footers`):
-    /// files of the object's size whose other bytes are not there until [`fill`] fetches them.
-    pub sparse: Vec<(PathBuf, String)>,
+    /// The objects staged with only their footer ([`fetch`] with `footers`): files of the object's size whose
+    /// other bytes are not there until [`fill`] fetches them.
+    pub sparse: Vec<Sparse>,
+}
+
+/// An object staged with only its footer, and the version the footer came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sparse {
+    pub local: PathBuf,
+    pub url: String,
+    pub e_tag: Option<String>,
+    pub version: Option<String>,
 }
 
 /// Makes ring the process's TLS provider for the stores' HTTPS clients, once (the reqwest transport is built with
@@ -161,17 +170,20 @@ pub const SPARSE_MIN: u64 = 1 << 20;
 /// request).
 const FOOTER_TAIL: u64 = 64 << 10;
 
-/// Fetches the byte `ranges` of the object `url` into the same offsets of `local` (a file [`fetch`] staged with
-/// only its footer). Returns the bytes fetched.
-pub fn fill(url: &str, local: &Path, ranges: &[std::ops::Range<u64>]) -> Result<u64> {
+/// Fetches the byte `ranges` of a sparse object into the same offsets of its local file, from the version its
+/// footer came from (an object overwritten since is an error, not a mix). Returns the bytes fetched.
+pub fn fill(sparse: &Sparse, ranges: &[std::ops::Range<u64>]) -> Result<u64> {
+    let url = sparse.url.as_str();
     let (store, path) = store_for(url)?;
     let rt = runtime()?;
     rt.block_on(async {
-        let meta = store.head(&path).await.map_err(|e| describe(url, &e))?;
+        let mut meta = store.head(&path).await.map_err(|e| describe(url, &e))?;
+        meta.e_tag = sparse.e_tag.clone();
+        meta.version = sparse.version.clone();
         let object = Object {
             url: url.to_string(),
             meta,
-            target: local.to_path_buf(),
+            target: sparse.local.clone(),
         };
         let mut bytes = 0;
         for r in ranges.iter().filter(|r| r.start < r.end) {
@@ -279,7 +291,12 @@ async fn fetch_async(
             target,
         });
         if footer_only {
-            sparse.push((object.target.clone(), object.url.clone()));
+            sparse.push(Sparse {
+                local: object.target.clone(),
+                url: object.url.clone(),
+                e_tag: meta.e_tag.clone(),
+                version: meta.version.clone(),
+            });
             jobs.push((object, Job::Footer));
         } else if meta.size <= PART_BYTES {
             jobs.push((object, Job::Whole));
@@ -579,6 +596,9 @@ fn describe(url: &str, e: &object_store::Error) -> Error {
     use object_store::Error as E;
     let message = match e {
         E::NotFound { .. } => "no such bucket or object".to_string(),
+        E::Precondition { .. } => {
+            "the object was overwritten while it was read (run the command again)".to_string()
+        }
         E::PermissionDenied { .. } => {
             "access denied (check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"
                 .to_string()

@@ -108,7 +108,7 @@ fn check_one<'py>(
 /// Fetches an object-store URL (one object or a prefix) into `dest`: `(local path to scan, local base, URL
 /// base, objects, bytes fetched, sparse)`; `local base` + `/` stands for `URL base` in every path of the report.
 /// With `footers`, large Parquet objects are staged with only their footer and listed in `sparse` as
-/// `(local file, object URL)` for [`fill_row`].
+/// `(local file, object URL, ETag, version)` for [`fill_row`].
 #[pyfunction]
 #[pyo3(signature = (url, dest, footers=false))]
 #[allow(clippy::type_complexity)]
@@ -117,7 +117,7 @@ fn fetch_objects(
     url: String,
     dest: String,
     footers: bool,
-) -> PyResult<(String, String, String, usize, u64, Vec<(String, String)>)> {
+) -> PyResult<(String, String, String, usize, u64, Vec<SparseTuple>)> {
     let s = detached(py, move || {
         tokscan_core::remote::fetch(&url, std::path::Path::new(&dest), footers)
     })?;
@@ -129,13 +129,16 @@ fn fetch_objects(
         s.objects,
         s.bytes,
         s.sparse
-            .iter()
-            .map(|(p, u)| (lossy(p), u.clone()))
+            .into_iter()
+            .map(|x| (lossy(&x.local), x.url, x.e_tag, x.version))
             .collect(),
     ))
 }
 
-/// Fetches into a sparse staged file (`sparse`: local file → object URL, from `fetch_objects(footers=True)`)
+/// `(local file, object URL, ETag, version)` of an object staged with only its footer.
+type SparseTuple = (String, String, Option<String>, Option<String>);
+
+/// Fetches into a sparse staged file (`sparse`: the tuples of `fetch_objects(footers=True)`)
 /// the byte ranges reading global `row` of the corpus at `paths` needs; returns the bytes fetched (0 when the
 /// row's file is whole).
 #[pyfunction]
@@ -144,18 +147,29 @@ fn fill_row(
     py: Python<'_>,
     paths: Vec<String>,
     row: u64,
-    sparse: HashMap<String, String>,
+    sparse: Vec<SparseTuple>,
     columns: Option<HashMap<String, String>>,
 ) -> PyResult<u64> {
     let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
     detached(py, move || {
         let corpus = tokscan_core::Corpus::open(&paths, &columns)?;
         let (file, ranges) = corpus.byte_ranges(row)?;
-        let url = sparse.get(file.to_string_lossy().as_ref());
-        match (url, ranges) {
-            (Some(url), Some(ranges)) => tokscan_core::remote::fill(url, &file, &ranges),
-            (Some(url), None) => Err(tokscan_core::Error::Usage(format!(
-                "{url}: staged without its data for a format that reads the whole file"
+        let staged = sparse
+            .into_iter()
+            .find(|s| std::path::Path::new(&s.0) == file)
+            .map(
+                |(local, url, e_tag, version)| tokscan_core::remote::Sparse {
+                    local: local.into(),
+                    url,
+                    e_tag,
+                    version,
+                },
+            );
+        match (staged, ranges) {
+            (Some(s), Some(ranges)) => tokscan_core::remote::fill(&s, &ranges),
+            (Some(s), None) => Err(tokscan_core::Error::Usage(format!(
+                "{}: staged without its data for a format that reads the whole file",
+                s.url
             ))),
             (None, _) => Ok(0),
         }
