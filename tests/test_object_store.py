@@ -239,11 +239,39 @@ def test_show_a_row_fetches_the_footer_and_its_row_group(s3_env, corpus, tmp_pat
     group = _core.fill_row([staged], 555, sparse)
     assert 0 < footer < size // 20 and 0 < group < size // 8, (footer, group, size)
     assert _core.fill_row([staged], 555, []) == 0  # a file fetched whole needs nothing more
+    assert "out of range" in _one_line_exit_2(cli("show", url, "--row", str(len(rows))), str(len(rows)))
     # Overwritten since its footer was read: an error naming the object, not a mix of two versions.
     pq.write_table(pq.read_table(local / "big.parquet").slice(0, 1100), tmp_path / "v2.parquet", row_group_size=100)
     client.upload_file(str(tmp_path / "v2.parquet"), BUCKET, "row-groups/big.parquet")
     with pytest.raises(InputError, match=r"big\.parquet: the object was overwritten"):
         _core.fill_row([staged], 1100, sparse)
+
+
+def test_show_a_row_of_a_numpy_directory_with_a_large_meta_parquet(s3_env, corpus, tmp_path):
+    """A NumPy directory's `meta.parquet` is read whole by its reader: however large, it is fetched whole."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    one = next(s for s in synth.build_corpus(n_clean=20, seed=2) if not s.expected)
+    n = 12_000
+    local = tmp_path / "np"
+    local.mkdir()
+    np.save(local / "tokens.npy", np.tile(np.array(one.ids, dtype=np.int32), n))
+    np.save(local / "offsets.npy", np.arange(n + 1, dtype=np.int64) * len(one.ids))
+    ids = [os.urandom(64).hex() for _ in range(n)]  # incompressible: a meta.parquet over 1 MiB
+    pq.write_table(pa.table({"sample_id": ids, "category": ["c"] * n}), local / "meta.parquet")
+    assert (local / "meta.parquet").stat().st_size > 1 << 20
+    client = boto3.client("s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    for f in local.iterdir():
+        client.upload_file(str(f), BUCKET, f"np-meta/{f.name}")
+    url = f"s3://{BUCKET}/np-meta/"
+    r = cli("show", url, "--row", "7", "--json", str(tmp_path / "r.json"), "-q")
+    l_ = cli("show", str(local), "--row", "7", "--json", str(tmp_path / "l.json"), "-q")
+    assert r.returncode == l_.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "r.json").read_text()) == _as_url(
+        json.loads((tmp_path / "l.json").read_text()), local, url
+    )
+    assert json.loads((tmp_path / "r.json").read_text())["sample_id"] == ids[7]
 
 
 def test_clean_from_bucket_to_local_directory(corpus, tmp_path):
@@ -306,6 +334,22 @@ def test_a_file_larger_than_a_part_is_uploaded_in_parts(s3_env, corpus, tmp_path
     dest = f"s3://{BUCKET}/uploads/parts/"
     assert _core.upload_objects(str(src), dest) == (2, len(big) + 6)
     assert _fetch_all(dest, tmp_path / "back") == {"sub/big.bin": big, "small.txt": b"small\n"}
+
+
+def test_uploaded_objects_keep_their_names(s3_env, corpus, tmp_path):
+    """Keys are the files' relative names as they are (a `category=数学` folder is not percent-encoded), and the
+    file named last goes up after the others."""
+    src = tmp_path / "names"
+    for rel in ("category=数学/part 0#1.txt", "ts=2024%3A01/x.txt", "tokscan-clean.json"):
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(rel)
+    dest = f"s3://{BUCKET}/uploads/names/"
+    assert _core.upload_objects(str(src), dest, "tokscan-clean.json")[0] == 3
+    client = boto3.client("s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    keys = sorted(o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix="uploads/names/")["Contents"])
+    assert keys == sorted(
+        f"uploads/names/{r}" for r in ("category=数学/part 0#1.txt", "ts=2024%3A01/x.txt", "tokscan-clean.json")
+    )
 
 
 def test_clean_refuses_a_prefix_in_use(corpus, tmp_path):

@@ -206,7 +206,8 @@ def _clean_to_url(paths: list[str], report: Report, url: str, **kw: Any) -> dict
         _core.upload_objects(d, url)  # nothing yet: refused here when the prefix holds an object
         local = Path(d) / "out"
         manifest = _clean(paths, report, local, out_url=target, **kw)
-        _core.upload_objects(str(local), url)
+        # The manifest last: a prefix without it is an interrupted copy.
+        _core.upload_objects(str(local), url, MANIFEST)
     return manifest
 
 

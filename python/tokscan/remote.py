@@ -18,8 +18,8 @@ from .errors import UsageError
 
 #: `(local base, URL base)`: `local base` + `/` in a path stands for `URL base`.
 Bases = list[tuple[str, str]]
-#: `(local file, object URL, ETag, version)` of an object staged with only its footer.
-Sparse = tuple[str, str, str | None, str | None]
+#: `(local file, object URL, object key, ETag, version)` of an object staged with only its footer.
+Sparse = tuple[str, str, str, str | None, str | None]
 
 
 def is_url(p: str | os.PathLike[str]) -> bool:

@@ -123,7 +123,7 @@ def show(
         path, bases, sparse = stack.enter_context(staged_footers(list(path), footers=row is not None))
         corpus = Corpus(path, columns)
         target = corpus.find_id(sample_id) if sample_id is not None else int(row)  # type: ignore[arg-type]
-        if sparse:
+        if sparse and 0 <= target < int(corpus.starts[-1]):  # (out of range: the fetch below says so)
             from .. import _core
 
             _core.fill_row([str(p) for p in path], target, sparse, dict(corpus.columns))

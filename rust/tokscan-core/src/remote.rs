@@ -91,6 +91,8 @@ pub struct Staged {
 pub struct Sparse {
     pub local: PathBuf,
     pub url: String,
+    /// The object's key as the listing gave it (not re-parsed from `url`, which decodes `%` escapes).
+    pub key: String,
     pub e_tag: Option<String>,
     pub version: Option<String>,
 }
@@ -164,6 +166,9 @@ pub fn fetch(url: &str, dest: &Path, footers: bool) -> Result<Staged> {
     rt.block_on(fetch_async(url, store, path, dest, footers))
 }
 
+/// The most parts a multipart upload may have (S3, GCS).
+const MAX_PARTS: u64 = 10_000;
+
 /// A Parquet object at most this large is fetched whole even for its footer.
 pub const SPARSE_MIN: u64 = 1 << 20;
 /// The tail of a Parquet object fetched first for its footer (most footers fit; a larger one takes a second
@@ -174,7 +179,9 @@ const FOOTER_TAIL: u64 = 64 << 10;
 /// footer came from (an object overwritten since is an error, not a mix). Returns the bytes fetched.
 pub fn fill(sparse: &Sparse, ranges: &[std::ops::Range<u64>]) -> Result<u64> {
     let url = sparse.url.as_str();
-    let (store, path) = store_for(url)?;
+    let (store, _) = store_for(url)?;
+    let path = ObjectPath::parse(&sparse.key)
+        .map_err(|e| remote_error(url, format!("not an object key ({e})")))?;
     let rt = runtime()?;
     rt.block_on(async {
         let mut meta = store.head(&path).await.map_err(|e| describe(url, &e))?;
@@ -276,12 +283,24 @@ async fn fetch_async(
     }
     let mut jobs = Vec::new();
     let mut sparse = Vec::new();
+    // A NumPy directory's `meta.parquet` is read whole by its reader: folders holding a `tokens.npy` stage
+    // their Parquet files whole.
+    let numpy_dirs: std::collections::HashSet<&str> = listing
+        .iter()
+        .filter_map(|m| m.location.as_ref().strip_suffix("tokens.npy"))
+        .filter(|dir| dir.is_empty() || dir.ends_with('/'))
+        .collect();
     for meta in &listing {
         let rel = meta.location.as_ref()[prefix_len..].to_string();
         let target = rel
             .split('/')
             .fold(dest.to_path_buf(), |p, part| p.join(part));
-        let footer_only = footers && meta.size > SPARSE_MIN && rel.ends_with(".parquet");
+        let name = meta.location.filename().unwrap_or_default();
+        let dir = &meta.location.as_ref()[..meta.location.as_ref().len() - name.len()];
+        let footer_only = footers
+            && meta.size > SPARSE_MIN
+            && name.ends_with(".parquet")
+            && !numpy_dirs.contains(dir);
         if meta.size > PART_BYTES || footer_only {
             prepare(&target, meta.size)?;
         }
@@ -294,6 +313,7 @@ async fn fetch_async(
             sparse.push(Sparse {
                 local: object.target.clone(),
                 url: object.url.clone(),
+                key: meta.location.to_string(),
                 e_tag: meta.e_tag.clone(),
                 version: meta.version.clone(),
             });
@@ -345,7 +365,10 @@ async fn fetch_async(
 /// to `dir`: one `PUT` for a file of at most [`PART_BYTES`], a multipart upload of such parts for a larger one,
 /// at most [`CONCURRENCY`] requests in flight. A prefix that already holds an object is refused before anything
 /// is written (an output never overwrites or mixes with what is there). Returns the objects and bytes written.
-pub fn upload(dir: &Path, url: &str) -> Result<(usize, u64)> {
+///
+/// `last` (a file name at the top of `dir`: `tokscan clean`'s manifest) is written once every other object is,
+/// so that a prefix without it is an interrupted copy.
+pub fn upload(dir: &Path, url: &str, last: Option<&str>) -> Result<(usize, u64)> {
     let (store, base) = store_for(url)?;
     let mut files = Vec::new();
     collect_files(dir, &mut files)?;
@@ -384,9 +407,14 @@ pub fn upload(dir: &Path, url: &str) -> Result<(usize, u64)> {
                 .components()
                 .map(|c| c.as_os_str().to_string_lossy().into_owned())
                 .collect();
-            let location = parts
-                .iter()
-                .fold(base.clone(), |p, part| p.join(part.as_str()));
+            // The key as the file is named (parsed, not percent-encoded part by part: a `category=数学` folder
+            // keeps its name).
+            let key = match base.as_ref() {
+                "" => parts.join("/"),
+                b => format!("{b}/{}", parts.join("/")),
+            };
+            let location = ObjectPath::parse(&key)
+                .map_err(|e| remote_error(url, format!("cannot name an object {key:?} ({e})")))?;
             let size = std::fs::metadata(file)
                 .map_err(|e| Error::io(file, e))?
                 .len();
@@ -399,13 +427,24 @@ pub fn upload(dir: &Path, url: &str) -> Result<(usize, u64)> {
             ));
         }
         let n = jobs.len();
-        futures_util::stream::iter(jobs.into_iter().map(|(file, location, object_url, size)| {
-            let store = Arc::clone(&store);
-            async move { put_file(store.as_ref(), &file, &location, &object_url, size).await }
-        }))
+        let last = last
+            .and_then(|name| jobs.iter().position(|(f, ..)| *f == dir.join(name)))
+            .map(|i| jobs.remove(i));
+        // Every upload runs to its end (a failed multipart upload is aborted, not left open), then the first
+        // error is the answer.
+        let results: Vec<Result<()>> = futures_util::stream::iter(jobs.into_iter().map(
+            |(file, location, object_url, size)| {
+                let store = Arc::clone(&store);
+                async move { put_file(store.as_ref(), &file, &location, &object_url, size).await }
+            },
+        ))
         .buffer_unordered(CONCURRENCY)
-        .try_collect::<Vec<()>>()
-        .await?;
+        .collect()
+        .await;
+        results.into_iter().collect::<Result<Vec<()>>>()?;
+        if let Some((file, location, object_url, size)) = last {
+            put_file(store.as_ref(), &file, &location, &object_url, size).await?;
+        }
         Ok((n, bytes))
     })
 }
@@ -443,21 +482,36 @@ async fn put_file(
         .put_multipart(location)
         .await
         .map_err(|e| describe(url, &e))?;
-    let mut writer = object_store::WriteMultipart::new_with_chunk_size(upload, PART_BYTES as usize);
-    let mut reader = std::fs::File::open(file).map_err(|e| Error::io(file, e))?;
-    let mut chunk = vec![0u8; PART_BYTES as usize];
+    // Parts of 8 MiB, larger for a file past 10,000 of them (the stores' limit on parts).
+    let part = PART_BYTES.max(size.div_ceil(MAX_PARTS)) as usize;
+    let mut writer = object_store::WriteMultipart::new_with_chunk_size(upload, part);
+    let mut reader = match std::fs::File::open(file) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = writer.abort().await;
+            return Err(Error::io(file, e));
+        }
+    };
+    let mut chunk = vec![0u8; part];
     loop {
         // At most two parts in flight for this file (the stream bounds the files).
-        writer
-            .wait_for_capacity(2)
-            .await
-            .map_err(|e| describe(url, &e))?;
-        let n = read_full(&mut reader, &mut chunk).map_err(|e| Error::io(file, e))?;
+        if let Err(e) = writer.wait_for_capacity(2).await {
+            let _ = writer.abort().await;
+            return Err(describe(url, &e));
+        }
+        let n = match read_full(&mut reader, &mut chunk) {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = writer.abort().await;
+                return Err(Error::io(file, e));
+            }
+        };
         if n == 0 {
             break;
         }
         writer.write(&chunk[..n]);
     }
+    // `finish` aborts the upload itself when a part failed.
     writer.finish().await.map_err(|e| describe(url, &e))?;
     Ok(())
 }

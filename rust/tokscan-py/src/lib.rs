@@ -108,7 +108,7 @@ fn check_one<'py>(
 /// Fetches an object-store URL (one object or a prefix) into `dest`: `(local path to scan, local base, URL
 /// base, objects, bytes fetched, sparse)`; `local base` + `/` stands for `URL base` in every path of the report.
 /// With `footers`, large Parquet objects are staged with only their footer and listed in `sparse` as
-/// `(local file, object URL, ETag, version)` for [`fill_row`].
+/// `(local file, object URL, object key, ETag, version)` for [`fill_row`].
 #[pyfunction]
 #[pyo3(signature = (url, dest, footers=false))]
 #[allow(clippy::type_complexity)]
@@ -130,13 +130,13 @@ fn fetch_objects(
         s.bytes,
         s.sparse
             .into_iter()
-            .map(|x| (lossy(&x.local), x.url, x.e_tag, x.version))
+            .map(|x| (lossy(&x.local), x.url, x.key, x.e_tag, x.version))
             .collect(),
     ))
 }
 
-/// `(local file, object URL, ETag, version)` of an object staged with only its footer.
-type SparseTuple = (String, String, Option<String>, Option<String>);
+/// `(local file, object URL, object key, ETag, version)` of an object staged with only its footer.
+type SparseTuple = (String, String, String, Option<String>, Option<String>);
 
 /// Fetches into a sparse staged file (`sparse`: the tuples of `fetch_objects(footers=True)`)
 /// the byte ranges reading global `row` of the corpus at `paths` needs; returns the bytes fetched (0 when the
@@ -158,9 +158,10 @@ fn fill_row(
             .into_iter()
             .find(|s| std::path::Path::new(&s.0) == file)
             .map(
-                |(local, url, e_tag, version)| tokscan_core::remote::Sparse {
+                |(local, url, key, e_tag, version)| tokscan_core::remote::Sparse {
                     local: local.into(),
                     url,
+                    key,
                     e_tag,
                     version,
                 },
@@ -176,12 +177,18 @@ fn fill_row(
     })
 }
 
-/// Uploads every file under `dir` to the object-store prefix `url` (refused when it holds an object already):
-/// `(objects, bytes)`.
+/// Uploads every file under `dir` to the object-store prefix `url` (refused when it holds an object already),
+/// the file named `last` (at the top of `dir`) after every other: `(objects, bytes)`.
 #[pyfunction]
-fn upload_objects(py: Python<'_>, dir: String, url: String) -> PyResult<(usize, u64)> {
+#[pyo3(signature = (dir, url, last=None))]
+fn upload_objects(
+    py: Python<'_>,
+    dir: String,
+    url: String,
+    last: Option<String>,
+) -> PyResult<(usize, u64)> {
     detached(py, move || {
-        tokscan_core::remote::upload(std::path::Path::new(&dir), &url)
+        tokscan_core::remote::upload(std::path::Path::new(&dir), &url, last.as_deref())
     })
 }
 
