@@ -175,6 +175,18 @@ def test_many_objects_fetch_within_a_small_file_limit(s3_env, corpus, tmp_path):
     assert remote == _as_url(here.findings, local, url)
 
 
+def test_folder_markers_are_not_files(s3_env, corpus, tmp_path):
+    """Empty "folder" objects a console creates (`prefix/`, `prefix/sub/`) are neither files nor errors."""
+    local, _url = corpus["jsonl"]
+    client = boto3.client("s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    for key in ("markers/", "markers/sub/"):
+        client.put_object(Bucket=BUCKET, Key=key, Body=b"")
+    for f in sorted(p for p in local.rglob("*") if p.is_file()):
+        client.upload_file(str(f), BUCKET, f"markers/sub/{f.relative_to(local).as_posix()}")
+    r = tokscan.scan(f"s3://{BUCKET}/markers/", "kimi-k2")
+    assert r.n_samples == tokscan.scan(str(local), "kimi-k2").n_samples
+
+
 def test_single_object_and_prefix_without_slash(corpus):
     local, url = corpus["jsonl"]
     one = sorted(local.glob("*.jsonl"))[0]

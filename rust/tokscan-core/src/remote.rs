@@ -192,11 +192,25 @@ pub fn fill(sparse: &Sparse, ranges: &[std::ops::Range<u64>]) -> Result<u64> {
             meta,
             target: sparse.local.clone(),
         };
-        let mut bytes = 0;
-        for r in ranges.iter().filter(|r| r.start < r.end) {
-            fetch_part(store.as_ref(), &object, r.clone()).await?;
-            bytes += r.end - r.start;
-        }
+        // In parts of at most PART_BYTES, CONCURRENCY at a time: a row group may be most of a large object.
+        let parts: Vec<std::ops::Range<u64>> = ranges
+            .iter()
+            .flat_map(|r| {
+                (r.start..r.end)
+                    .step_by(PART_BYTES as usize)
+                    .map(move |start| start..(start + PART_BYTES).min(r.end))
+            })
+            .collect();
+        let bytes = parts.iter().map(|r| r.end - r.start).sum();
+        let object = &object;
+        futures_util::stream::iter(
+            parts
+                .into_iter()
+                .map(|r| fetch_part(store.as_ref(), object, r)),
+        )
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await?;
         Ok(bytes)
     })
 }
@@ -255,16 +269,30 @@ async fn fetch_async(
             (vec![meta], base_len, url_base)
         }
         None => {
-            let listing: Vec<_> = store
+            let mut listing: Vec<object_store::ObjectMeta> = store
                 .list(Some(&path))
                 .try_collect()
                 .await
                 .map_err(|e| describe(url, &e))?;
+            let base = path.as_ref();
+            let prefix_len = if base.is_empty() { 0 } else { base.len() + 1 };
+            // A console's "folder" markers (empty objects named like the prefix or a folder under it) name no
+            // file.
+            let folders: std::collections::HashSet<String> = listing
+                .iter()
+                .flat_map(|m| {
+                    let key = m.location.as_ref();
+                    key.match_indices('/')
+                        .map(move |(i, _)| key[..i].to_string())
+                })
+                .collect();
+            listing.retain(|m| {
+                m.location.as_ref().len() > prefix_len
+                    && !(m.size == 0 && folders.contains(m.location.as_ref()))
+            });
             if listing.is_empty() {
                 return Err(remote_error(url, "no such object or prefix".to_string()));
             }
-            let base = path.as_ref();
-            let prefix_len = if base.is_empty() { 0 } else { base.len() + 1 };
             let url_base = if url.ends_with('/') {
                 url.to_string()
             } else {
@@ -273,8 +301,6 @@ async fn fetch_async(
             (listing, prefix_len, url_base)
         }
     };
-    // Every request of every object in one stream, so that at most CONCURRENCY are in flight (and at most
-    // CONCURRENCY parts of PART_BYTES are held in memory) however many large objects the prefix holds.
     /// One request's work: a whole small object, a part of a large one, or a sparse object's footer.
     enum Job {
         Whole,
@@ -329,6 +355,8 @@ async fn fetch_async(
             }));
         }
     }
+    // Every request of every object in one stream, so that at most CONCURRENCY are in flight (and at most
+    // CONCURRENCY parts of PART_BYTES are held in memory) however many large objects the prefix holds.
     let fetched: Vec<u64> = futures_util::stream::iter(jobs.into_iter().map(|(object, job)| {
         let store = Arc::clone(&store);
         async move {
