@@ -243,7 +243,19 @@ impl Found {
     }
 
     pub fn from_bytes(b: &[u8]) -> Result<Found> {
-        decode(b, "flagged samples")
+        let found: Found = decode(b, "flagged samples")?;
+        if found
+            .summarized
+            .iter()
+            .any(|s| s.category as usize >= found.categories.len())
+        {
+            return Err(crate::error::Error::Usage(
+                "corrupt flagged samples (a category index past the list): was it written by this version of \
+                 tokscan?"
+                    .to_string(),
+            ));
+        }
+        Ok(found)
     }
 }
 
@@ -492,6 +504,33 @@ fn merge_summarized(a: Vec<Summarized>, b: Vec<Summarized>) -> Vec<Summarized> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn found_from_another_process_is_checked_before_it_is_merged() {
+        let found = Found {
+            summarized: vec![Summarized {
+                row: 3,
+                flags: 1,
+                category: 1,
+            }],
+            categories: vec!["a".to_string()],
+            ..Found::default()
+        };
+        let err = Found::from_bytes(&found.to_bytes()).unwrap_err();
+        assert!(err.to_string().contains("corrupt flagged samples"), "{err}");
+        let fine = Found {
+            categories: vec!["a".to_string(), "b".to_string()],
+            ..found
+        };
+        // Merged into a part that knows only "b": the row keeps its category by name.
+        let mut merged = Found {
+            categories: vec!["b".to_string()],
+            ..Found::default()
+        };
+        merged.merge(Found::from_bytes(&fine.to_bytes()).unwrap());
+        assert_eq!(merged.categories, ["b", "a"]);
+        assert_eq!(merged.summarized[0].category, 0);
+    }
 
     fn part(samples: &[(u8, u32, bool)], base: u64) -> Partial {
         let mut p = Partial::new(2);
