@@ -585,7 +585,10 @@ pub fn resolve_units<R: std::ops::Deref<Target = Records> + Send>(
             })
             .collect::<Result<_>>()?;
         for (rows, grouped, categories) in flagged {
-            let remap: Vec<u32> = categories.iter().map(|c| found.category(c)).collect();
+            let remap: Vec<u32> = categories
+                .iter()
+                .map(|c| crate::summary::category_index(&mut found.categories, c))
+                .collect();
             let mut full = Vec::new();
             for s in rows {
                 let counted = crate::summary::within_limit(&mut seen, s.flags, *detail_limit);

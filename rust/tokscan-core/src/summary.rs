@@ -214,27 +214,9 @@ impl Found {
         if summarized.is_empty() {
             return;
         }
-        let remap: Vec<u32> = categories.iter().map(|c| self.category(c)).collect();
-        let moved = summarized
-            .into_iter()
-            .map(|s| Summarized {
-                category: remap[s.category as usize],
-                ..s
-            })
-            .collect();
+        let moved = renumbered(&mut self.categories, summarized, &categories);
         let mine = std::mem::take(&mut self.summarized);
         self.summarized = merge_summarized(mine, moved);
-    }
-
-    /// The index of category `c` in `categories`, added when new.
-    pub(crate) fn category(&mut self, c: &str) -> u32 {
-        match self.categories.iter().position(|x| x == c) {
-            Some(i) => i as u32,
-            None => {
-                self.categories.push(c.to_string());
-                (self.categories.len() - 1) as u32
-            }
-        }
     }
 
     /// Serialized for another process (a cluster task's result).
@@ -314,15 +296,11 @@ impl Partial {
         crate::vocab::merge_first(&mut self.first_seen, &other.first_seen);
         self.detail_limit = self.detail_limit.max(other.detail_limit);
         let mut other_flagged = other.flagged;
-        let mut other_summarized = other.summarized;
-        let remap: Vec<u32> = other
-            .summarized_categories
-            .iter()
-            .map(|c| self.summary_category(c))
-            .collect();
-        for x in &mut other_summarized {
-            x.category = remap[x.category as usize];
-        }
+        let other_summarized = renumbered(
+            &mut self.summarized_categories,
+            other.summarized,
+            &other.summarized_categories,
+        );
         let last = self
             .flagged
             .last()
@@ -357,13 +335,7 @@ impl Partial {
     }
 
     fn summary_category(&mut self, name: &str) -> u32 {
-        match self.summarized_categories.iter().position(|c| c == name) {
-            Some(i) => i as u32,
-            None => {
-                self.summarized_categories.push(name.to_string());
-                (self.summarized_categories.len() - 1) as u32
-            }
-        }
+        category_index(&mut self.summarized_categories, name)
     }
 
     /// Adds a sample a per-sample rule flagged, in row order within one unit: in full while one of its codes
@@ -441,17 +413,7 @@ impl Partial {
             categories,
         } = found;
         if !summarized.is_empty() {
-            let remap: Vec<u32> = categories
-                .iter()
-                .map(|c| self.summary_category(c))
-                .collect();
-            let moved = summarized
-                .into_iter()
-                .map(|s| Summarized {
-                    category: remap[s.category as usize],
-                    ..s
-                })
-                .collect();
+            let moved = renumbered(&mut self.summarized_categories, summarized, &categories);
             let mine = std::mem::take(&mut self.summarized);
             self.summarized = merge_summarized(mine, moved);
         }
@@ -496,6 +458,33 @@ pub(crate) fn within_limit(seen: &mut [u64], flags: u64, limit: u64) -> bool {
 }
 
 /// Two row-sorted summarized lists as one (a row in both keeps one entry with both entries' codes).
+/// The index of category `name` in `names`, added when new.
+pub(crate) fn category_index(names: &mut Vec<String>, name: &str) -> u32 {
+    match names.iter().position(|c| c == name) {
+        Some(i) => i as u32,
+        None => {
+            names.push(name.to_string());
+            (names.len() - 1) as u32
+        }
+    }
+}
+
+/// `from`, whose categories index `from_names`, with its categories renumbered into `names` (new ones added).
+fn renumbered(
+    names: &mut Vec<String>,
+    mut from: Vec<Summarized>,
+    from_names: &[String],
+) -> Vec<Summarized> {
+    let remap: Vec<u32> = from_names
+        .iter()
+        .map(|c| category_index(names, c))
+        .collect();
+    for s in &mut from {
+        s.category = remap[s.category as usize];
+    }
+    from
+}
+
 fn merge_summarized(a: Vec<Summarized>, b: Vec<Summarized>) -> Vec<Summarized> {
     merge_sorted(a, b, |x| x.row, |x, y| x.flags |= y.flags)
 }
