@@ -274,8 +274,7 @@ async fn fetch_async(
                 .try_collect()
                 .await
                 .map_err(|e| describe(url, &e))?;
-            let base = path.as_ref();
-            let prefix_len = if base.is_empty() { 0 } else { base.len() + 1 };
+            let (url_base, prefix_len) = prefix_of(url, &path);
             // A console's "folder" markers (empty objects named like the prefix or a folder under it) name no
             // file.
             let folders: std::collections::HashSet<String> = listing
@@ -293,11 +292,6 @@ async fn fetch_async(
             if listing.is_empty() {
                 return Err(remote_error(url, "no such object or prefix".to_string()));
             }
-            let url_base = if url.ends_with('/') {
-                url.to_string()
-            } else {
-                format!("{url}/")
-            };
             (listing, prefix_len, url_base)
         }
     };
@@ -403,20 +397,11 @@ pub fn upload(dir: &Path, url: &str, last: Option<&str>) -> Result<(usize, u64)>
     files.sort();
     let rt = runtime()?;
     rt.block_on(async {
-        let url_base = if url.ends_with('/') {
-            url.to_string()
-        } else {
-            format!("{url}/")
-        };
+        let (url_base, prefix_len) = prefix_of(url, &base);
         let mut existing = store.list(Some(&base));
         match existing.next().await {
             None => {}
             Some(Ok(meta)) => {
-                let prefix_len = if base.as_ref().is_empty() {
-                    0
-                } else {
-                    base.as_ref().len() + 1
-                };
                 let rel = meta.location.as_ref().get(prefix_len..).unwrap_or_default();
                 return Err(remote_error(
                     url,
@@ -475,6 +460,18 @@ pub fn upload(dir: &Path, url: &str, last: Option<&str>) -> Result<(usize, u64)>
         }
         Ok((n, bytes))
     })
+}
+
+/// The prefix URL `url` with its trailing `/` (`s3://bucket/prefix/`), and the bytes of a key under `base` (its
+/// object path) that name the prefix, `/` included.
+fn prefix_of(url: &str, base: &ObjectPath) -> (String, usize) {
+    let url_base = if url.ends_with('/') {
+        url.to_string()
+    } else {
+        format!("{url}/")
+    };
+    let base = base.as_ref();
+    (url_base, if base.is_empty() { 0 } else { base.len() + 1 })
 }
 
 /// Every file under `dir`, recursively.
