@@ -396,14 +396,6 @@ impl Fences {
             l < lo || l > hi
         })
     }
-
-    pub fn to_bytes(&self) -> Vec<u8> {
-        encode(self)
-    }
-
-    pub fn from_bytes(b: &[u8]) -> Result<Fences> {
-        decode(b, "outlier fences")
-    }
 }
 
 const REPEAT_BITS: u64 = Code::Duplicate.bit() | Code::SampleIdDuplicate.bit();
@@ -997,7 +989,8 @@ mod tests {
                 // Buckets arrive in reverse scan order: order must not matter.
                 repeats.merge(find_repeats(routed.iter().rev().map(|r| r[b].clone())));
             }
-            let fences = Fences::from_bytes(&Fences::of(&partial).to_bytes()).unwrap();
+            // The fences as a resolve task receives them.
+            let fences = Resolution::from_bytes(&Resolution::of(&partial, true).to_bytes()).unwrap().fences;
             let mut got = Vec::new();
             for p in parts.iter().rev() {
                 got = crate::flagged::merge_by_row(got, resolve(p, &repeats, &fences));
