@@ -18,7 +18,7 @@ import pytest
 
 import tokscan
 from tokscan import _core
-from tokscan.errors import InputError, UsageError
+from tokscan.errors import InputError
 
 import synth
 
@@ -432,9 +432,87 @@ def test_denied_credentials(tmp_path):
         proc.wait(timeout=10)
 
 
-def test_ray_and_decode_refuse_urls(corpus):
+def test_decode_refuses_urls(corpus):
     _local, url = corpus["jsonl"]
-    with pytest.raises(UsageError, match="object-store"):
-        tokscan.scan(url, "kimi-k2", engine="ray")
     r = cli("scan", url, "--decode", "2")
     assert r.returncode == 2 and "object-store" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def large(s3_env, corpus, tmp_path_factory):
+    """Objects past the size staged whole (`SPARSE_MIN`, 1 MiB): Parquet shards of 3 MB in row groups of 100,
+    a NumPy directory of 8 MB of tokens, JSONL shards; layout -> (local directory, URL)."""
+    samples = synth.build_corpus(n_clean=300, seed=4, anomalies_per_code=1) * 20
+    root = tmp_path_factory.mktemp("large")
+    client = boto3.client("s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    out = {}
+    for name in LAYOUTS:
+        writer, _mask = synth.LAYOUTS[name]
+        local = writer(samples, root / name)
+        for f in sorted(p for p in local.rglob("*") if p.is_file()):
+            client.upload_file(str(f), BUCKET, f"large/{name}/{f.relative_to(local).as_posix()}")
+        out[name] = (local, f"s3://{BUCKET}/large/{name}/")
+    return out
+
+
+def test_a_task_of_a_plan_fetches_its_own_parts(large, tmp_path):
+    """The plan made from footers and headers names each source's object; a task scanned elsewhere fetches
+    the parts its units read and gives what the task over the local files gives. An object overwritten since
+    the plan is an error naming its URL."""
+    prof = tokscan.load_profile("kimi-k2")
+    for layout in ("parquet_full", "numpy_mask"):
+        local, url = large[layout]
+        staged, base, url_base, _objects, fetched, sparse = _core.fetch_objects(url, str(tmp_path / layout), True)
+        size = sum(f.stat().st_size for f in local.rglob("*") if f.is_file())
+        assert sparse and fetched < size // 10, (fetched, size)
+        tasks, _inputs, rows, _units, _tokens = _core.plan_scan([staged], None, 3, [(base, url_base)])
+        here, _i, rows_here, _u, _t = _core.plan_scan([str(local)], None, 3)
+        assert len(tasks) == len(here) >= (3 if layout == "parquet_full" else 1) and rows == rows_here
+        for remote, mine in zip(tasks, here, strict=True):
+            assert _core.TaskScan(remote, prof).run() == _core.TaskScan(mine, prof).run()
+    # The first shard replaced by one of other row groups after the plan.
+    local, url = large["parquet_full"]
+    staged, base, url_base, *_ = _core.fetch_objects(url, str(tmp_path / "again"), True)
+    tasks, *_ = _core.plan_scan([staged], None, 3, [(base, url_base)])
+    import pyarrow.parquet as pq
+
+    first = sorted(local.glob("*.parquet"))[0]
+    pq.write_table(pq.read_table(first), tmp_path / "regrouped.parquet", row_group_size=70)
+    client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    client.upload_file(str(tmp_path / "regrouped.parquet"), BUCKET, f"large/parquet_full/{first.name}")
+    try:
+        with pytest.raises(InputError, match=rf"^{url}{first.name}: changed since the scan was planned"):
+            _core.TaskScan(tasks[0], prof).run()
+    finally:
+        client.upload_file(str(first), BUCKET, f"large/parquet_full/{first.name}")
+
+
+def test_ray_scan_of_urls_equals_local_scan(large, monkeypatch):
+    """`engine="ray"` on URLs: every task fetches its own objects' parts; the driver fetches footers, headers
+    and the small objects only; the report equals the local scan's of the same files."""
+    ray = pytest.importorskip("ray")
+    if not hasattr(ray, "init"):
+        pytest.skip("ray is not installed")
+    fetched: list[int] = []
+    fetch = _core.fetch_objects
+
+    def counted(*args):
+        got = fetch(*args)
+        fetched.append(got[4])
+        return got
+
+    monkeypatch.setattr(_core, "fetch_objects", counted)  # the driver's fetches (the workers are other processes)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        for layout in LAYOUTS:
+            local, url = large[layout]
+            fetched.clear()
+            remote = tokscan.scan(url, "kimi-k2", engine="ray", flagged_detail=50)
+            here = tokscan.scan(str(local), "kimi-k2", flagged_detail=50)
+            assert remote.n_samples == here.n_samples > 6000
+            assert remote.findings == _as_url(here.findings, local, url)
+            size = sum(f.stat().st_size for f in local.rglob("*") if f.is_file())
+            # JSONL is numbered by reading it: the driver fetches it whole.
+            assert sum(fetched) < size // 10 if layout != "jsonl" else sum(fetched) == size
+    finally:
+        ray.shutdown()

@@ -186,7 +186,10 @@ def render_prompts(
 
 # A scan spread over processes (tokscan.distributed): every result crosses processes as opaque bytes.
 def plan_scan(
-    paths: list[str], columns: dict[str, str] | None = None, n_tasks: int = 1
+    paths: list[str],
+    columns: dict[str, str] | None = None,
+    n_tasks: int = 1,
+    bases: list[tuple[str, str]] | None = None,
 ) -> tuple[list[bytes], str, int, int, int]: ...
 
 @final

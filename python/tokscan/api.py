@@ -165,7 +165,6 @@ def scan(
             None if tokenizer is None else os.fspath(tokenizer),
         )
     near = (near_dup_n, near_dup_bands, near_dup_rows, float(near_dup_threshold)) if near_dup else None
-    from .remote import any_url
 
     options = ScanOptions(
         columns=dict(columns or {}),
@@ -185,11 +184,6 @@ def scan(
         profile_source=profile.source if isinstance(profile, _core.Profile) else os.fspath(profile),
     )
     if engine == "ray":
-        if any_url(path_list):
-            raise UsageError(
-                "engine='ray' does not read object-store URLs yet (each task would fetch its own objects); "
-                "scan them with the local engine"
-            )
         if prompts is not None:
             raise UsageError("pairing with prompts runs in the local engine only (engine='local')")
         if isinstance(profile, _core.Profile):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _core
-from .errors import UsageError
+from .errors import TokscanError, UsageError
 
 #: `(local base, URL base)`: `local base` + `/` in a path stands for `URL base`.
 Bases = list[tuple[str, str]]
@@ -49,8 +49,10 @@ def staged(paths: list[str]) -> Iterator[tuple[list[str], Bases]]:
 
 @contextmanager
 def staged_footers(paths: list[str], footers: bool = True) -> Iterator[tuple[list[str], Bases, list[Sparse]]]:
-    """`staged`, with large Parquet objects staged with only their footer (`footers`): the third value lists
-    them, for `_core.fill_row` to fetch what one sample needs (`show --row`)."""
+    """`staged`, with large Parquet objects staged with only their footer and NumPy arrays with only their
+    header (`footers`): the third value lists them, for `_core.fill_row` to fetch what one sample needs
+    (`show --row`) or a Ray task what its units read. A tokscan error raised in the block that names a staged
+    copy is raised again naming its URL."""
     if not any_url(paths):
         yield paths, [], []
         return
@@ -67,7 +69,14 @@ def staged_footers(paths: list[str], footers: bool = True) -> Iterator[tuple[lis
                 sparse.extend(partial)
             else:
                 out.append(p)
-        yield out, bases, sparse
+        try:
+            yield out, bases, sparse
+        except TokscanError as e:
+            # An error naming a staged copy (a corrupt object) names the object's URL.
+            named = relabel(str(e), bases)
+            if named == str(e):
+                raise
+            raise type(e)(named) from None
 
 
 def relabel(data: Any, bases: Bases) -> Any:

@@ -24,8 +24,12 @@ from the same pieces as a local scan: identical JSON whatever the number of work
 finish in. A task whose worker dies is retried by Ray (`max_retries`); tasks are pure functions of files,
 so a retry gives the same result.
 
-Inputs must be on a path every node sees (a shared filesystem). Object stores (s3://, gs://) would need a
-`Source` in the core that reads ranges through an object-store client, and planning from listed objects.
+Inputs are on a path every node sees (a shared filesystem), or in an object store (`s3://`, `gs://`, `az://`
+URLs). The driver then plans from what opening the corpus reads: each large Parquet object's footer and each
+NumPy array's header (ranged reads), the small objects (offsets, JSONL shards) whole. Each scan task fetches,
+itself, the column chunks of its row groups or the token ranges of its units (`TaskSource.url` in the core's
+plan), so the data never passes through the driver; the *near* task fetches the inputs whole. Every worker
+needs the store's credentials in its environment, as the driver does.
 """
 
 from __future__ import annotations
@@ -189,7 +193,10 @@ def _remote_functions(ray: Any) -> dict[str, Any]:
         partial: bytes,
         *pairs: bytes,
     ) -> bytes:
-        return _core.near_duplicates(paths, _profile(*profile), list(pairs), partial, params, columns, threads)
+        from ..remote import staged
+
+        with staged(paths) as (local, _bases):
+            return _core.near_duplicates(local, _profile(*profile), list(pairs), partial, params, columns, threads)
 
     @ray.remote(max_retries=3)
     def resolution(partial: bytes, summarize: bool) -> bytes:
@@ -343,13 +350,54 @@ def _run(
     progress: Callable[[dict[str, int]], None] | None,
     poll_interval: float,
 ) -> Report:
+    from ..remote import relabel, staged_footers
+
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    # Object-store inputs: planned from their footers and headers staged here; the tasks fetch their own parts.
+    with staged_footers(paths) as (local, bases, _sparse):
+        tasks, inputs, rows, _units, _tokens = _core.plan_scan(
+            local, options.columns, n_tasks or 4 * cpus, [(b.rstrip(os.sep), url) for b, url in bases]
+        )
+        if not tasks:  # no sample anywhere: the core's usage error, naming the inputs
+            _core.finish_report(_core.merge_partials([]), [], prof, inputs)
+    report = _run_tasks(
+        run,
+        ray,
+        paths,
+        prof,
+        profile_args,
+        options,
+        tasks,
+        inputs,
+        rows,
+        cpus,
+        n_buckets,
+        fan_in,
+        progress,
+        poll_interval,
+    )
+    return Report(relabel(report.data, bases)) if bases else report
+
+
+def _run_tasks(
+    run: dict[str, Any],
+    ray: Any,
+    paths: list[str],
+    prof: _core.Profile,
+    profile_args: tuple[str, str | None, bool],
+    options: ScanOptions,
+    tasks: list[bytes],
+    inputs: str,
+    rows: int,
+    cpus: int,
+    n_buckets: int | None,
+    fan_in: int,
+    progress: Callable[[dict[str, int]], None] | None,
+    poll_interval: float,
+) -> Report:
     columns, core_options = options.columns, options.to_core()
     # One copy in the object store for every task (a mapping to check carries a flag per vocabulary id).
     shared_options = ray.put(core_options)
-    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    tasks, inputs, rows, _units, _tokens = _core.plan_scan(paths, columns, n_tasks or 4 * cpus)
-    if not tasks:  # no sample anywhere: the core's usage error, naming the inputs
-        _core.finish_report(_core.merge_partials([]), [], prof, inputs)
     buckets = max(1, n_buckets or cpus)
     fn = _remote_functions(ray)
     # The progress actor is a process of its own (about a second to start): only when someone watches.

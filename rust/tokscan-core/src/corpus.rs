@@ -130,9 +130,13 @@ impl Corpus {
         Ok((k, row - self.starts[k]))
     }
 
-    /// The file of the source holding global `row` and the byte ranges of it that reading the row needs
-    /// besides what opening read, or `None` when its format reads the whole file ([`Source::byte_ranges`]).
-    pub fn byte_ranges(&self, row: u64) -> Result<(PathBuf, Option<Vec<std::ops::Range<u64>>>)> {
+    /// The path of the source holding global `row` and the byte ranges of its files that reading the row
+    /// needs besides what opening read, or `None` when its format reads its files whole
+    /// ([`Source::byte_ranges`]).
+    pub fn byte_ranges(
+        &self,
+        row: u64,
+    ) -> Result<(PathBuf, Option<Vec<crate::source::FileRange>>)> {
         let (k, local) = self.locate(row)?;
         let s = &self.sources[k];
         Ok((s.path().to_path_buf(), s.byte_ranges(local..local + 1)))

@@ -59,6 +59,28 @@ impl Error {
         }
     }
 
+    /// The error with its path written as `place` gives it (a staged copy's path as the URL it was staged
+    /// from), or as it is where `place` gives `None`.
+    pub fn relocated(self, place: impl Fn(&Path) -> Option<PathBuf>) -> Self {
+        let place = |path: PathBuf| place(&path).unwrap_or(path);
+        match self {
+            Error::NotFound { path } => Error::NotFound { path: place(path) },
+            Error::Io { path, source } => Error::Io {
+                path: place(path),
+                source,
+            },
+            Error::InvalidInput { path, message } => Error::InvalidInput {
+                path: place(path),
+                message,
+            },
+            Error::Column { path, message } => Error::Column {
+                path: place(path),
+                message,
+            },
+            other => other,
+        }
+    }
+
     pub fn invalid(path: &Path, message: impl Into<String>) -> Self {
         Error::InvalidInput {
             path: path.to_path_buf(),

@@ -2,6 +2,10 @@
 //! metadata only), its units of work are grouped into tasks of contiguous rows, and each task names the
 //! files it reads, so a worker opens only those ([`crate::scan::scan_task`]). Rows stay global: a task's
 //! units carry their first row, so any number of workers numbers every sample as one local scan does.
+//!
+//! A corpus in an object store is planned from a staging of its footers and headers ([`crate::remote::fetch`]
+//! with `footers`); [`Plan::locate`] gives each task source its object's URL, and the worker fetches that
+//! object's parts its units read (nothing of the data passes through the planner).
 
 use std::path::PathBuf;
 
@@ -21,6 +25,9 @@ pub struct TaskSource {
     pub path: PathBuf,
     pub format: Format,
     pub hive_category: Option<String>,
+    /// The object (or the prefix of a NumPy directory's objects) `path` is a staged copy of, when the input
+    /// lives in an object store: the worker reads it there, not `path`.
+    pub url: Option<String>,
 }
 
 impl TaskSource {
@@ -76,6 +83,23 @@ pub struct Plan {
     pub skipped: Vec<crate::report::SkippedInfo>,
 }
 
+impl Plan {
+    /// Gives every task source staged under one of `bases` (`(local directory, URL prefix)`, as
+    /// [`crate::remote::Staged`] has them) the URL it was staged from: an object, or the prefix of a directory
+    /// input's objects (ending in `/`).
+    pub fn locate(&mut self, bases: &[(PathBuf, String)]) {
+        for s in self.tasks.iter_mut().flat_map(|t| t.sources.iter_mut()) {
+            s.url = bases.iter().find_map(|(local, url)| {
+                let mut url = crate::remote::url_of(&s.path, local, url)?;
+                if s.path.is_dir() && !url.ends_with('/') {
+                    url.push('/');
+                }
+                Some(url)
+            });
+        }
+    }
+}
+
 /// Groups the corpus's units into about `n_tasks` tasks of contiguous rows, balanced by rows. A JSONL file
 /// is parsed whole by whoever opens it, so its units are never split across tasks.
 pub fn plan(paths: &[String], columns: &ColumnNames, n_tasks: usize) -> Result<Plan> {
@@ -106,6 +130,7 @@ pub fn plan_corpus(corpus: &Corpus, n_tasks: usize) -> Plan {
                     path: input.path.clone(),
                     format: input.format,
                     hive_category: input.hive_category.clone(),
+                    url: None,
                 });
                 current.sources.len() - 1
             }
@@ -150,6 +175,7 @@ mod tests {
                 path: "/data/category=code/part-0.parquet".into(),
                 format: Format::of(&crate::source::parquet::FORMAT),
                 hive_category: Some("code".into()),
+                url: Some("s3://bucket/data/category=code/part-0.parquet".into()),
             }],
             units: vec![TaskUnit {
                 source: 0,

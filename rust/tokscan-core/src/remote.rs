@@ -81,12 +81,12 @@ pub struct Staged {
     /// Objects fetched and their bytes.
     pub objects: usize,
     pub bytes: u64,
-    /// The objects staged with only their footer ([`fetch`] with `footers`): files of the object's size whose
-    /// other bytes are not there until [`fill`] fetches them.
+    /// The objects staged with only their footer or header ([`fetch`] with `footers`): files of the object's
+    /// size whose other bytes are not there until [`fill_files`] fetches them.
     pub sparse: Vec<Sparse>,
 }
 
-/// An object staged with only its footer, and the version the footer came from.
+/// An object staged with only its footer or header, and the version that part came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sparse {
     pub local: PathBuf,
@@ -95,6 +95,20 @@ pub struct Sparse {
     pub key: String,
     pub e_tag: Option<String>,
     pub version: Option<String>,
+}
+
+/// The URL a staged `path` stands for, when it is `local` (the staged copy of `url`) or under it (`url` a prefix):
+/// its relative components joined to `url` by `/`.
+pub fn url_of(path: &Path, local: &Path, url: &str) -> Option<String> {
+    let rel = path.strip_prefix(local).ok()?;
+    let mut out = url.to_string();
+    for part in rel.components() {
+        if !out.ends_with('/') {
+            out.push('/');
+        }
+        out.push_str(&part.as_os_str().to_string_lossy());
+    }
+    Some(out)
 }
 
 /// Makes ring the process's TLS provider for the stores' HTTPS clients, once (the reqwest transport is built with
@@ -157,9 +171,11 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 /// files of the final size with parts missing: use a directory of its own and remove it (the Python caller
 /// stages into a temporary directory).
 ///
-/// With `footers`, a Parquet object (by its `.parquet` name) larger than [`SPARSE_MIN`] is staged as a file of
-/// its size holding only its footer (ranged reads of its tail): opening it reads nothing else, and [`fill`]
-/// fetches what one sample needs (`show --row`).
+/// With `footers`, an object larger than [`SPARSE_MIN`] that its reader opens from a small part is staged as a
+/// file of its size holding only that part: a Parquet file (by its `.parquet` name; not a NumPy directory's
+/// `meta.parquet`) its footer (ranged reads of its tail), a NumPy directory's `tokens.npy` and `loss_mask.npy`
+/// their header (the first [`HEAD`] bytes). Opening the corpus reads nothing else, and [`fill_files`] fetches
+/// what some rows need (`show --row`, a Ray task's units).
 pub fn fetch(url: &str, dest: &Path, footers: bool) -> Result<Staged> {
     let (store, path) = store_for(url)?;
     let rt = runtime()?;
@@ -169,15 +185,45 @@ pub fn fetch(url: &str, dest: &Path, footers: bool) -> Result<Staged> {
 /// The most parts a multipart upload may have (S3, GCS).
 const MAX_PARTS: u64 = 10_000;
 
-/// A Parquet object at most this large is fetched whole even for its footer.
+/// An object at most this large is fetched whole even for its footer or header.
 pub const SPARSE_MIN: u64 = 1 << 20;
+/// The head of a `.npy` array staged sparse: what its reader reads of it on opening (the header).
+const HEAD: u64 = 64 << 10;
 /// The tail of a Parquet object fetched first for its footer (most footers fit; a larger one takes a second
 /// request).
 const FOOTER_TAIL: u64 = 64 << 10;
 
+/// Fetches the byte ranges `wanted` of the sparse objects among `staged` into the same offsets of their local
+/// files (ranges of any other file are there already: it was staged whole), adjacent ranges in one request.
+/// Returns the bytes fetched.
+pub fn fill_files(staged: &[Sparse], wanted: &[crate::source::FileRange]) -> Result<u64> {
+    let mut fetched = 0;
+    for s in staged {
+        let mut ranges: Vec<std::ops::Range<u64>> = wanted
+            .iter()
+            .filter(|(file, _)| *file == s.local)
+            .map(|(_, r)| r.clone())
+            .filter(|r| r.end > r.start)
+            .collect();
+        if ranges.is_empty() {
+            continue;
+        }
+        ranges.sort_by_key(|r| r.start);
+        let mut merged: Vec<std::ops::Range<u64>> = Vec::with_capacity(ranges.len());
+        for r in ranges {
+            match merged.last_mut() {
+                Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+                _ => merged.push(r),
+            }
+        }
+        fetched += fill(s, &merged)?;
+    }
+    Ok(fetched)
+}
+
 /// Fetches the byte `ranges` of a sparse object into the same offsets of its local file, from the version its
 /// footer came from (an object overwritten since is an error, not a mix). Returns the bytes fetched.
-pub fn fill(sparse: &Sparse, ranges: &[std::ops::Range<u64>]) -> Result<u64> {
+fn fill(sparse: &Sparse, ranges: &[std::ops::Range<u64>]) -> Result<u64> {
     let url = sparse.url.as_str();
     let (store, _) = store_for(url)?;
     let path = ObjectPath::parse(&sparse.key)
@@ -295,11 +341,12 @@ async fn fetch_async(
             (listing, prefix_len, url_base)
         }
     };
-    /// One request's work: a whole small object, a part of a large one, or a sparse object's footer.
+    /// One request's work: a whole small object, a part of a large one, or a sparse object's footer or head.
     enum Job {
         Whole,
         Part(std::ops::Range<u64>),
         Footer,
+        Head,
     }
     let mut jobs = Vec::new();
     let mut sparse = Vec::new();
@@ -321,7 +368,11 @@ async fn fetch_async(
             && meta.size > SPARSE_MIN
             && name.ends_with(".parquet")
             && !numpy_dirs.contains(dir);
-        if meta.size > PART_BYTES || footer_only {
+        let head_only = footers
+            && meta.size > SPARSE_MIN
+            && (name == "tokens.npy" || name == "loss_mask.npy")
+            && numpy_dirs.contains(dir);
+        if meta.size > PART_BYTES || footer_only || head_only {
             prepare(&target, meta.size)?;
         }
         let object = Arc::new(Object {
@@ -329,7 +380,7 @@ async fn fetch_async(
             meta: meta.clone(),
             target,
         });
-        if footer_only {
+        if footer_only || head_only {
             sparse.push(Sparse {
                 local: object.target.clone(),
                 url: object.url.clone(),
@@ -337,7 +388,7 @@ async fn fetch_async(
                 e_tag: meta.e_tag.clone(),
                 version: meta.version.clone(),
             });
-            jobs.push((object, Job::Footer));
+            jobs.push((object, if footer_only { Job::Footer } else { Job::Head }));
         } else if meta.size <= PART_BYTES {
             jobs.push((object, Job::Whole));
         } else {
@@ -363,6 +414,10 @@ async fn fetch_async(
                     fetch_part(store.as_ref(), &object, range).await.map(|()| n)
                 }
                 Job::Footer => fetch_footer(store.as_ref(), &object).await,
+                Job::Head => {
+                    let n = HEAD.min(object.meta.size);
+                    fetch_part(store.as_ref(), &object, 0..n).await.map(|()| n)
+                }
             }
         }
     }))

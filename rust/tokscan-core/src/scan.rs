@@ -2,6 +2,7 @@
 //! row groups, NumPy sample ranges, whatever each source chooses), check every unit on a rayon pool, merge
 //! the partial summaries in unit order and build the report.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rayon::prelude::*;
@@ -473,6 +474,47 @@ pub fn scan_task(
     opts: &ScanOptions,
     progress: &Progress,
 ) -> Result<(Partial, Records)> {
+    // Sources in an object store: staged sparse here, their units' bytes fetched before the scan reads them.
+    let staging = match task.sources.iter().any(|s| s.url.is_some()) {
+        true => Some(
+            tempfile::Builder::new()
+                .prefix("tokscan-task-")
+                .tempdir()
+                .map_err(|e| Error::io(&std::env::temp_dir(), e))?,
+        ),
+        false => None,
+    };
+    let mut task = std::borrow::Cow::Borrowed(task);
+    let mut places: Vec<(PathBuf, String)> = Vec::new();
+    let mut sparse = Vec::new();
+    if let Some(dir) = &staging {
+        for (i, s) in task.to_mut().sources.iter_mut().enumerate() {
+            if let Some(url) = &s.url {
+                let staged = crate::remote::fetch(url, &dir.path().join(i.to_string()), true)?;
+                places.push((staged.local.clone(), url.clone()));
+                s.path = staged.local;
+                sparse.extend(staged.sparse);
+            }
+        }
+    }
+    scan_task_files(&task, profile, opts, progress, &sparse).map_err(|e| {
+        e.relocated(|path| {
+            places
+                .iter()
+                .find_map(|(local, url)| crate::remote::url_of(path, local, url))
+                .map(PathBuf::from)
+        })
+    })
+}
+
+/// [`scan_task`] of the local files `task` names, some of them staged sparse (`sparse`).
+fn scan_task_files(
+    task: &Task,
+    profile: &Profile,
+    opts: &ScanOptions,
+    progress: &Progress,
+    sparse: &[crate::remote::Sparse],
+) -> Result<(Partial, Records)> {
     with_pool(opts.threads, || {
         let opened: Vec<Result<Box<dyn Source>>> = task
             .sources
@@ -501,6 +543,26 @@ pub fn scan_task(
                 index: u.index as usize,
                 base_row: u.base_row,
             });
+        }
+        if !sparse.is_empty() {
+            let mut wanted = Vec::new();
+            for u in &units {
+                let span = u.source.units()[u.index];
+                match u
+                    .source
+                    .byte_ranges(span.first_row..span.first_row + span.rows)
+                {
+                    Some(ranges) => wanted.extend(ranges),
+                    None if sparse.iter().any(|s| s.local.starts_with(u.source.path())) => {
+                        return Err(Error::invalid(
+                            u.source.path(),
+                            "staged without its data for a format that reads the whole file",
+                        ))
+                    }
+                    None => {}
+                }
+            }
+            crate::remote::fill_files(sparse, &wanted)?;
         }
         let (partial, held) = scan_units(&units, profile, opts, progress, 0, None, None)?;
         let mut all = Records::default();

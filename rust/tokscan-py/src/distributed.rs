@@ -26,18 +26,30 @@ fn json_err(e: serde_json::Error) -> Error {
 }
 
 /// Opens the corpus (headers and metadata only) and groups its units into about `n_tasks` tasks:
-/// `(tasks as bytes, inputs as JSON, rows, units, tokens known from metadata)`.
+/// `(tasks as bytes, inputs as JSON, rows, units, tokens known from metadata)`. `bases` (`(local directory,
+/// URL prefix)` of `fetch_objects`) name the object-store URLs of inputs staged sparse there: each task
+/// fetches what its units read from those URLs.
 #[pyfunction]
-#[pyo3(signature = (paths, columns=None, n_tasks=1))]
+#[pyo3(signature = (paths, columns=None, n_tasks=1, bases=None))]
 #[allow(clippy::type_complexity)]
 pub fn plan_scan<'py>(
     py: Python<'py>,
     paths: Vec<String>,
     columns: Option<HashMap<String, String>>,
     n_tasks: usize,
+    bases: Option<Vec<(String, String)>>,
 ) -> PyResult<(Vec<Bound<'py, PyBytes>>, String, u64, usize, u64)> {
     let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
-    let p = detached(py, move || plan::plan(&paths, &columns, n_tasks))?;
+    let bases: Vec<(std::path::PathBuf, String)> = bases
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(local, url)| (local.into(), url))
+        .collect();
+    let p = detached(py, move || {
+        let mut p = plan::plan(&paths, &columns, n_tasks)?;
+        p.locate(&bases);
+        Ok(p)
+    })?;
     // What the report needs of the corpus, opaque to Python: its inputs and what discovery left aside.
     let inputs =
         serde_json::to_string(&serde_json::json!({"inputs": p.inputs, "skipped": p.skipped}))

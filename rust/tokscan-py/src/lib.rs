@@ -138,9 +138,9 @@ fn fetch_objects(
 /// `(local file, object URL, object key, ETag, version)` of an object staged with only its footer.
 type SparseTuple = (String, String, String, Option<String>, Option<String>);
 
-/// Fetches into a sparse staged file (`sparse`: the tuples of `fetch_objects(footers=True)`)
-/// the byte ranges reading global `row` of the corpus at `paths` needs; returns the bytes fetched (0 when the
-/// row's file is whole).
+/// Fetches into the sparse staged files (`sparse`: the tuples of `fetch_objects(footers=True)`) the byte ranges
+/// reading global `row` of the corpus at `paths` needs; returns the bytes fetched (0 when the row's files are
+/// whole).
 #[pyfunction]
 #[pyo3(signature = (paths, row, sparse, columns=None))]
 fn fill_row(
@@ -153,10 +153,9 @@ fn fill_row(
     let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
     detached(py, move || {
         let corpus = tokscan_core::Corpus::open(&paths, &columns)?;
-        let (file, ranges) = corpus.byte_ranges(row)?;
-        let staged = sparse
+        let (source, ranges) = corpus.byte_ranges(row)?;
+        let staged: Vec<tokscan_core::remote::Sparse> = sparse
             .into_iter()
-            .find(|s| std::path::Path::new(&s.0) == file)
             .map(
                 |(local, url, key, e_tag, version)| tokscan_core::remote::Sparse {
                     local: local.into(),
@@ -165,14 +164,17 @@ fn fill_row(
                     e_tag,
                     version,
                 },
-            );
-        match (staged, ranges) {
-            (Some(s), Some(ranges)) => tokscan_core::remote::fill(&s, &ranges),
-            (Some(s), None) => Err(tokscan_core::Error::Usage(format!(
-                "{}: staged without its data for a format that reads the whole file",
-                s.url
-            ))),
-            (None, _) => Ok(0),
+            )
+            .collect();
+        match ranges {
+            Some(ranges) => tokscan_core::remote::fill_files(&staged, &ranges),
+            None => match staged.iter().find(|s| s.local.starts_with(&source)) {
+                Some(s) => Err(tokscan_core::Error::Usage(format!(
+                    "{}: staged without its data for a format that reads the whole file",
+                    s.url
+                ))),
+                None => Ok(0),
+            },
         }
     })
 }

@@ -120,6 +120,9 @@ pub(crate) fn split_units(offs: &[i64]) -> Vec<UnitSpan> {
     units
 }
 
+/// Bytes `.1` of file `.0`: a piece of an input that reading some of its rows needs ([`Source::byte_ranges`]).
+pub type FileRange = (PathBuf, std::ops::Range<u64>);
+
 /// One opened input of any format. Everything above this trait (the scan, the corpus, the binding) is
 /// format-agnostic.
 pub trait Source: Send + Sync {
@@ -163,10 +166,11 @@ pub trait Source: Send + Sync {
     fn warning(&self) -> Option<String> {
         None
     }
-    /// The byte ranges of [`Source::path`] that reading local rows `rows` needs besides what opening the input
-    /// read (a Parquet footer), or `None` when the format reads the whole file: what an object-store input
-    /// fetches to show one sample (`remote::fill`).
-    fn byte_ranges(&self, _rows: std::ops::Range<u64>) -> Option<Vec<std::ops::Range<u64>>> {
+    /// The byte ranges of the input's files that reading local rows `rows` needs besides what opening the
+    /// input read (a Parquet footer, a `.npy` header and the offsets), or `None` when the format reads its
+    /// files whole: what an object-store input staged sparse fetches to show one sample or scan one task's
+    /// units (`remote::fill_files`).
+    fn byte_ranges(&self, _rows: std::ops::Range<u64>) -> Option<Vec<FileRange>> {
         None
     }
     /// Writes a copy of this source at `out` (the path that stands for it, like [`Source::path`]) holding

@@ -511,6 +511,29 @@ impl Source for NumpyShard {
         Ok(self.sample_ids.clone())
     }
 
+    /// The rows' elements of `tokens.npy` and `loss_mask.npy` (opening read the headers, `offsets.npy` and
+    /// `meta.parquet` whole).
+    fn byte_ranges(&self, rows: std::ops::Range<u64>) -> Option<Vec<super::FileRange>> {
+        let last = self.offsets.len() - 1;
+        let (start, end) = (rows.start.min(last as u64), rows.end.min(last as u64));
+        let (first, past) = (self.offsets[start as usize], self.offsets[end as usize]);
+        if past <= first {
+            return Some(Vec::new());
+        }
+        let spans = std::iter::once(&self.tokens)
+            .chain(&self.mask)
+            .map(|a| {
+                // Inside the file: its length was checked against the header when it opened.
+                let (size, data) = (a.dtype.size() as u64, a.offset as u64);
+                (
+                    a.path.clone(),
+                    data + first as u64 * size..data + past as u64 * size,
+                )
+            })
+            .collect();
+        Some(spans)
+    }
+
     /// A new directory `out`: `tokens.npy` and `loss_mask.npy` with the kept samples' elements (same
     /// dtypes, copied run by run), `offsets.npy` rebuilt from 0 in its own dtype, `meta.parquet` filtered
     /// (through the Parquet writer), every other file of the directory copied.
@@ -685,5 +708,103 @@ mod tests {
             b.extend(&bytes);
             let _ = parse_header(&b);
         }
+    }
+}
+
+#[cfg(all(test, unix))]
+mod byte_range_tests {
+    use super::*;
+    use std::io::{Read, Seek, SeekFrom, Write};
+
+    /// Rows `rows` of `shard` as (ids, mask) lists.
+    fn rows_of(shard: &NumpyShard, rows: std::ops::Range<u64>) -> Vec<(Vec<i32>, Vec<u8>)> {
+        let mut out = Vec::new();
+        shard
+            .read_rows(rows.start, rows.end, &mut |b| {
+                let (Tokens::I32(ids), Some(m)) = (b.ids.values, b.mask) else {
+                    panic!("written as int32 with a uint8 mask")
+                };
+                let MaskSlice::U8(mask) = m.values else {
+                    panic!("uint8 mask")
+                };
+                for i in 0..b.rows() {
+                    let r = b.ids.offsets.range(i);
+                    out.push((ids[r.clone()].to_vec(), mask[r].to_vec()));
+                }
+                Ok(())
+            })
+            .unwrap();
+        out
+    }
+
+    /// A NumPy directory staged as an object store's sparse copy is (`remote::fetch` with footers): the arrays
+    /// of their full size holding only their header, `offsets.npy` whole. Filling exactly the byte ranges
+    /// `byte_ranges` names from the original gives those rows as the original reads them, and only those.
+    #[test]
+    fn the_byte_ranges_of_some_rows_are_what_reading_them_needs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (orig, copy) = (dir.path().join("orig"), dir.path().join("copy"));
+        std::fs::create_dir_all(&orig).unwrap();
+        std::fs::create_dir_all(&copy).unwrap();
+        let lens: Vec<usize> = (0..3000).map(|i| (i * 7919) % 97 + 1).collect();
+        let total: usize = lens.iter().sum();
+        write_npy(&orig.join("tokens.npy"), Dtype::I32, total, |w| {
+            for i in 0..total {
+                w.write_all(&(1000 + (i as i32 * 31) % 150_000).to_le_bytes())
+                    .unwrap();
+            }
+            Ok(total as u64)
+        })
+        .unwrap();
+        write_npy(&orig.join("loss_mask.npy"), Dtype::U8, total, |w| {
+            for i in 0..total {
+                w.write_all(&[u8::from(i % 5 != 0)]).unwrap();
+            }
+            Ok(total as u64)
+        })
+        .unwrap();
+        write_npy(&orig.join("offsets.npy"), Dtype::I64, lens.len() + 1, |w| {
+            let mut at = 0i64;
+            w.write_all(&at.to_le_bytes()).unwrap();
+            for &l in &lens {
+                at += l as i64;
+                w.write_all(&at.to_le_bytes()).unwrap();
+            }
+            Ok(lens.len() as u64 + 1)
+        })
+        .unwrap();
+        std::fs::copy(orig.join("offsets.npy"), copy.join("offsets.npy")).unwrap();
+        for name in ["tokens.npy", "loss_mask.npy"] {
+            let data = NpyArray::open(&orig.join(name)).unwrap().offset;
+            let mut head = vec![0u8; data];
+            std::fs::File::open(orig.join(name))
+                .unwrap()
+                .read_exact(&mut head)
+                .unwrap();
+            let f = std::fs::File::create(copy.join(name)).unwrap();
+            f.set_len(std::fs::metadata(orig.join(name)).unwrap().len())
+                .unwrap();
+            std::os::unix::fs::FileExt::write_all_at(&f, &head, 0).unwrap();
+        }
+        let (whole, sparse) = (
+            NumpyShard::open(&orig).unwrap(),
+            NumpyShard::open(&copy).unwrap(),
+        );
+        let rows = 1200..1900;
+        for (file, range) in sparse.byte_ranges(rows.clone()).unwrap() {
+            let name = file.file_name().unwrap();
+            let mut buf = vec![0u8; (range.end - range.start) as usize];
+            let mut src = std::fs::File::open(orig.join(name)).unwrap();
+            src.seek(SeekFrom::Start(range.start)).unwrap();
+            src.read_exact(&mut buf).unwrap();
+            let dst = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+            std::os::unix::fs::FileExt::write_all_at(&dst, &buf, range.start).unwrap();
+        }
+        assert_eq!(rows_of(&sparse, rows.clone()), rows_of(&whole, rows));
+        // The rows on either side were not fetched.
+        for outside in [1199..1200, 1900..1901] {
+            assert_ne!(rows_of(&sparse, outside.clone()), rows_of(&whole, outside));
+        }
+        assert_eq!(sparse.byte_ranges(5..5).unwrap(), vec![]);
     }
 }

@@ -659,7 +659,7 @@ impl Source for ParquetShard {
     }
 
     /// The column chunks of every row group holding one of `rows` (the footer is read when the file opens).
-    fn byte_ranges(&self, rows: std::ops::Range<u64>) -> Option<Vec<std::ops::Range<u64>>> {
+    fn byte_ranges(&self, rows: std::ops::Range<u64>) -> Option<Vec<super::FileRange>> {
         let groups = self.meta.metadata().row_groups();
         let spans = self
             .units
@@ -670,7 +670,7 @@ impl Source for ParquetShard {
             .map(|c| {
                 // Checked against the file's length when it opened (`row_group_rows`).
                 let start = c.dictionary_page_offset().unwrap_or(c.data_page_offset()) as u64;
-                start..start + c.compressed_size() as u64
+                (self.path.clone(), start..start + c.compressed_size() as u64)
             })
             .collect();
         Some(spans)
