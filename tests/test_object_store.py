@@ -455,64 +455,108 @@ def large(s3_env, corpus, tmp_path_factory):
     return out
 
 
-def test_a_task_of_a_plan_fetches_its_own_parts(large, tmp_path):
-    """The plan made from footers and headers names each source's object; a task scanned elsewhere fetches
-    the parts its units read and gives what the task over the local files gives. An object overwritten since
-    the plan is an error naming its URL."""
+def _allocated(root: Path) -> int:
+    """Bytes of disk the files under `root` take (a sparse file's missing parts take none)."""
+    return sum(f.stat().st_blocks * 512 for f in root.rglob("*") if f.is_file())
+
+
+def _tasks_agree(url: str, local: Path, staging: Path, n_tasks: int = 3) -> list[bytes]:
+    """Plans `url` from a staging of its footers and headers and `local` as it is; each task of the URL's plan,
+    scanned from the objects it fetches itself, gives what the same task over the local files gives."""
     prof = tokscan.load_profile("kimi-k2")
-    for layout in ("parquet_full", "numpy_mask"):
+    tasks, _inputs, rows, _units, _tokens, bases = _core.plan_scan([url], None, n_tasks, str(staging))
+    here, _i, rows_here, _u, _t, none = _core.plan_scan([str(local)], None, n_tasks)
+    assert len(tasks) == len(here) >= 1 and rows == rows_here > 0 and none == []
+    assert [u for _local, u in bases] == [url[: url.rindex("/") + 1]]
+    for remote, mine in zip(tasks, here, strict=True):
+        assert _core.TaskScan(remote, prof).run() == _core.TaskScan(mine, prof).run()
+    return tasks
+
+
+def test_a_task_of_a_plan_fetches_its_own_parts(large, tmp_path):
+    """The plan made from footers and headers names each source's objects; a task scanned elsewhere fetches
+    the parts its units read and gives what the task over the local files gives. What the planner staged
+    takes a tenth of the corpus at most."""
+    for layout in LAYOUTS:
         local, url = large[layout]
-        staged, base, url_base, _objects, fetched, sparse = _core.fetch_objects(url, str(tmp_path / layout), True)
+        staging = tmp_path / layout
+        tasks = _tasks_agree(url, local, staging)
         size = sum(f.stat().st_size for f in local.rglob("*") if f.is_file())
-        assert sparse and fetched < size // 10, (fetched, size)
-        tasks, _inputs, rows, _units, _tokens = _core.plan_scan([staged], None, 3, [(base, url_base)])
-        here, _i, rows_here, _u, _t = _core.plan_scan([str(local)], None, 3)
-        assert len(tasks) == len(here) >= (3 if layout == "parquet_full" else 1) and rows == rows_here
-        for remote, mine in zip(tasks, here, strict=True):
-            assert _core.TaskScan(remote, prof).run() == _core.TaskScan(mine, prof).run()
-    # The first shard replaced by one of other row groups after the plan.
-    local, url = large["parquet_full"]
-    staged, base, url_base, *_ = _core.fetch_objects(url, str(tmp_path / "again"), True)
-    tasks, *_ = _core.plan_scan([staged], None, 3, [(base, url_base)])
+        # JSONL is numbered by reading it: the planner fetches it whole.
+        assert (_allocated(staging) < size // 10) if layout != "jsonl" else _allocated(staging) >= size
+        assert len(tasks) >= (3 if layout == "parquet_full" else 1)
+
+
+def test_tasks_read_keys_a_url_cannot_spell_and_megatron_pairs(s3_env, large, tmp_path):
+    """Keys with `%`, `#` and `?` (a URL re-parsed would decode or cut them) and a Megatron `.bin` with its
+    `.idx` (a companion the task must fetch too) scan in tasks as on disk."""
+    import shutil
+
+    local, _url = large["parquet_full"]
+    client = boto3.client("s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    odd = tmp_path / "odd"
+    for folder in ("a%41b", "x#y", "q?z", "数学 co=de"):
+        (odd / folder).mkdir(parents=True)
+        for f in sorted(local.glob("*.parquet"))[:2]:
+            shutil.copy(f, odd / folder / f.name)
+            client.upload_file(str(f), BUCKET, f"odd/{folder}/{f.name}")
+    _tasks_agree(f"s3://{BUCKET}/odd/", odd, tmp_path / "odd-staged", n_tasks=5)
+    samples = synth.build_corpus(n_clean=60, seed=8, anomalies_per_code=1)
+    meg = tmp_path / "meg"
+    meg.mkdir()
+    ids = [np.asarray(s.ids, dtype=np.int32) for s in samples]
+    np.concatenate(ids).tofile(meg / "corpus.bin")
+    lengths = np.array([len(x) for x in ids])
+    synth.write_megatron_index(meg / "corpus.idx", np.int32, lengths, np.arange(len(ids) + 1))
+    for f in meg.iterdir():
+        client.upload_file(str(f), BUCKET, f"meg/{f.name}")
+    _tasks_agree(f"s3://{BUCKET}/meg/", meg, tmp_path / "meg-staged", n_tasks=2)
+
+
+def test_a_task_reads_the_planned_version_or_fails(s3_env, large, tmp_path, monkeypatch):
+    """An object overwritten after the plan, even with the same row groups, is an error naming its URL, never
+    a scan of other bytes than planned."""
     import pyarrow.parquet as pq
 
+    local, _url = large["parquet_full"]
+    client = boto3.client("s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
     first = sorted(local.glob("*.parquet"))[0]
-    pq.write_table(pq.read_table(first), tmp_path / "regrouped.parquet", row_group_size=70)
-    client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1")
-    client.upload_file(str(tmp_path / "regrouped.parquet"), BUCKET, f"large/parquet_full/{first.name}")
-    try:
-        with pytest.raises(InputError, match=rf"^{url}{first.name}: changed since the scan was planned"):
-            _core.TaskScan(tasks[0], prof).run()
-    finally:
-        client.upload_file(str(first), BUCKET, f"large/parquet_full/{first.name}")
+    for f in sorted(local.glob("*.parquet")):
+        client.upload_file(str(f), BUCKET, f"versions/{f.name}")
+    url = f"s3://{BUCKET}/versions/"
+    tasks, *_ = _core.plan_scan([url], None, 3, str(tmp_path / "staged"))
+    # The rows of each row group reversed: the same row groups, other samples in them.
+    pf = pq.ParquetFile(first)
+    with pq.ParquetWriter(tmp_path / "reversed.parquet", pf.schema_arrow) as w:
+        for i in range(pf.num_row_groups):
+            group = pf.read_row_group(i)
+            w.write_table(group.take(list(range(len(group) - 1, -1, -1))))
+    assert (
+        pq.ParquetFile(tmp_path / "reversed.parquet").metadata.num_row_groups
+        == pq.ParquetFile(first).metadata.num_row_groups
+    )
+    client.upload_file(str(tmp_path / "reversed.parquet"), BUCKET, f"versions/{first.name}")
+    prof = tokscan.load_profile("kimi-k2")
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # where the task stages its objects
+    with pytest.raises(InputError, match=rf"^{url}{first.name}: the object was overwritten"):
+        _core.TaskScan(tasks[0], prof).run()
+    assert not list((tmp_path / "tmp").iterdir())  # the task's staging is removed
 
 
-def test_ray_scan_of_urls_equals_local_scan(large, monkeypatch):
-    """`engine="ray"` on URLs: every task fetches its own objects' parts; the driver fetches footers, headers
-    and the small objects only; the report equals the local scan's of the same files."""
+def test_ray_scan_of_urls_equals_local_scan(large):
+    """`engine="ray"` on URLs: every task fetches its own objects' parts (the tests above: what the planner
+    stages, and each task's result); the report equals the local scan's of the same files."""
     ray = pytest.importorskip("ray")
     if not hasattr(ray, "init"):
         pytest.skip("ray is not installed")
-    fetched: list[int] = []
-    fetch = _core.fetch_objects
-
-    def counted(*args):
-        got = fetch(*args)
-        fetched.append(got[4])
-        return got
-
-    monkeypatch.setattr(_core, "fetch_objects", counted)  # the driver's fetches (the workers are other processes)
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:
         for layout in LAYOUTS:
             local, url = large[layout]
-            fetched.clear()
             remote = tokscan.scan(url, "kimi-k2", engine="ray", flagged_detail=50)
             here = tokscan.scan(str(local), "kimi-k2", flagged_detail=50)
             assert remote.n_samples == here.n_samples > 6000
             assert remote.findings == _as_url(here.findings, local, url)
-            size = sum(f.stat().st_size for f in local.rglob("*") if f.is_file())
-            # JSONL is numbered by reading it: the driver fetches it whole.
-            assert sum(fetched) < size // 10 if layout != "jsonl" else sum(fetched) == size
     finally:
         ray.shutdown()

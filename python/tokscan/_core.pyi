@@ -189,8 +189,8 @@ def plan_scan(
     paths: list[str],
     columns: dict[str, str] | None = None,
     n_tasks: int = 1,
-    bases: list[tuple[str, str]] | None = None,
-) -> tuple[list[bytes], str, int, int, int]: ...
+    staging: str | None = None,
+) -> tuple[list[bytes], str, int, int, int, list[tuple[str, str]]]: ...
 
 @final
 class TaskScan:

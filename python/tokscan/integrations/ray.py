@@ -26,10 +26,11 @@ so a retry gives the same result.
 
 Inputs are on a path every node sees (a shared filesystem), or in an object store (`s3://`, `gs://`, `az://`
 URLs). The driver then plans from what opening the corpus reads: each large Parquet object's footer and each
-NumPy array's header (ranged reads), the small objects (offsets, JSONL shards) whole. Each scan task fetches,
-itself, the column chunks of its row groups or the token ranges of its units (`TaskSource.url` in the core's
-plan), so the data never passes through the driver; the *near* task fetches the inputs whole. Every worker
-needs the store's credentials in its environment, as the driver does.
+NumPy array's header (ranged reads), the small objects (offsets, JSONL shards) whole (`_core.plan_scan` with a
+staging directory). Each scan task stages, itself, the objects its inputs read at the versions the driver listed
+(`RemoteSource` in the core's plan), then the column chunks of its row groups or the token ranges of its units,
+so the data never passes through the driver; the *near* task fetches the inputs whole. Every worker needs the
+store's credentials in its environment, as the driver does.
 """
 
 from __future__ import annotations
@@ -350,16 +351,22 @@ def _run(
     progress: Callable[[dict[str, int]], None] | None,
     poll_interval: float,
 ) -> Report:
-    from ..remote import relabel, staged_footers
+    import tempfile
+
+    from ..remote import any_url, relabel
 
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     # Object-store inputs: planned from their footers and headers staged here; the tasks fetch their own parts.
-    with staged_footers(paths) as (local, bases, _sparse):
-        tasks, inputs, rows, _units, _tokens = _core.plan_scan(
-            local, options.columns, n_tasks or 4 * cpus, [(b.rstrip(os.sep), url) for b, url in bases]
+    with tempfile.TemporaryDirectory(prefix="tokscan-plan-") as staging:
+        tasks, inputs, rows, _units, _tokens, staged = _core.plan_scan(
+            paths, options.columns, n_tasks or 4 * cpus, staging if any_url(paths) else None
         )
+        bases = [(local + os.sep, url) for local, url in staged]
         if not tasks:  # no sample anywhere: the core's usage error, naming the inputs
-            _core.finish_report(_core.merge_partials([]), [], prof, inputs)
+            try:
+                _core.finish_report(_core.merge_partials([]), [], prof, inputs)
+            except TokscanError as e:
+                raise type(e)(relabel(str(e), bases)) from None
     report = _run_tasks(
         run,
         ray,

@@ -3,9 +3,10 @@
 //! files it reads, so a worker opens only those ([`crate::scan::scan_task`]). Rows stay global: a task's
 //! units carry their first row, so any number of workers numbers every sample as one local scan does.
 //!
-//! A corpus in an object store is planned from a staging of its footers and headers ([`crate::remote::fetch`]
-//! with `footers`); [`Plan::locate`] gives each task source its object's URL, and the worker fetches that
-//! object's parts its units read (nothing of the data passes through the planner).
+//! A corpus in an object store is planned from a staging of its footers and headers ([`plan_staged`]): each
+//! task source staged there names its objects as the listing saw them (key, size, version), and the worker
+//! stages those same versions and fetches the parts its units read (nothing of the data passes through the
+//! planner).
 
 use std::path::PathBuf;
 
@@ -13,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::Corpus;
 use crate::error::Result;
+use crate::remote::{Listed, Staged};
 use crate::report::InputInfo;
 use crate::source::{ColumnNames, Format, Input};
 use crate::wire::{decode, encode};
@@ -25,9 +27,20 @@ pub struct TaskSource {
     pub path: PathBuf,
     pub format: Format,
     pub hive_category: Option<String>,
-    /// The object (or the prefix of a NumPy directory's objects) `path` is a staged copy of, when the input
-    /// lives in an object store: the worker reads it there, not `path`.
-    pub url: Option<String>,
+    /// Where the input lives when it is in an object store (`path` is then the planner's staged copy): the
+    /// worker stages these objects and reads them, not `path`.
+    pub remote: Option<RemoteSource>,
+}
+
+/// The objects of a task source in an object store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteSource {
+    /// The URL the planner's staging directory stood for (`s3://bucket/prefix/`).
+    pub url_base: String,
+    /// The source's path under that directory, `/`-separated (empty: the directory itself).
+    pub rel: String,
+    /// The objects opening and reading the source needs, as the planner's listing saw them.
+    pub objects: Vec<Listed>,
 }
 
 impl TaskSource {
@@ -84,20 +97,83 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Gives every task source staged under one of `bases` (`(local directory, URL prefix)`, as
-    /// [`crate::remote::Staged`] has them) the URL it was staged from: an object, or the prefix of a directory
-    /// input's objects (ending in `/`).
-    pub fn locate(&mut self, bases: &[(PathBuf, String)]) {
+    /// Gives every task source staged by one of `staged` the objects it reads: its own object, the objects under
+    /// it (a NumPy directory), and its format's companions (a Megatron `.idx`).
+    pub fn locate(&mut self, staged: &[Staged]) {
         for s in self.tasks.iter_mut().flat_map(|t| t.sources.iter_mut()) {
-            s.url = bases.iter().find_map(|(local, url)| {
-                let mut url = crate::remote::url_of(&s.path, local, url)?;
-                if s.path.is_dir() && !url.ends_with('/') {
-                    url.push('/');
-                }
-                Some(url)
+            s.remote = staged.iter().find_map(|st| {
+                let rel = relative(&s.path, &st.local_base)?;
+                let companions: Vec<String> = (s.format.spec().companions)(&s.path)
+                    .iter()
+                    .filter_map(|c| relative(c, &st.local_base))
+                    .collect();
+                let under = format!("{rel}/");
+                let objects = st
+                    .listed
+                    .iter()
+                    .filter(|o| {
+                        o.rel == rel
+                            || rel.is_empty()
+                            || o.rel.starts_with(&under)
+                            || companions.contains(&o.rel)
+                    })
+                    .cloned()
+                    .collect();
+                Some(RemoteSource {
+                    url_base: st.url_base.clone(),
+                    rel,
+                    objects,
+                })
             });
         }
     }
+}
+
+/// `path` relative to `base`, `/`-separated, when it is at or under it.
+fn relative(path: &std::path::Path, base: &std::path::Path) -> Option<String> {
+    let rel = path.strip_prefix(base).ok()?;
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    Some(parts.join("/"))
+}
+
+/// [`plan`] of inputs some of which are object-store URLs: each URL's objects are staged under `staging` with
+/// only their footers and headers ([`crate::remote::fetch`] with `footers`), the corpus is planned from them,
+/// and each task source staged there names its objects ([`Plan::locate`]). Also returns each staged URL's
+/// `(local directory, URL base)`, which the report's paths are written back with; an error names the URL.
+pub fn plan_staged(
+    paths: &[String],
+    columns: &ColumnNames,
+    n_tasks: usize,
+    staging: &std::path::Path,
+) -> Result<(Plan, Vec<(PathBuf, String)>)> {
+    let mut local = Vec::with_capacity(paths.len());
+    let mut staged = Vec::new();
+    for (i, p) in paths.iter().enumerate() {
+        if crate::remote::is_url(p) {
+            let st = crate::remote::fetch(p, &staging.join(i.to_string()), true)?;
+            local.push(st.local.to_string_lossy().into_owned());
+            staged.push(st);
+        } else {
+            local.push(p.clone());
+        }
+    }
+    let bases: Vec<(PathBuf, String)> = staged
+        .iter()
+        .map(|st| (st.local_base.clone(), st.url_base.clone()))
+        .collect();
+    let mut plan = plan(&local, columns, n_tasks).map_err(|e| {
+        e.relocated(|path| {
+            bases
+                .iter()
+                .find_map(|(local, url)| crate::remote::url_of(path, local, url))
+                .map(PathBuf::from)
+        })
+    })?;
+    plan.locate(&staged);
+    Ok((plan, bases))
 }
 
 /// Groups the corpus's units into about `n_tasks` tasks of contiguous rows, balanced by rows. A JSONL file
@@ -130,7 +206,7 @@ pub fn plan_corpus(corpus: &Corpus, n_tasks: usize) -> Plan {
                     path: input.path.clone(),
                     format: input.format,
                     hive_category: input.hive_category.clone(),
-                    url: None,
+                    remote: None,
                 });
                 current.sources.len() - 1
             }
@@ -175,7 +251,17 @@ mod tests {
                 path: "/data/category=code/part-0.parquet".into(),
                 format: Format::of(&crate::source::parquet::FORMAT),
                 hive_category: Some("code".into()),
-                url: Some("s3://bucket/data/category=code/part-0.parquet".into()),
+                remote: Some(RemoteSource {
+                    url_base: "s3://bucket/data/".into(),
+                    rel: "category=code/part-0.parquet".into(),
+                    objects: vec![Listed {
+                        rel: "category=code/part-0.parquet".into(),
+                        key: "data/category=code/part-0.parquet".into(),
+                        size: 1 << 20,
+                        e_tag: Some("\"abc\"".into()),
+                        version: None,
+                    }],
+                }),
             }],
             units: vec![TaskUnit {
                 source: 0,

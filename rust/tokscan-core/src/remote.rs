@@ -84,6 +84,22 @@ pub struct Staged {
     /// The objects staged with only their footer or header ([`fetch`] with `footers`): files of the object's
     /// size whose other bytes are not there until [`fill_files`] fetches them.
     pub sparse: Vec<Sparse>,
+    /// Every object staged, as the listing saw it: what [`fetch_listed`] needs to stage it again elsewhere.
+    pub listed: Vec<Listed>,
+}
+
+/// An object as a listing saw it: its path under the staging directory and the version staged, so that
+/// another process (a Ray task) stages the same bytes or fails.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Listed {
+    /// Its path relative to the staging directory, `/`-separated (also relative to the URL base).
+    pub rel: String,
+    /// The object's key as the listing gave it (never re-parsed from a URL, which decodes `%` escapes and
+    /// cuts `#` and `?`).
+    pub key: String,
+    pub size: u64,
+    pub e_tag: Option<String>,
+    pub version: Option<String>,
 }
 
 /// An object staged with only its footer or header, and the version that part came from.
@@ -180,6 +196,45 @@ pub fn fetch(url: &str, dest: &Path, footers: bool) -> Result<Staged> {
     let (store, path) = store_for(url)?;
     let rt = runtime()?;
     rt.block_on(fetch_async(url, store, path, dest, footers))
+}
+
+/// Stages `objects` (listed by an earlier [`fetch`] whose URL base was `url_base`) into `dest` at their relative
+/// paths, as [`fetch`] with `footers` does, each pinned to the version listed: an object overwritten since is an
+/// error (`…: the object was overwritten while it was read`), never a mix of versions. Nothing is listed again.
+pub fn fetch_listed(
+    url_base: &str,
+    objects: &[Listed],
+    dest: &Path,
+    footers: bool,
+) -> Result<Staged> {
+    let (store, _) = store_for(url_base)?;
+    let listing = objects
+        .iter()
+        .map(|o| {
+            let url = format!("{url_base}{}", o.rel);
+            let location = ObjectPath::parse(&o.key)
+                .map_err(|e| remote_error(&url, format!("not an object key ({e})")))?;
+            let meta = object_store::ObjectMeta {
+                location,
+                last_modified: Default::default(),
+                size: o.size,
+                e_tag: o.e_tag.clone(),
+                version: o.version.clone(),
+            };
+            Ok((meta, o.rel.clone()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let rt = runtime()?;
+    let (bytes, sparse, listed) = rt.block_on(stage(store, listing, url_base, dest, footers))?;
+    Ok(Staged {
+        local: dest.to_path_buf(),
+        local_base: dest.to_path_buf(),
+        url_base: url_base.to_string(),
+        objects: objects.len(),
+        bytes,
+        sparse,
+        listed,
+    })
 }
 
 /// The most parts a multipart upload may have (S3, GCS).
@@ -341,6 +396,39 @@ async fn fetch_async(
             (listing, prefix_len, url_base)
         }
     };
+    let listing = listing
+        .into_iter()
+        .map(|m| {
+            let rel = m.location.as_ref()[prefix_len..].to_string();
+            (m, rel)
+        })
+        .collect();
+    let (bytes, sparse, listed) = stage(store, listing, &url_base, dest, footers).await?;
+    let local = match is_single {
+        true => dest.join(path.filename().expect("a single object has a file name")),
+        false => dest.to_path_buf(),
+    };
+    Ok(Staged {
+        local,
+        local_base: dest.to_path_buf(),
+        url_base,
+        objects: listed.len(),
+        bytes,
+        sparse,
+        listed,
+    })
+}
+
+/// Stages `listing` (each object with its path relative to `dest` and to `url_base`) into `dest`: see [`fetch`].
+/// Returns the bytes fetched, the objects staged sparse, and every object as [`Listed`].
+async fn stage(
+    store: Arc<dyn ObjectStore>,
+    listing: Vec<(object_store::ObjectMeta, String)>,
+    url_base: &str,
+    dest: &Path,
+    footers: bool,
+) -> Result<(u64, Vec<Sparse>, Vec<Listed>)> {
+    std::fs::create_dir_all(dest).map_err(|e| Error::io(dest, e))?;
     /// One request's work: a whole small object, a part of a large one, or a sparse object's footer or head.
     enum Job {
         Whole,
@@ -354,11 +442,10 @@ async fn fetch_async(
     // their Parquet files whole.
     let numpy_dirs: std::collections::HashSet<&str> = listing
         .iter()
-        .filter_map(|m| m.location.as_ref().strip_suffix("tokens.npy"))
+        .filter_map(|(m, _)| m.location.as_ref().strip_suffix("tokens.npy"))
         .filter(|dir| dir.is_empty() || dir.ends_with('/'))
         .collect();
-    for meta in &listing {
-        let rel = meta.location.as_ref()[prefix_len..].to_string();
+    for (meta, rel) in &listing {
         let target = rel
             .split('/')
             .fold(dest.to_path_buf(), |p, part| p.join(part));
@@ -424,18 +511,17 @@ async fn fetch_async(
     .buffer_unordered(CONCURRENCY)
     .try_collect()
     .await?;
-    let local = match is_single {
-        true => dest.join(path.filename().expect("a single object has a file name")),
-        false => dest.to_path_buf(),
-    };
-    Ok(Staged {
-        local,
-        local_base: dest.to_path_buf(),
-        url_base,
-        objects: listing.len(),
-        bytes: fetched.iter().sum(),
-        sparse,
-    })
+    let listed = listing
+        .into_iter()
+        .map(|(m, rel)| Listed {
+            rel,
+            key: m.location.to_string(),
+            size: m.size,
+            e_tag: m.e_tag,
+            version: m.version,
+        })
+        .collect();
+    Ok((fetched.iter().sum(), sparse, listed))
 }
 
 /// Uploads every file under `dir` to the prefix `url` names (`s3://bucket/prefix/`), each at its path relative
@@ -694,8 +780,12 @@ fn write_at(file: &std::fs::File, mut buf: &[u8], mut offset: u64) -> std::io::R
 /// Streams an object of at most [`PART_BYTES`] into its file in one request.
 async fn stream_to(store: &dyn ObjectStore, object: &Object) -> Result<()> {
     let (url, target) = (object.url.as_str(), object.target.as_path());
+    // Pinned to the version listed, as parts are: a task staging the planner's objects reads what it planned.
+    let options = GetOptions::new()
+        .with_if_match(object.meta.e_tag.clone())
+        .with_version(object.meta.version.clone());
     let got = store
-        .get(&object.meta.location)
+        .get_opts(&object.meta.location, options)
         .await
         .map_err(|e| describe(url, &e))?;
     if let Some(parent) = target.parent() {

@@ -475,7 +475,7 @@ pub fn scan_task(
     progress: &Progress,
 ) -> Result<(Partial, Records)> {
     // Sources in an object store: staged sparse here, their units' bytes fetched before the scan reads them.
-    let staging = match task.sources.iter().any(|s| s.url.is_some()) {
+    let staging = match task.sources.iter().any(|s| s.remote.is_some()) {
         true => Some(
             tempfile::Builder::new()
                 .prefix("tokscan-task-")
@@ -489,10 +489,15 @@ pub fn scan_task(
     let mut sparse = Vec::new();
     if let Some(dir) = &staging {
         for (i, s) in task.to_mut().sources.iter_mut().enumerate() {
-            if let Some(url) = &s.url {
-                let staged = crate::remote::fetch(url, &dir.path().join(i.to_string()), true)?;
-                places.push((staged.local.clone(), url.clone()));
-                s.path = staged.local;
+            if let Some(r) = &s.remote {
+                let here = dir.path().join(i.to_string());
+                let staged = crate::remote::fetch_listed(&r.url_base, &r.objects, &here, true)?;
+                s.path = r
+                    .rel
+                    .split('/')
+                    .filter(|p| !p.is_empty())
+                    .fold(here.clone(), |p, part| p.join(part));
+                places.push((here, r.url_base.clone()));
                 sparse.extend(staged.sparse);
             }
         }

@@ -26,36 +26,42 @@ fn json_err(e: serde_json::Error) -> Error {
 }
 
 /// Opens the corpus (headers and metadata only) and groups its units into about `n_tasks` tasks:
-/// `(tasks as bytes, inputs as JSON, rows, units, tokens known from metadata)`. `bases` (`(local directory,
-/// URL prefix)` of `fetch_objects`) name the object-store URLs of inputs staged sparse there: each task
-/// fetches what its units read from those URLs.
+/// `(tasks as bytes, inputs as JSON, rows, units, tokens known from metadata, bases)`. With `staging` (a
+/// directory), object-store URLs among `paths` are staged there with only their footers and headers, and each
+/// task fetches its own objects' parts; `bases` are the staged URLs' `(local directory, URL base)`, which the
+/// report's paths are written back with.
 #[pyfunction]
-#[pyo3(signature = (paths, columns=None, n_tasks=1, bases=None))]
+#[pyo3(signature = (paths, columns=None, n_tasks=1, staging=None))]
 #[allow(clippy::type_complexity)]
 pub fn plan_scan<'py>(
     py: Python<'py>,
     paths: Vec<String>,
     columns: Option<HashMap<String, String>>,
     n_tasks: usize,
-    bases: Option<Vec<(String, String)>>,
-) -> PyResult<(Vec<Bound<'py, PyBytes>>, String, u64, usize, u64)> {
+    staging: Option<std::path::PathBuf>,
+) -> PyResult<(
+    Vec<Bound<'py, PyBytes>>,
+    String,
+    u64,
+    usize,
+    u64,
+    Vec<(String, String)>,
+)> {
     let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
-    let bases: Vec<(std::path::PathBuf, String)> = bases
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(local, url)| (local.into(), url))
-        .collect();
-    let p = detached(py, move || {
-        let mut p = plan::plan(&paths, &columns, n_tasks)?;
-        p.locate(&bases);
-        Ok(p)
+    let (p, bases) = detached(py, move || match staging {
+        Some(dir) => plan::plan_staged(&paths, &columns, n_tasks, &dir),
+        None => Ok((plan::plan(&paths, &columns, n_tasks)?, Vec::new())),
     })?;
     // What the report needs of the corpus, opaque to Python: its inputs and what discovery left aside.
     let inputs =
         serde_json::to_string(&serde_json::json!({"inputs": p.inputs, "skipped": p.skipped}))
             .map_err(|e| to_py(py, json_err(e)))?;
     let tasks = p.tasks.iter().map(|t| bytes(py, &t.to_bytes())).collect();
-    Ok((tasks, inputs, p.rows, p.units, p.tokens_hint))
+    let bases = bases
+        .into_iter()
+        .map(|(local, url)| (local.to_string_lossy().into_owned(), url))
+        .collect();
+    Ok((tasks, inputs, p.rows, p.units, p.tokens_hint, bases))
 }
 
 /// Scans one planned task: `run()` returns `(partial, buckets, records)` as bytes, the keys routed to

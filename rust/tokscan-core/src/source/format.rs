@@ -50,6 +50,9 @@ pub struct FormatSpec {
     /// Whether the units of one input may go to different cluster tasks (a JSONL file is parsed whole by
     /// whoever opens it, so its units stay together).
     pub splits_across_tasks: bool,
+    /// The files besides its own path (and, for a folder, the files in it) that opening an input reads (a
+    /// Megatron `.bin`'s `.idx`): what a cluster task fetches of an input in an object store.
+    pub companions: fn(&Path) -> Vec<PathBuf>,
     /// Opens an input, validating its headers and schema.
     pub open: fn(&Path, &ColumnNames) -> Result<Box<dyn Source>>,
 }

@@ -45,6 +45,7 @@ pub static FORMAT: FormatSpec = FormatSpec {
     folder: hf_data_files,
     prefix: format::no_prefix,
     splits_across_tasks: true,
+    companions: |_| Vec::new(),
     open: |path, columns| Ok(Box::new(IpcShard::open(path, columns)?)),
 };
 

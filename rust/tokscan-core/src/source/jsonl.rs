@@ -59,6 +59,7 @@ pub static FORMAT: FormatSpec = FormatSpec {
     folder: format::no_folder,
     prefix: format::no_prefix,
     splits_across_tasks: false,
+    companions: |_| Vec::new(),
     open: |path, columns| Ok(Box::new(JsonlShard::open(path, columns)?)),
 };
 

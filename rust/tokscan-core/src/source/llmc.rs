@@ -54,6 +54,7 @@ pub static FORMAT: FormatSpec = FormatSpec {
     folder: format::no_folder,
     prefix: format::no_prefix,
     splits_across_tasks: true,
+    companions: |_| Vec::new(),
     open: |path, _| Ok(Box::new(LlmcShard::open(path)?)),
 };
 

@@ -113,6 +113,7 @@ pub static FORMAT: FormatSpec = FormatSpec {
     folder: format::no_folder,
     prefix: |path| has_index(path).then(|| bin_path(path)),
     splits_across_tasks: true,
+    companions: |path| vec![idx_path(path)],
     open: |path, _| Ok(Box::new(MegatronShard::open(path)?)),
 };
 

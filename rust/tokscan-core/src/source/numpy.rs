@@ -108,6 +108,7 @@ pub static FORMAT: FormatSpec = FormatSpec {
     },
     prefix: format::no_prefix,
     splits_across_tasks: true,
+    companions: |_| Vec::new(),
     open: |path, _| Ok(Box::new(NumpyShard::open(path)?)),
 };
 

@@ -97,6 +97,7 @@ pub static FORMAT: FormatSpec = FormatSpec {
     folder: format::no_folder,
     prefix: format::no_prefix,
     splits_across_tasks: true,
+    companions: |_| Vec::new(),
     open: |path, columns| Ok(Box::new(ParquetShard::open(path, columns)?)),
 };
 
