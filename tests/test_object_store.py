@@ -560,3 +560,16 @@ def test_ray_scan_of_urls_equals_local_scan(large):
             assert remote.findings == _as_url(here.findings, local, url)
     finally:
         ray.shutdown()
+
+
+def test_a_corrupt_object_is_named_by_its_url(s3_env, corpus, tmp_path):
+    """A reader's error on a staged copy names the object's URL, in the local scan and on Ray's planner."""
+    client = boto3.client("s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    client.put_object(Bucket=BUCKET, Key="corrupt/part-0.parquet", Body=b"PAR1" + os.urandom(2000) + b"PAR1")
+    url = f"s3://{BUCKET}/corrupt/"
+    with pytest.raises(InputError, match=rf"^{url}part-0\.parquet: "):
+        tokscan.scan(url, "kimi-k2")
+    with pytest.raises(InputError, match=rf"^{url}part-0\.parquet: "):
+        _core.plan_scan([url], None, 2, str(tmp_path))
+    line = _one_line_exit_2(cli("scan", url), url)
+    assert "tokscan-objects-" not in line
