@@ -659,7 +659,8 @@ impl Source for ParquetShard {
         self.read_sample_ids()
     }
 
-    /// The column chunks of every row group holding one of `rows` (the footer is read when the file opens).
+    /// The chunks of the columns read (not a text column beside them) of every row group holding one of
+    /// `rows` (the footer is read when the file opens).
     fn byte_ranges(&self, rows: std::ops::Range<u64>) -> Option<Vec<super::FileRange>> {
         let groups = self.meta.metadata().row_groups();
         let spans = self
@@ -667,8 +668,9 @@ impl Source for ParquetShard {
             .iter()
             .zip(groups)
             .filter(|(u, _)| u.first_row < rows.end && rows.start < u.first_row + u.rows)
-            .flat_map(|(_, rg)| rg.columns())
-            .map(|c| {
+            .flat_map(|(_, rg)| rg.columns().iter().enumerate())
+            .filter(|(leaf, _)| self.projection.leaf_included(*leaf))
+            .map(|(_, c)| {
                 // Checked against the file's length when it opened (`row_group_rows`).
                 let start = c.dictionary_page_offset().unwrap_or(c.data_page_offset()) as u64;
                 (self.path.clone(), start..start + c.compressed_size() as u64)
@@ -939,6 +941,94 @@ mod tests {
                 (ids, mask, Some(SampleId::Int(i as i64)))
             })
             .collect()
+    }
+
+    /// A file staged as an object store's sparse copy is (`remote::fetch` with footers: its size, its footer)
+    /// reads a row group once the ranges `byte_ranges` names are filled from the original, and those ranges
+    /// leave out a column the scan does not read.
+    #[cfg(unix)]
+    #[test]
+    fn the_byte_ranges_of_a_row_group_are_what_reading_it_needs() {
+        use arrow_array::StringArray;
+        use std::io::{Read, Seek, SeekFrom};
+        use std::os::unix::fs::FileExt;
+
+        let rows = rows_of(&[300, 5, 800, 60, 1200, 40, 7, 900]);
+        let lens: Vec<usize> = rows.iter().map(|r| r.0.len()).collect();
+        let ids = list(
+            &lens,
+            UInt32Array::from(rows.iter().flat_map(|r| r.0.clone()).collect::<Vec<_>>()),
+        );
+        let mask = list(
+            &lens,
+            Int8Array::from(rows.iter().flat_map(|r| r.1.clone()).collect::<Vec<_>>()),
+        );
+        let text = StringArray::from(
+            (0..rows.len())
+                .map(|i| format!("{i}").repeat(5000))
+                .collect::<Vec<_>>(),
+        );
+        let batch = RecordBatch::try_from_iter([
+            ("input_ids", Arc::new(ids) as ArrayRef),
+            ("text", Arc::new(text) as ArrayRef),
+            ("loss_mask", Arc::new(mask) as ArrayRef),
+        ])
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (orig, copy) = (dir.path().join("o.parquet"), dir.path().join("c.parquet"));
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(3))
+            .build();
+        let mut w = ArrowWriter::try_new(File::create(&orig).unwrap(), batch.schema(), Some(props))
+            .unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let bytes = std::fs::read(&orig).unwrap();
+        let footer = u32::from_le_bytes(bytes[bytes.len() - 8..bytes.len() - 4].try_into().unwrap())
+            as usize
+            + 8;
+        let f = File::create(&copy).unwrap();
+        f.set_len(bytes.len() as u64).unwrap();
+        f.write_all_at(
+            &bytes[bytes.len() - footer..],
+            (bytes.len() - footer) as u64,
+        )
+        .unwrap();
+        let (whole, sparse) = (
+            ParquetShard::open(&orig, &ColumnNames::default()).unwrap(),
+            ParquetShard::open(&copy, &ColumnNames::default()).unwrap(),
+        );
+        let read = |shard: &ParquetShard, rg: usize| {
+            let mut out = Vec::new();
+            shard
+                .for_each_batch(rg, |b| {
+                    let Tokens::U32(v) = b.ids.values else {
+                        panic!("u32 ids")
+                    };
+                    for i in 0..b.rows() {
+                        out.push(v[b.ids.offsets.range(i)].to_vec());
+                    }
+                    Ok(())
+                })
+                .map(|()| out)
+        };
+        let ranges = sparse.byte_ranges(3..4).unwrap(); // row group 1
+        let text_chunk = whole.meta.metadata().row_group(1).column(1);
+        let text_start = text_chunk
+            .dictionary_page_offset()
+            .unwrap_or(text_chunk.data_page_offset()) as u64;
+        assert_eq!(ranges.len(), 2, "input_ids and loss_mask only: {ranges:?}");
+        assert!(ranges.iter().all(|(_, r)| !r.contains(&text_start)));
+        let mut src = File::open(&orig).unwrap();
+        for (file, r) in &ranges {
+            assert_eq!(file, &copy);
+            let mut buf = vec![0u8; (r.end - r.start) as usize];
+            src.seek(SeekFrom::Start(r.start)).unwrap();
+            src.read_exact(&mut buf).unwrap();
+            f.write_all_at(&buf, r.start).unwrap();
+        }
+        assert_eq!(read(&sparse, 1).unwrap(), read(&whole, 1).unwrap());
+        assert!(read(&sparse, 2).map_or(true, |got| got != read(&whole, 2).unwrap()));
     }
 
     #[test]
