@@ -501,7 +501,7 @@ def test_tasks_read_keys_a_url_cannot_spell_and_megatron_pairs(s3_env, large, tm
             shutil.copy(f, odd / folder / f.name)
             client.upload_file(str(f), BUCKET, f"odd/{folder}/{f.name}")
     _tasks_agree(f"s3://{BUCKET}/odd/", odd, tmp_path / "odd-staged", n_tasks=5)
-    samples = synth.build_corpus(n_clean=60, seed=8, anomalies_per_code=1)
+    samples = synth.build_corpus(n_clean=60, seed=8, anomalies_per_code=1) * 12
     meg = tmp_path / "meg"
     meg.mkdir()
     ids = [np.asarray(s.ids, dtype=np.int32) for s in samples]
@@ -510,7 +510,10 @@ def test_tasks_read_keys_a_url_cannot_spell_and_megatron_pairs(s3_env, large, tm
     synth.write_megatron_index(meg / "corpus.idx", np.int32, lengths, np.arange(len(ids) + 1))
     for f in meg.iterdir():
         client.upload_file(str(f), BUCKET, f"meg/{f.name}")
+    size = (meg / "corpus.bin").stat().st_size
+    assert size > 1 << 20  # staged sparse: the task fetches its rows' elements
     _tasks_agree(f"s3://{BUCKET}/meg/", meg, tmp_path / "meg-staged", n_tasks=2)
+    assert _allocated(tmp_path / "meg-staged") < size // 4
 
 
 def test_a_task_reads_the_planned_version_or_fails(s3_env, large, tmp_path, monkeypatch):

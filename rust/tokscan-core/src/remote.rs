@@ -190,8 +190,9 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 /// With `footers`, an object larger than [`SPARSE_MIN`] that its reader opens from a small part is staged as a
 /// file of its size holding only that part: a Parquet file (by its `.parquet` name; not a NumPy directory's
 /// `meta.parquet`) its footer (ranged reads of its tail), a NumPy directory's `tokens.npy` and `loss_mask.npy`
-/// their header (the first [`HEAD`] bytes). Opening the corpus reads nothing else, and [`fill_files`] fetches
-/// what some rows need (`show --row`, a Ray task's units).
+/// their header (the first [`HEAD`] bytes), a Megatron `.bin` beside its `.idx` its first [`HEAD`] bytes.
+/// Opening the corpus reads nothing else, and [`fill_files`] fetches what some rows need (`show --row`, a Ray
+/// task's units).
 pub fn fetch(url: &str, dest: &Path, footers: bool) -> Result<Staged> {
     let (store, path) = store_for(url)?;
     let rt = runtime()?;
@@ -445,6 +446,17 @@ async fn stage(
         .filter_map(|(m, _)| m.location.as_ref().strip_suffix("tokens.npy"))
         .filter(|dir| dir.is_empty() || dir.ends_with('/'))
         .collect();
+    // A Megatron `.bin` (its `.idx` beside it) is read by the element ranges of its rows: staged sparse too.
+    let keys: std::collections::HashSet<&str> =
+        listing.iter().map(|(m, _)| m.location.as_ref()).collect();
+    let megatron_bins: std::collections::HashSet<&str> = listing
+        .iter()
+        .map(|(m, _)| m.location.as_ref())
+        .filter(|k| {
+            k.strip_suffix(".bin")
+                .is_some_and(|stem| keys.contains(format!("{stem}.idx").as_str()))
+        })
+        .collect();
     for (meta, rel) in &listing {
         let target = rel
             .split('/')
@@ -457,8 +469,8 @@ async fn stage(
             && !numpy_dirs.contains(dir);
         let head_only = footers
             && meta.size > SPARSE_MIN
-            && (name == "tokens.npy" || name == "loss_mask.npy")
-            && numpy_dirs.contains(dir);
+            && ((name == "tokens.npy" || name == "loss_mask.npy") && numpy_dirs.contains(dir)
+                || megatron_bins.contains(meta.location.as_ref()));
         if meta.size > PART_BYTES || footer_only || head_only {
             prepare(&target, meta.size)?;
         }

@@ -337,6 +337,22 @@ impl Source for MegatronShard {
         self.guard.as_ref().map_or(Ok(()), super::MapGuard::check)
     }
 
+    /// The rows' elements of the `.bin` (opening read the `.idx` whole and nothing of the `.bin`).
+    fn byte_ranges(&self, rows: std::ops::Range<u64>) -> Option<Vec<super::FileRange>> {
+        let offs = &self.index.offsets;
+        let last = (offs.len() - 1) as u64;
+        let (first, past) = (
+            offs[rows.start.min(last) as usize],
+            offs[rows.end.min(last) as usize],
+        );
+        let size = self.index.dtype.size() as u64;
+        Some(if past > first {
+            vec![(self.path.clone(), first as u64 * size..past as u64 * size)]
+        } else {
+            Vec::new()
+        })
+    }
+
     /// A valid `.bin` + `.idx` pair (`out` is the `.bin`) holding the kept documents, each with its own
     /// sequences, their tokens byte-identical, the same dtype and, for a multimodal index, the same modes.
     fn write_filtered(&self, keep: &[bool], out: &Path) -> Result<WriteStats> {
