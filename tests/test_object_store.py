@@ -464,8 +464,8 @@ def _tasks_agree(url: str, local: Path, staging: Path, n_tasks: int = 3) -> list
     """Plans `url` from a staging of its footers and headers and `local` as it is; each task of the URL's plan,
     scanned from the objects it fetches itself, gives what the same task over the local files gives."""
     prof = tokscan.load_profile("kimi-k2")
-    tasks, _inputs, rows, _units, _tokens, bases = _core.plan_scan([url], None, n_tasks, str(staging))
-    here, _i, rows_here, _u, _t, none = _core.plan_scan([str(local)], None, n_tasks)
+    tasks, _inputs, rows, _units, _tokens, bases, _sources = _core.plan_scan([url], None, n_tasks, str(staging))
+    here, _i, rows_here, _u, _t, none, _s = _core.plan_scan([str(local)], None, n_tasks)
     assert len(tasks) == len(here) >= 1 and rows == rows_here > 0 and none == []
     assert [u for _local, u in bases] == [url[: url.rindex("/") + 1]]
     for remote, mine in zip(tasks, here, strict=True):
@@ -547,7 +547,7 @@ def test_a_task_reads_the_planned_version_or_fails(s3_env, large, tmp_path, monk
     assert not list((tmp_path / "tmp").iterdir())  # the task's staging is removed
 
 
-def test_ray_scan_of_urls_equals_local_scan(large):
+def test_ray_scan_of_urls_equals_local_scan(s3_env, large, tmp_path, monkeypatch):
     """`engine="ray"` on URLs: every task fetches its own objects' parts (the tests above: what the planner
     stages, and each task's result); the report equals the local scan's of the same files."""
     ray = pytest.importorskip("ray")
@@ -561,6 +561,27 @@ def test_ray_scan_of_urls_equals_local_scan(large):
             here = tokscan.scan(str(local), "kimi-k2", flagged_detail=50)
             assert remote.n_samples == here.n_samples > 6000
             assert remote.findings == _as_url(here.findings, local, url)
+        # Near duplicates: the task confirming the pairs reads the planned corpus, even when an object that sorts
+        # first lands under the prefix after the plan (a corpus discovered again would shift every row).
+        near = synth.LAYOUTS["parquet_full"][0](synth.with_near_copies(9), tmp_path / "near")
+        client = boto3.client("s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
+        shards = sorted(near.glob("*.parquet"))
+        for f in shards:
+            client.upload_file(str(f), BUCKET, f"near/{f.name}")
+        plan = _core.plan_scan
+
+        def then_an_object_lands(*args):
+            got = plan(*args)
+            client.upload_file(str(shards[-1]), BUCKET, "near/aaa-late.parquet")
+            return got
+
+        monkeypatch.setattr(_core, "plan_scan", then_an_object_lands)
+        url = f"s3://{BUCKET}/near/"
+        remote = tokscan.scan(url, "kimi-k2", engine="ray", near_dup=True)
+        here = tokscan.scan(str(near), "kimi-k2", near_dup=True)
+        assert here.data["near_duplicates"]["confirmed"] > 0
+        assert remote.data["near_duplicates"] == _as_url(here.data["near_duplicates"], near, url)
+        assert remote.findings == _as_url(here.findings, near, url)
     finally:
         ray.shutdown()
 

@@ -190,7 +190,7 @@ def plan_scan(
     columns: dict[str, str] | None = None,
     n_tasks: int = 1,
     staging: str | None = None,
-) -> tuple[list[bytes], str, int, int, int, list[tuple[str, str]]]: ...
+) -> tuple[list[bytes], str, int, int, int, list[tuple[str, str]], bytes]: ...
 
 @final
 class TaskScan:
@@ -211,7 +211,7 @@ def find_repeats(buckets: list[bytes]) -> bytes: ...
 def resolution(partial: bytes, summarize: bool) -> bytes: ...
 def near_pairs(buckets: list[bytes]) -> bytes: ...
 def near_duplicates(
-    paths: list[str],
+    sources: bytes,  # plan_scan's last value: every input in the plan's order
     profile: Profile,
     pairs: list[bytes],
     partial: bytes,

@@ -14,8 +14,8 @@ The driver plans the scan from file metadata (the core opens every input's heade
    from the task's first row, summarized past it);
 5. with `near_dup`, one *near_pairs* task per bucket (the band keys of the near-duplicate signatures meet in
    the bucket their hash selects, so each bucket's candidate pairs are final) and one *near* task that reads
-   the candidate rows again, confirms the pairs by exact Jaccard and clusters them (the core's
-   `scan::near_duplicates`, as a local scan calls it).
+   the candidate rows again from the planned corpus (never discovered again: its rows are the pairs'),
+   confirms the pairs by exact Jaccard and clusters them (the core's `scan::near_task`).
 
 The driver holds only the merged summary and the flagged samples (in full up to the detail limit per code and
 task, 24 bytes each past it), so its memory grows with flagged samples only; sample records and keys stay in
@@ -29,7 +29,7 @@ URLs). The driver then plans from what opening the corpus reads: each large Parq
 NumPy array's header (ranged reads), the small objects (offsets, JSONL shards) whole (`_core.plan_scan` with a
 staging directory). Each scan task stages, itself, the objects its inputs read at the versions the driver listed
 (`RemoteSource` in the core's plan), then the column chunks of its row groups or the token ranges of its units,
-so the data never passes through the driver; the *near* task fetches the inputs whole. Every worker needs the
+so the data never passes through the driver; the *near* task fetches the planned objects whole. Every worker needs the
 store's credentials in its environment, as the driver does.
 """
 
@@ -186,7 +186,7 @@ def _remote_functions(ray: Any) -> dict[str, Any]:
 
     @ray.remote(max_retries=3)
     def near(
-        paths: list[str],
+        sources: bytes,
         profile: tuple[str, str | None, bool],
         columns: dict[str, str],
         threads: int,
@@ -194,10 +194,7 @@ def _remote_functions(ray: Any) -> dict[str, Any]:
         partial: bytes,
         *pairs: bytes,
     ) -> bytes:
-        from ..remote import staged
-
-        with staged(paths) as (local, _bases):
-            return _core.near_duplicates(local, _profile(*profile), list(pairs), partial, params, columns, threads)
+        return _core.near_duplicates(sources, _profile(*profile), list(pairs), partial, params, columns, threads)
 
     @ray.remote(max_retries=3)
     def resolution(partial: bytes, summarize: bool) -> bytes:
@@ -358,7 +355,7 @@ def _run(
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     # Object-store inputs: planned from their footers and headers staged here; the tasks fetch their own parts.
     with tempfile.TemporaryDirectory(prefix="tokscan-plan-") as staging:
-        tasks, inputs, rows, _units, _tokens, staged = _core.plan_scan(
+        tasks, inputs, rows, _units, _tokens, staged, sources = _core.plan_scan(
             paths, options.columns, n_tasks or 4 * cpus, staging if any_url(paths) else None
         )
         bases = [(local + os.sep, url) for local, url in staged]
@@ -370,7 +367,7 @@ def _run(
     report = _run_tasks(
         run,
         ray,
-        paths,
+        sources,
         prof,
         profile_args,
         options,
@@ -389,7 +386,7 @@ def _run(
 def _run_tasks(
     run: dict[str, Any],
     ray: Any,
-    paths: list[str],
+    sources: bytes,
     prof: _core.Profile,
     profile_args: tuple[str, str | None, bool],
     options: ScanOptions,
@@ -445,7 +442,7 @@ def _run_tasks(
         near = None
         if options.near_dup is not None:
             pairs = [fn["near_pairs"].remote(*(m[2 + b] for m in maps)) for b in range(buckets)]
-            near = fn["near"].remote(paths, profile_args, columns, options.threads, options.near_dup, merged, *pairs)
+            near = fn["near"].remote(sources, profile_args, columns, options.threads, options.near_dup, merged, *pairs)
         partial, resolved = ray.get(merged), ray.get(flagged)
         near_found = None if near is None else ray.get(near)
         run = {**run, "seconds": time.time() - run["started"], "threads": cpus}

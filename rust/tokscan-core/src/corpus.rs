@@ -51,9 +51,17 @@ impl Corpus {
     /// Discovers and opens `paths` (every header and schema validated before any token is read); the inputs
     /// open in parallel on the current rayon pool.
     pub fn open(paths: &[String], columns: &ColumnNames) -> Result<Corpus> {
-        use rayon::prelude::*;
         let found = source::discover_all(paths)?;
-        let inputs = found.inputs;
+        let mut corpus = Corpus::of_inputs(found.inputs, columns)?;
+        corpus.prompts = found.prompts;
+        corpus.skipped = found.skipped;
+        Ok(corpus)
+    }
+
+    /// Opens `inputs` in the order given (no discovery): the corpus a plan was made from, as a cluster task
+    /// that reads rows anywhere opens it ([`crate::plan::open_planned`]).
+    pub fn of_inputs(inputs: Vec<Input>, columns: &ColumnNames) -> Result<Corpus> {
+        use rayon::prelude::*;
         // Collect every result before picking the first error in path order, so the error reported does not
         // depend on which thread failed first.
         let opened: Vec<Result<Box<dyn Source>>> = inputs
@@ -70,8 +78,8 @@ impl Corpus {
         starts.push(total);
         Ok(Corpus {
             inputs,
-            prompts: found.prompts,
-            skipped: found.skipped,
+            prompts: Vec::new(),
+            skipped: Vec::new(),
             sources,
             starts,
         })

@@ -87,6 +87,9 @@ impl Task {
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub tasks: Vec<Task>,
+    /// Every input, in the corpus's order (`TaskSource::index` is the position): what a task reading rows
+    /// anywhere opens ([`open_planned`]), so that its rows are the plan's.
+    pub sources: Vec<TaskSource>,
     pub inputs: Vec<InputInfo>,
     pub rows: u64,
     pub units: usize,
@@ -96,11 +99,31 @@ pub struct Plan {
     pub skipped: Vec<crate::report::SkippedInfo>,
 }
 
+impl RemoteSource {
+    /// Stages the source's objects under `here` ([`crate::remote::fetch_listed`]: the versions listed, with
+    /// `footers` large ones sparse); returns the source's local path and what was staged.
+    pub fn stage(&self, here: &std::path::Path, footers: bool) -> Result<(PathBuf, Staged)> {
+        let staged = crate::remote::fetch_listed(&self.url_base, &self.objects, here, footers)?;
+        let path = self
+            .rel
+            .split('/')
+            .filter(|p| !p.is_empty())
+            .fold(here.to_path_buf(), |p, part| p.join(part));
+        Ok((path, staged))
+    }
+}
+
 impl Plan {
     /// Gives every task source staged by one of `staged` the objects it reads: its own object, the objects under
     /// it (a NumPy directory), and its format's companions (a Megatron `.idx`).
     pub fn locate(&mut self, staged: &[Staged]) {
-        for s in self.tasks.iter_mut().flat_map(|t| t.sources.iter_mut()) {
+        let all = self.sources.iter_mut();
+        for s in self
+            .tasks
+            .iter_mut()
+            .flat_map(|t| t.sources.iter_mut())
+            .chain(all)
+        {
             s.remote = staged.iter().find_map(|st| {
                 let rel = relative(&s.path, &st.local_base)?;
                 let companions: Vec<String> = (s.format.spec().companions)(&s.path)
@@ -176,6 +199,46 @@ pub fn plan_staged(
     Ok((plan, bases))
 }
 
+/// Opens the corpus a plan was made from (`sources`: [`Plan::sources`]), in its order, without discovering
+/// anything again: inputs in an object store are staged whole under `staging` at the versions the plan
+/// listed (an object overwritten since is an error). Returns the corpus and each staged input's `(local
+/// directory, URL base)`, to name the URL in an error.
+pub fn open_planned(
+    sources: &[TaskSource],
+    columns: &ColumnNames,
+    staging: &std::path::Path,
+) -> Result<(Corpus, Vec<(PathBuf, String)>)> {
+    let mut inputs = Vec::with_capacity(sources.len());
+    let mut places = Vec::new();
+    for s in sources {
+        let mut input = s.input();
+        if let Some(r) = &s.remote {
+            let here = staging.join(s.index.to_string());
+            input.path = r.stage(&here, false)?.0;
+            places.push((here, r.url_base.clone()));
+        }
+        inputs.push(input);
+    }
+    let corpus = Corpus::of_inputs(inputs, columns).map_err(|e| {
+        e.relocated(|path| {
+            places
+                .iter()
+                .find_map(|(local, url)| crate::remote::url_of(path, local, url))
+                .map(PathBuf::from)
+        })
+    })?;
+    Ok((corpus, places))
+}
+
+/// The planned sources' wire form (the near-duplicate task's input).
+pub fn sources_to_bytes(sources: &[TaskSource]) -> Vec<u8> {
+    encode(&sources.to_vec())
+}
+
+pub fn sources_from_bytes(b: &[u8]) -> Result<Vec<TaskSource>> {
+    decode(b, "planned sources")
+}
+
 /// Groups the corpus's units into about `n_tasks` tasks of contiguous rows, balanced by rows. A JSONL file
 /// is parsed whole by whoever opens it, so its units are never split across tasks.
 pub fn plan(paths: &[String], columns: &ColumnNames, n_tasks: usize) -> Result<Plan> {
@@ -229,8 +292,21 @@ pub fn plan_corpus(corpus: &Corpus, n_tasks: usize) -> Plan {
     if !current.units.is_empty() {
         tasks.push(current);
     }
+    let sources = corpus
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(k, input)| TaskSource {
+            index: k as u32,
+            path: input.path.clone(),
+            format: input.format,
+            hive_category: input.hive_category.clone(),
+            remote: None,
+        })
+        .collect();
     Plan {
         tasks,
+        sources,
         inputs: crate::report::InputInfo::of_corpus(corpus),
         rows: total,
         units: units.len(),

@@ -363,6 +363,32 @@ struct CandidateRow {
     set: Vec<u64>,
 }
 
+/// [`near_duplicates`] in a cluster task: the corpus the plan was made from (`sources`: [`crate::plan::Plan::sources`],
+/// inputs in an object store staged whole in a temporary directory at the versions the plan listed), never one
+/// discovered again, so that the rows are the ones the pairs name; an error names an object's URL.
+pub fn near_task(
+    sources: &[crate::plan::TaskSource],
+    columns: &source::ColumnNames,
+    profile: &Profile,
+    pairs: &[(u64, u64)],
+    partial: &Partial,
+    p: &crate::neardup::Params,
+) -> Result<(Vec<FlaggedSample>, crate::neardup::NearDupReport)> {
+    let staging = tempfile::Builder::new()
+        .prefix("tokscan-near-")
+        .tempdir()
+        .map_err(|e| Error::io(&std::env::temp_dir(), e))?;
+    let (corpus, places) = crate::plan::open_planned(sources, columns, staging.path())?;
+    near_duplicates(&corpus, profile, pairs, partial, p).map_err(|e| {
+        e.relocated(|path| {
+            places
+                .iter()
+                .find_map(|(local, url)| crate::remote::url_of(path, local, url))
+                .map(PathBuf::from)
+        })
+    })
+}
+
 /// The candidate `rows`, read from the units that hold them (each unit's span from its first to its last
 /// candidate, in parallel) through the corpus reader, and checked with the profile for the completion.
 fn candidate_rows(
@@ -491,12 +517,8 @@ pub fn scan_task(
         for (i, s) in task.to_mut().sources.iter_mut().enumerate() {
             if let Some(r) = &s.remote {
                 let here = dir.path().join(i.to_string());
-                let staged = crate::remote::fetch_listed(&r.url_base, &r.objects, &here, true)?;
-                s.path = r
-                    .rel
-                    .split('/')
-                    .filter(|p| !p.is_empty())
-                    .fold(here.clone(), |p, part| p.join(part));
+                let (path, staged) = r.stage(&here, true)?;
+                s.path = path;
                 places.push((here, r.url_base.clone()));
                 sparse.extend(staged.sparse);
             }

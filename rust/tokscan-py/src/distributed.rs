@@ -26,10 +26,11 @@ fn json_err(e: serde_json::Error) -> Error {
 }
 
 /// Opens the corpus (headers and metadata only) and groups its units into about `n_tasks` tasks:
-/// `(tasks as bytes, inputs as JSON, rows, units, tokens known from metadata, bases)`. With `staging` (a
-/// directory), object-store URLs among `paths` are staged there with only their footers and headers, and each
-/// task fetches its own objects' parts; `bases` are the staged URLs' `(local directory, URL base)`, which the
-/// report's paths are written back with.
+/// `(tasks as bytes, inputs as JSON, rows, units, tokens known from metadata, bases, sources)`. With `staging`
+/// (a directory), object-store URLs among `paths` are staged there with only their footers and headers, and
+/// each task fetches its own objects' parts; `bases` are the staged URLs' `(local directory, URL base)`, which
+/// the report's paths are written back with. `sources` (bytes) is every input in the plan's order, for
+/// `near_duplicates`.
 #[pyfunction]
 #[pyo3(signature = (paths, columns=None, n_tasks=1, staging=None))]
 #[allow(clippy::type_complexity)]
@@ -46,6 +47,7 @@ pub fn plan_scan<'py>(
     usize,
     u64,
     Vec<(String, String)>,
+    Bound<'py, PyBytes>,
 )> {
     let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
     let (p, bases) = detached(py, move || match staging {
@@ -61,7 +63,16 @@ pub fn plan_scan<'py>(
         .into_iter()
         .map(|(local, url)| (local.to_string_lossy().into_owned(), url))
         .collect();
-    Ok((tasks, inputs, p.rows, p.units, p.tokens_hint, bases))
+    let sources = bytes(py, &plan::sources_to_bytes(&p.sources));
+    Ok((
+        tasks,
+        inputs,
+        p.rows,
+        p.units,
+        p.tokens_hint,
+        bases,
+        sources,
+    ))
 }
 
 /// Scans one planned task: `run()` returns `(partial, buckets, records)` as bytes, the keys routed to
@@ -200,14 +211,14 @@ pub fn near_pairs<'py>(py: Python<'py>, buckets: Vec<Vec<u8>>) -> PyResult<Bound
 }
 
 /// Near-duplicate clusters from every bucket's candidate pairs: the core's [`tokscan_core::scan::near_duplicates`]
-/// (the candidate rows read again from `paths`, confirmed by exact Jaccard), with the merged partial for the
+/// (the candidate rows read again from the plan's `sources`, confirmed by exact Jaccard), with the merged partial for the
 /// per-category rates. Returns the flagged members and the report's section as bytes for `finish_report`.
 #[pyfunction]
-#[pyo3(signature = (paths, profile, pairs, partial, near_dup, columns=None, threads=0))]
+#[pyo3(signature = (sources, profile, pairs, partial, near_dup, columns=None, threads=0))]
 #[allow(clippy::too_many_arguments)]
 pub fn near_duplicates<'py>(
     py: Python<'py>,
-    paths: Vec<String>,
+    sources: Vec<u8>,
     profile: &PyProfile,
     pairs: Vec<Vec<u8>>,
     partial: Vec<u8>,
@@ -221,6 +232,7 @@ pub fn near_duplicates<'py>(
         .expect("given");
     let profile = profile.inner.clone();
     let out = detached(py, move || {
+        let sources = plan::sources_from_bytes(&sources)?;
         let mut all = Vec::new();
         for b in &pairs {
             all.extend(tokscan_core::neardup::pairs_from_bytes(b)?);
@@ -229,8 +241,7 @@ pub fn near_duplicates<'py>(
         all.dedup();
         let partial = Partial::from_bytes(&partial)?;
         let found = tokscan_core::scan::with_pool(threads, || {
-            let corpus = tokscan_core::Corpus::open(&paths, &columns)?;
-            tokscan_core::scan::near_duplicates(&corpus, &profile, &all, &partial, &p)
+            tokscan_core::scan::near_task(&sources, &columns, &profile, &all, &partial, &p)
         })?;
         Ok(tokscan_core::neardup::found_to_bytes(&found))
     })?;
