@@ -114,8 +114,8 @@ impl RemoteSource {
 }
 
 impl Plan {
-    /// Gives every task source staged by one of `staged` the objects it reads: its own object, the objects under
-    /// it (a NumPy directory), and its format's companions (a Megatron `.idx`).
+    /// Gives every task source staged by one of `staged` the objects it reads: its own object, the objects in
+    /// it (a NumPy directory's files), and its format's companions (a Megatron `.idx`).
     pub fn locate(&mut self, staged: &[Staged]) {
         let all = self.sources.iter_mut();
         for s in self
@@ -130,16 +130,19 @@ impl Plan {
                     .iter()
                     .filter_map(|c| relative(c, &st.local_base))
                     .collect();
-                let under = format!("{rel}/");
+                // A directory input (NumPy) reads the files directly in it, not what sits in folders below.
+                let in_dir = |o: &Listed| match rel.is_empty() {
+                    true => !o.rel.contains('/'),
+                    false => o
+                        .rel
+                        .strip_prefix(rel.as_str())
+                        .and_then(|r| r.strip_prefix('/'))
+                        .is_some_and(|name| !name.contains('/')),
+                };
                 let objects = st
                     .listed
                     .iter()
-                    .filter(|o| {
-                        o.rel == rel
-                            || rel.is_empty()
-                            || o.rel.starts_with(&under)
-                            || companions.contains(&o.rel)
-                    })
+                    .filter(|o| o.rel == rel || in_dir(o) || companions.contains(&o.rel))
                     .cloned()
                     .collect();
                 Some(RemoteSource {
@@ -318,6 +321,87 @@ pub fn plan_corpus(corpus: &Corpus, n_tasks: usize) -> Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A task source names the objects its reader opens: a NumPy directory its own files (not a folder below
+    /// it), a Megatron `.bin` its `.idx` too, a Parquet file itself.
+    #[test]
+    fn each_source_names_the_objects_it_reads() {
+        let listed = |rel: &str| Listed {
+            rel: rel.into(),
+            key: format!("data/{rel}"),
+            size: 10,
+            e_tag: None,
+            version: None,
+        };
+        let staged = Staged {
+            local: "/stage/0".into(),
+            local_base: "/stage/0".into(),
+            url_base: "s3://b/data/".into(),
+            objects: 0,
+            bytes: 0,
+            sparse: Vec::new(),
+            listed: [
+                "tokens.npy",
+                "offsets.npy",
+                "raw/big.bin",
+                "meg/c.bin",
+                "meg/c.idx",
+                "meg/d.bin",
+                "p/x.parquet",
+                "p/x.parquet.crc",
+            ]
+            .map(listed)
+            .to_vec(),
+        };
+        let source = |path: &str, format| TaskSource {
+            index: 0,
+            path: path.into(),
+            format: Format::of(format),
+            hive_category: None,
+            remote: None,
+        };
+        let mut plan = Plan {
+            tasks: vec![Task {
+                sources: vec![
+                    source("/stage/0", &crate::source::numpy::FORMAT),
+                    source("/stage/0/meg/c.bin", &crate::source::megatron::FORMAT),
+                    source("/stage/0/p/x.parquet", &crate::source::parquet::FORMAT),
+                    source("/elsewhere/y.parquet", &crate::source::parquet::FORMAT),
+                ],
+                units: Vec::new(),
+            }],
+            sources: Vec::new(),
+            inputs: Vec::new(),
+            rows: 0,
+            units: 0,
+            tokens_hint: 0,
+            skipped: Vec::new(),
+        };
+        plan.locate(&[staged]);
+        let named: Vec<Option<Vec<String>>> = plan.tasks[0]
+            .sources
+            .iter()
+            .map(|s| {
+                s.remote
+                    .as_ref()
+                    .map(|r| r.objects.iter().map(|o| o.rel.clone()).collect())
+            })
+            .collect();
+        let names = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            named,
+            vec![
+                names(&["tokens.npy", "offsets.npy"]),
+                names(&["meg/c.bin", "meg/c.idx"]),
+                names(&["p/x.parquet"]),
+                None,
+            ]
+        );
+        assert_eq!(
+            plan.tasks[0].sources[1].remote.as_ref().unwrap().rel,
+            "meg/c.bin"
+        );
+    }
 
     #[test]
     fn a_task_round_trips_and_a_truncated_one_is_an_error() {

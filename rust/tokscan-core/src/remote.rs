@@ -286,9 +286,17 @@ fn fill(sparse: &Sparse, ranges: &[std::ops::Range<u64>]) -> Result<u64> {
         .map_err(|e| remote_error(url, format!("not an object key ({e})")))?;
     let rt = runtime()?;
     rt.block_on(async {
-        let mut meta = store.head(&path).await.map_err(|e| describe(url, &e))?;
-        meta.e_tag = sparse.e_tag.clone();
-        meta.version = sparse.version.clone();
+        // The version the footer came from (no HEAD: the sparse file has the object's size).
+        let size = std::fs::metadata(&sparse.local)
+            .map_err(|e| Error::io(&sparse.local, e))?
+            .len();
+        let meta = object_store::ObjectMeta {
+            location: path,
+            last_modified: Default::default(),
+            size,
+            e_tag: sparse.e_tag.clone(),
+            version: sparse.version.clone(),
+        };
         let object = Object {
             url: url.to_string(),
             meta,
@@ -465,7 +473,7 @@ async fn stage(
         let dir = &meta.location.as_ref()[..meta.location.as_ref().len() - name.len()];
         let footer_only = footers
             && meta.size > SPARSE_MIN
-            && name.ends_with(".parquet")
+            && (name.ends_with(".parquet") || name.ends_with(".pq"))
             && !numpy_dirs.contains(dir);
         let head_only = footers
             && meta.size > SPARSE_MIN
@@ -724,13 +732,22 @@ fn prepare(target: &Path, size: u64) -> Result<()> {
     file.set_len(size).map_err(|e| Error::io(target, e))
 }
 
-/// The request options of one part: its range, and the version the listing saw (its ETag, or its version id
-/// on a versioned bucket), so that parts of an object overwritten meanwhile fail instead of mixing versions.
+/// The request options of one part: its range, pinned to the version the listing saw ([`pinned`]).
 fn part_options(meta: &object_store::ObjectMeta, range: std::ops::Range<u64>) -> GetOptions {
+    pinned(meta).with_range(Some(range))
+}
+
+/// A GET of the version the listing saw, so that an object overwritten meanwhile fails instead of mixing
+/// versions: `If-Match` its ETag, or, for a store that gives none, its version id (which a versioned bucket's
+/// read-only policy must allow, `s3:GetObjectVersion`: used only without an ETag).
+fn pinned(meta: &object_store::ObjectMeta) -> GetOptions {
+    let version = match meta.e_tag {
+        Some(_) => None,
+        None => meta.version.clone(),
+    };
     GetOptions::new()
-        .with_range(Some(range))
         .with_if_match(meta.e_tag.clone())
-        .with_version(meta.version.clone())
+        .with_version(version)
 }
 
 /// Fetches bytes `range` of an object larger than [`PART_BYTES`] and writes them at their offset.
@@ -793,11 +810,8 @@ fn write_at(file: &std::fs::File, mut buf: &[u8], mut offset: u64) -> std::io::R
 async fn stream_to(store: &dyn ObjectStore, object: &Object) -> Result<()> {
     let (url, target) = (object.url.as_str(), object.target.as_path());
     // Pinned to the version listed, as parts are: a task staging the planner's objects reads what it planned.
-    let options = GetOptions::new()
-        .with_if_match(object.meta.e_tag.clone())
-        .with_version(object.meta.version.clone());
     let got = store
-        .get_opts(&object.meta.location, options)
+        .get_opts(&object.meta.location, pinned(&object.meta))
         .await
         .map_err(|e| describe(url, &e))?;
     if let Some(parent) = target.parent() {

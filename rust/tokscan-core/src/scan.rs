@@ -512,19 +512,22 @@ pub fn scan_task(
     };
     let mut task = std::borrow::Cow::Borrowed(task);
     let mut places: Vec<(PathBuf, String)> = Vec::new();
-    let mut sparse = Vec::new();
-    if let Some(dir) = &staging {
-        for (i, s) in task.to_mut().sources.iter_mut().enumerate() {
-            if let Some(r) = &s.remote {
-                let here = dir.path().join(i.to_string());
-                let (path, staged) = r.stage(&here, true)?;
-                s.path = path;
-                places.push((here, r.url_base.clone()));
-                sparse.extend(staged.sparse);
+    let mut run = || {
+        let mut sparse = Vec::new();
+        if let Some(dir) = &staging {
+            for (i, s) in task.to_mut().sources.iter_mut().enumerate() {
+                if let Some(r) = &s.remote {
+                    let here = dir.path().join(i.to_string());
+                    places.push((here.clone(), r.url_base.clone()));
+                    let (path, staged) = r.stage(&here, true)?;
+                    s.path = path;
+                    sparse.extend(staged.sparse);
+                }
             }
         }
-    }
-    scan_task_files(&task, profile, opts, progress, &sparse).map_err(|e| {
+        scan_task_files(&task, profile, opts, progress, &sparse)
+    };
+    run().map_err(|e| {
         e.relocated(|path| {
             places
                 .iter()
