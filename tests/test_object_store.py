@@ -308,8 +308,8 @@ def test_clean_from_bucket_to_local_directory(corpus, tmp_path):
 
 def _fetch_all(url: str, dest: Path) -> dict[str, bytes]:
     """Every object under `url`, by its name relative to it (read back through the core's own fetch)."""
-    _core.fetch_objects(url, str(dest))
-    return {p.relative_to(dest).as_posix(): p.read_bytes() for p in sorted(dest.rglob("*")) if p.is_file()}
+    local = Path(_core.fetch_objects(url, str(dest))[0])  # under the folders of the prefix's key
+    return {p.relative_to(local).as_posix(): p.read_bytes() for p in sorted(local.rglob("*")) if p.is_file()}
 
 
 @pytest.mark.parametrize("layout", ["parquet_full", "numpy_mask", "jsonl"])
@@ -597,3 +597,27 @@ def test_a_corrupt_object_is_named_by_its_url(s3_env, corpus, tmp_path):
         _core.plan_scan([url], None, 2, str(tmp_path))
     line = _one_line_exit_2(cli("scan", url), url)
     assert "tokscan-objects-" not in line
+
+
+def test_a_url_naming_a_category_folder_keeps_the_category(s3_env, corpus, tmp_path):
+    """`s3://…/category=code/` gives its rows the category `code`, as the same folder on disk does (the objects
+    are staged under their keys' folders); a single object in such a folder as the file on disk."""
+    import pyarrow.parquet as pq
+
+    local, _url = corpus["parquet_full"]
+    folder = tmp_path / "hive" / "category=code"
+    folder.mkdir(parents=True)
+    client = boto3.client("s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    for f in sorted(local.glob("*.parquet")):
+        # Without a category column (a row's own category wins over its folder's).
+        pq.write_table(pq.read_table(f, columns=["input_ids", "loss_mask"]), folder / f.name)
+        client.upload_file(str(folder / f.name), BUCKET, f"hive/category=code/{f.name}")
+    url = f"s3://{BUCKET}/hive/category=code/"
+    here = tokscan.scan(str(folder), "kimi-k2")
+    assert list(here.data["categories"]) == ["code"]
+    remote = tokscan.scan(url, "kimi-k2")
+    assert remote.findings == _as_url(here.findings, folder, url)
+    first = sorted(folder.glob("*.parquet"))[0]
+    one, here = tokscan.scan(url + first.name, "kimi-k2"), tokscan.scan(str(first), "kimi-k2")
+    assert list(one.data["categories"]) == list(here.data["categories"])
+    assert one.findings == _as_url(here.findings, folder, url)

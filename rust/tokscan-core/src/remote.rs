@@ -412,14 +412,21 @@ async fn fetch_async(
             (m, rel)
         })
         .collect();
-    let (bytes, sparse, listed) = stage(store, listing, &url_base, dest, footers).await?;
+    // The objects sit under the folders of their keys, as files sit under theirs on disk: a hive-style
+    // `category=NAME` folder named by the URL itself still gives the rows their category.
+    let folders = path.as_ref().get(..prefix_len).unwrap_or(path.as_ref());
+    let base = folders
+        .split('/')
+        .filter(|part| !part.is_empty())
+        .fold(dest.to_path_buf(), |p, part| p.join(part));
+    let (bytes, sparse, listed) = stage(store, listing, &url_base, &base, footers).await?;
     let local = match is_single {
-        true => dest.join(path.filename().expect("a single object has a file name")),
-        false => dest.to_path_buf(),
+        true => base.join(path.filename().expect("a single object has a file name")),
+        false => base.clone(),
     };
     Ok(Staged {
         local,
-        local_base: dest.to_path_buf(),
+        local_base: base,
         url_base,
         objects: listed.len(),
         bytes,
