@@ -190,14 +190,8 @@ pub fn plan_staged(
         .iter()
         .map(|st| (st.local_base.clone(), st.url_base.clone()))
         .collect();
-    let mut plan = plan(&local, columns, n_tasks).map_err(|e| {
-        e.relocated(|path| {
-            bases
-                .iter()
-                .find_map(|(local, url)| crate::remote::url_of(path, local, url))
-                .map(PathBuf::from)
-        })
-    })?;
+    let mut plan =
+        plan(&local, columns, n_tasks).map_err(|e| crate::remote::named_by_url(e, &bases))?;
     plan.locate(&staged);
     Ok((plan, bases))
 }
@@ -222,14 +216,8 @@ pub fn open_planned(
         }
         inputs.push(input);
     }
-    let corpus = Corpus::of_inputs(inputs, columns).map_err(|e| {
-        e.relocated(|path| {
-            places
-                .iter()
-                .find_map(|(local, url)| crate::remote::url_of(path, local, url))
-                .map(PathBuf::from)
-        })
-    })?;
+    let corpus =
+        Corpus::of_inputs(inputs, columns).map_err(|e| crate::remote::named_by_url(e, &places))?;
     Ok((corpus, places))
 }
 

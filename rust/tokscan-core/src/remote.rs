@@ -127,6 +127,16 @@ pub fn url_of(path: &Path, local: &Path, url: &str) -> Option<String> {
     Some(out)
 }
 
+/// `e` with a path at or under one of `places` (`(staged directory, URL base)`) written as the URL it stands for.
+pub fn named_by_url(e: Error, places: &[(PathBuf, String)]) -> Error {
+    e.relocated(|path| {
+        places
+            .iter()
+            .find_map(|(local, url)| url_of(path, local, url))
+            .map(PathBuf::from)
+    })
+}
+
 /// Makes ring the process's TLS provider for the stores' HTTPS clients, once (the reqwest transport is built with
 /// rustls and no bundled provider; a provider someone else installed first is kept).
 fn install_tls() {

@@ -379,14 +379,8 @@ pub fn near_task(
         .tempdir()
         .map_err(|e| Error::io(&std::env::temp_dir(), e))?;
     let (corpus, places) = crate::plan::open_planned(sources, columns, staging.path())?;
-    near_duplicates(&corpus, profile, pairs, partial, p).map_err(|e| {
-        e.relocated(|path| {
-            places
-                .iter()
-                .find_map(|(local, url)| crate::remote::url_of(path, local, url))
-                .map(PathBuf::from)
-        })
-    })
+    near_duplicates(&corpus, profile, pairs, partial, p)
+        .map_err(|e| crate::remote::named_by_url(e, &places))
 }
 
 /// The candidate `rows`, read from the units that hold them (each unit's span from its first to its last
@@ -527,14 +521,7 @@ pub fn scan_task(
         }
         scan_task_files(&task, profile, opts, progress, &sparse)
     };
-    run().map_err(|e| {
-        e.relocated(|path| {
-            places
-                .iter()
-                .find_map(|(local, url)| crate::remote::url_of(path, local, url))
-                .map(PathBuf::from)
-        })
-    })
+    run().map_err(|e| crate::remote::named_by_url(e, &places))
 }
 
 /// [`scan_task`] of the local files `task` names, some of them staged sparse (`sparse`).

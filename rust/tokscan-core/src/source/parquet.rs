@@ -877,8 +877,8 @@ mod tests {
         )
     }
 
-    /// Writes `rows` (ids, mask, sample id) in row groups of `rg_rows` and reads them back batch by batch.
-    fn round_trip(rows: &[Row], rg_rows: usize) -> (Vec<Row>, ParquetShard) {
+    /// The `input_ids` and `loss_mask` list columns of `rows`.
+    fn ids_and_mask(rows: &[Row]) -> (ListArray, ListArray) {
         let lens: Vec<usize> = rows.iter().map(|r| r.0.len()).collect();
         let ids = list(
             &lens,
@@ -888,6 +888,12 @@ mod tests {
             &lens,
             Int8Array::from(rows.iter().flat_map(|r| r.1.clone()).collect::<Vec<_>>()),
         );
+        (ids, mask)
+    }
+
+    /// Writes `rows` (ids, mask, sample id) in row groups of `rg_rows` and reads them back batch by batch.
+    fn round_trip(rows: &[Row], rg_rows: usize) -> (Vec<Row>, ParquetShard) {
+        let (ids, mask) = ids_and_mask(rows);
         let sid = Int64Array::from((0..rows.len() as i64).collect::<Vec<_>>());
         let batch = RecordBatch::try_from_iter([
             ("input_ids", Arc::new(ids) as ArrayRef),
@@ -954,15 +960,7 @@ mod tests {
         use std::os::unix::fs::FileExt;
 
         let rows = rows_of(&[300, 5, 800, 60, 1200, 40, 7, 900]);
-        let lens: Vec<usize> = rows.iter().map(|r| r.0.len()).collect();
-        let ids = list(
-            &lens,
-            UInt32Array::from(rows.iter().flat_map(|r| r.0.clone()).collect::<Vec<_>>()),
-        );
-        let mask = list(
-            &lens,
-            Int8Array::from(rows.iter().flat_map(|r| r.1.clone()).collect::<Vec<_>>()),
-        );
+        let (ids, mask) = ids_and_mask(&rows);
         let text = StringArray::from(
             (0..rows.len())
                 .map(|i| format!("{i}").repeat(5000))
