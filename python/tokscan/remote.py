@@ -49,10 +49,10 @@ def staged(paths: list[str]) -> Iterator[tuple[list[str], Bases]]:
 
 @contextmanager
 def staged_footers(paths: list[str], footers: bool = True) -> Iterator[tuple[list[str], Bases, list[Sparse]]]:
-    """`staged`, with large Parquet objects staged with only their footer and NumPy arrays with only their
-    header (`footers`): the third value lists them, for `_core.fill_row` to fetch what one sample needs
-    (`show --row`) or a Ray task what its units read. A tokscan error raised in the block that names a staged
-    copy is raised again naming its URL."""
+    """`staged`, with large Parquet objects staged with only their footer and NumPy arrays and Megatron `.bin`s
+    with only their head (`footers`): the third value lists them, for `_core.fill_row` to fetch what one sample
+    needs (`show --row`). A tokscan error raised in the block that names a staged copy is raised again naming
+    its URL. (A Ray scan stages in the core: `_core.plan_scan` with a staging directory.)"""
     if not any_url(paths):
         yield paths, [], []
         return

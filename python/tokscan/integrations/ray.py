@@ -25,12 +25,12 @@ finish in. A task whose worker dies is retried by Ray (`max_retries`); tasks are
 so a retry gives the same result.
 
 Inputs are on a path every node sees (a shared filesystem), or in an object store (`s3://`, `gs://`, `az://`
-URLs). The driver then plans from what opening the corpus reads: each large Parquet object's footer and each
-NumPy array's header (ranged reads), the small objects (offsets, JSONL shards) whole (`_core.plan_scan` with a
-staging directory). Each scan task stages, itself, the objects its inputs read at the versions the driver listed
-(`RemoteSource` in the core's plan), then the column chunks of its row groups or the token ranges of its units,
-so the data never passes through the driver; the *near* task fetches the planned objects whole. Every worker needs the
-store's credentials in its environment, as the driver does.
+URLs). The driver then plans from what opening the corpus reads: each large Parquet object's footer, each NumPy
+array's and Megatron `.bin`'s head (ranged reads), the small objects (offsets, indexes, JSONL shards) whole
+(`_core.plan_scan` with a staging directory). Each scan task stages, itself, the objects its inputs read at the
+versions the driver listed (`RemoteSource` in the core's plan), then the column chunks of its row groups or the
+token ranges of its units, so the data never passes through the driver; the *near* task fetches the planned
+objects whole. Every worker needs the store's credentials in its environment, as the driver does.
 """
 
 from __future__ import annotations
