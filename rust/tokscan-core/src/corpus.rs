@@ -2,7 +2,7 @@
 //! order. The scan plans its units from it; `show`, `align`, `clean` and `--decode` fetch samples through
 //! it, so every command reads every format the same way and honours the same column overrides.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::sample_id::SampleId;
@@ -136,18 +136,6 @@ impl Corpus {
         }
         let k = self.starts.partition_point(|&s| s <= row) - 1;
         Ok((k, row - self.starts[k]))
-    }
-
-    /// The path of the source holding global `row` and the byte ranges of its files that reading the row
-    /// needs besides what opening read, or `None` when its format reads its files whole
-    /// ([`Source::byte_ranges`]).
-    pub fn byte_ranges(
-        &self,
-        row: u64,
-    ) -> Result<(PathBuf, Option<Vec<crate::source::FileRange>>)> {
-        let (k, local) = self.locate(row)?;
-        let s = &self.sources[k];
-        Ok((s.path().to_path_buf(), s.byte_ranges(local..local + 1)))
     }
 
     /// The category of source `k`'s rows that carry none themselves.

@@ -223,15 +223,7 @@ pub fn fetch_listed(
         .iter()
         .map(|o| {
             let url = format!("{url_base}{}", o.rel);
-            let location = ObjectPath::parse(&o.key)
-                .map_err(|e| remote_error(&url, format!("not an object key ({e})")))?;
-            let meta = object_store::ObjectMeta {
-                location,
-                last_modified: Default::default(),
-                size: o.size,
-                e_tag: o.e_tag.clone(),
-                version: o.version.clone(),
-            };
+            let meta = object_meta(&url, &o.key, o.size, &o.e_tag, &o.version)?;
             Ok((meta, o.rel.clone()))
         })
         .collect::<Result<Vec<_>>>()?;
@@ -259,11 +251,30 @@ const HEAD: u64 = 64 << 10;
 /// request).
 const FOOTER_TAIL: u64 = 64 << 10;
 
+/// The byte ranges of `source`'s files that reading its local `rows` needs ([`crate::source::Source::byte_ranges`]),
+/// for [`fill_files`]; an error when a file of a format that reads its files whole was staged sparse among
+/// `staged`.
+pub fn needed(
+    staged: &[Sparse],
+    source: &dyn crate::source::Source,
+    rows: std::ops::Range<u64>,
+) -> Result<Vec<crate::source::FileRange>> {
+    match source.byte_ranges(rows) {
+        Some(ranges) => Ok(ranges),
+        None if staged.iter().any(|s| s.local.starts_with(source.path())) => Err(Error::invalid(
+            source.path(),
+            "staged without its data for a format that reads the whole file",
+        )),
+        None => Ok(Vec::new()),
+    }
+}
+
 /// Fetches the byte ranges `wanted` of the sparse objects among `staged` into the same offsets of their local
-/// files (ranges of any other file are there already: it was staged whole), adjacent ranges in one request.
-/// Returns the bytes fetched.
+/// files (ranges of any other file are there already: it was staged whole), from the version each footer or
+/// header came from (an object overwritten since is an error, not a mix): adjacent ranges merged, in parts of
+/// at most [`PART_BYTES`], [`CONCURRENCY`] requests in flight over every file. Returns the bytes fetched.
 pub fn fill_files(staged: &[Sparse], wanted: &[crate::source::FileRange]) -> Result<u64> {
-    let mut fetched = 0;
+    let mut jobs = Vec::new();
     for s in staged {
         let mut ranges: Vec<std::ops::Range<u64>> = wanted
             .iter()
@@ -282,56 +293,54 @@ pub fn fill_files(staged: &[Sparse], wanted: &[crate::source::FileRange]) -> Res
                 _ => merged.push(r),
             }
         }
-        fetched += fill(s, &merged)?;
+        let (store, _) = store_for(&s.url)?;
+        // The sparse file has the object's size: no HEAD.
+        let size = std::fs::metadata(&s.local)
+            .map_err(|e| Error::io(&s.local, e))?
+            .len();
+        let object = Arc::new(Object {
+            url: s.url.clone(),
+            meta: object_meta(&s.url, &s.key, size, &s.e_tag, &s.version)?,
+            target: s.local.clone(),
+        });
+        for r in merged {
+            jobs.extend((r.start..r.end).step_by(PART_BYTES as usize).map(|start| {
+                let part = start..(start + PART_BYTES).min(r.end);
+                (Arc::clone(&store), Arc::clone(&object), part)
+            }));
+        }
     }
-    Ok(fetched)
+    if jobs.is_empty() {
+        return Ok(0);
+    }
+    let bytes = jobs.iter().map(|(_, _, r)| r.end - r.start).sum();
+    let rt = runtime()?;
+    rt.block_on(
+        futures_util::stream::iter(jobs.into_iter().map(|(store, object, range)| async move {
+            fetch_part(store.as_ref(), &object, range).await
+        }))
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<()>>(),
+    )?;
+    Ok(bytes)
 }
 
-/// Fetches the byte `ranges` of a sparse object into the same offsets of its local file, from the version its
-/// footer came from (an object overwritten since is an error, not a mix). Returns the bytes fetched.
-fn fill(sparse: &Sparse, ranges: &[std::ops::Range<u64>]) -> Result<u64> {
-    let url = sparse.url.as_str();
-    let (store, _) = store_for(url)?;
-    let path = ObjectPath::parse(&sparse.key)
+/// The metadata of a listed object (its key as listed, its size and version), for requests pinned to it.
+fn object_meta(
+    url: &str,
+    key: &str,
+    size: u64,
+    e_tag: &Option<String>,
+    version: &Option<String>,
+) -> Result<object_store::ObjectMeta> {
+    let location = ObjectPath::parse(key)
         .map_err(|e| remote_error(url, format!("not an object key ({e})")))?;
-    let rt = runtime()?;
-    rt.block_on(async {
-        // The version the footer came from (no HEAD: the sparse file has the object's size).
-        let size = std::fs::metadata(&sparse.local)
-            .map_err(|e| Error::io(&sparse.local, e))?
-            .len();
-        let meta = object_store::ObjectMeta {
-            location: path,
-            last_modified: Default::default(),
-            size,
-            e_tag: sparse.e_tag.clone(),
-            version: sparse.version.clone(),
-        };
-        let object = Object {
-            url: url.to_string(),
-            meta,
-            target: sparse.local.clone(),
-        };
-        // In parts of at most PART_BYTES, CONCURRENCY at a time: a row group may be most of a large object.
-        let parts: Vec<std::ops::Range<u64>> = ranges
-            .iter()
-            .flat_map(|r| {
-                (r.start..r.end)
-                    .step_by(PART_BYTES as usize)
-                    .map(move |start| start..(start + PART_BYTES).min(r.end))
-            })
-            .collect();
-        let bytes = parts.iter().map(|r| r.end - r.start).sum();
-        let object = &object;
-        futures_util::stream::iter(
-            parts
-                .into_iter()
-                .map(|r| fetch_part(store.as_ref(), object, r)),
-        )
-        .buffer_unordered(CONCURRENCY)
-        .try_collect::<Vec<()>>()
-        .await?;
-        Ok(bytes)
+    Ok(object_store::ObjectMeta {
+        location,
+        last_modified: Default::default(),
+        size,
+        e_tag: e_tag.clone(),
+        version: version.clone(),
     })
 }
 

@@ -565,19 +565,8 @@ fn scan_task_files(
             let mut wanted = Vec::new();
             for u in &units {
                 let span = u.source.units()[u.index];
-                match u
-                    .source
-                    .byte_ranges(span.first_row..span.first_row + span.rows)
-                {
-                    Some(ranges) => wanted.extend(ranges),
-                    None if sparse.iter().any(|s| s.local.starts_with(u.source.path())) => {
-                        return Err(Error::invalid(
-                            u.source.path(),
-                            "staged without its data for a format that reads the whole file",
-                        ))
-                    }
-                    None => {}
-                }
+                let rows = span.first_row..span.first_row + span.rows;
+                wanted.extend(crate::remote::needed(sparse, u.source, rows)?);
             }
             crate::remote::fill_files(sparse, &wanted)?;
         }

@@ -153,7 +153,7 @@ fn fill_row(
     let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
     detached(py, move || {
         let corpus = tokscan_core::Corpus::open(&paths, &columns)?;
-        let (source, ranges) = corpus.byte_ranges(row)?;
+        let (k, local) = corpus.locate(row)?;
         let staged: Vec<tokscan_core::remote::Sparse> = sparse
             .into_iter()
             .map(
@@ -166,16 +166,9 @@ fn fill_row(
                 },
             )
             .collect();
-        match ranges {
-            Some(ranges) => tokscan_core::remote::fill_files(&staged, &ranges),
-            None => match staged.iter().find(|s| s.local.starts_with(&source)) {
-                Some(s) => Err(tokscan_core::Error::Usage(format!(
-                    "{}: staged without its data for a format that reads the whole file",
-                    s.url
-                ))),
-                None => Ok(0),
-            },
-        }
+        let wanted =
+            tokscan_core::remote::needed(&staged, corpus.sources[k].as_ref(), local..local + 1)?;
+        tokscan_core::remote::fill_files(&staged, &wanted)
     })
 }
 
