@@ -223,7 +223,7 @@ pub fn open_planned(
 
 /// The planned sources' wire form (the near-duplicate task's input).
 pub fn sources_to_bytes(sources: &[TaskSource]) -> Vec<u8> {
-    encode(&sources.to_vec())
+    encode(&sources)
 }
 
 pub fn sources_from_bytes(b: &[u8]) -> Result<Vec<TaskSource>> {
