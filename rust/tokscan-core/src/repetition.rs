@@ -108,9 +108,14 @@ thread_local! {
 fn hash4<T: TokenId>(t: &[T], j: usize, k: usize) -> u64 {
     let (a, b, c, d) = if k == 4 {
         let w: &[T; 4] = t[j..j + 4].try_into().expect("4 ids");
-        (w[0].id(), w[1].id(), w[2].id(), w[3].id())
+        (
+            w[0].hash_bits(),
+            w[1].hash_bits(),
+            w[2].hash_bits(),
+            w[3].hash_bits(),
+        )
     } else {
-        let id = |o: usize| if o < k { t[j + o].id() } else { 0 };
+        let id = |o: usize| if o < k { t[j + o].hash_bits() } else { 0 };
         (id(0), id(1), id(2), id(3))
     };
     let lo = u64::from(a) | u64::from(b) << 32;
@@ -121,7 +126,22 @@ fn hash4<T: TokenId>(t: &[T], j: usize, k: usize) -> u64 {
 
 #[inline(always)]
 fn kgram_slot<T: TokenId>(t: &[T], j: usize, k: usize) -> usize {
-    (hash4(t, j, k) >> (64 - HEAD_BITS)) as usize
+    slot_of(hash4(t, j, k))
+}
+
+#[inline(always)]
+fn slot_of(h: u64) -> usize {
+    (h >> (64 - HEAD_BITS)) as usize
+}
+
+/// [`hash4`] of a 4-gram of ids stored as little-endian `u32` bytes: the same value from two 8-byte loads
+/// (`a | b << 32` is the bytes of `a, b`), a third of the instructions of four id loads.
+#[inline(always)]
+fn slot4_le(bytes: &[u8], j: usize) -> usize {
+    let w: &[u8; 16] = bytes[4 * j..4 * j + 16].try_into().expect("16 bytes");
+    let lo = u64::from_le_bytes(w[..8].try_into().expect("8 bytes"));
+    let hi = u64::from_le_bytes(w[8..].try_into().expect("8 bytes"));
+    slot_of((lo ^ hi.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
 /// The earliest loop in `t` (ties go to the shorter period), or `None`. Equals [`find_loop_naive`].
@@ -138,6 +158,24 @@ pub fn find_loop<T: TokenId + PartialEq>(t: &[T], policy: &RepetitionPolicy) -> 
     if n < k {
         return None;
     }
+    match T::as_le_u32_bytes(t) {
+        Some(bytes) if k == 4 => search(t, policy, maxp, k, w, b, |j| slot4_le(bytes, j)),
+        _ => search(t, policy, maxp, k, w, b, |j| kgram_slot(t, j, k)),
+    }
+}
+
+/// The search of [`find_loop`] with its parameters chosen; `slot(j)` is the head-table slot of the k-gram at `j`.
+#[inline(always)]
+fn search<T: PartialEq>(
+    t: &[T],
+    policy: &RepetitionPolicy,
+    maxp: usize,
+    k: usize,
+    w: usize,
+    b: usize,
+    slot: impl Fn(usize) -> usize,
+) -> Option<Loop> {
+    let n = t.len();
     LOOP_SCRATCH.with(|s| {
         let s = &mut *s.borrow_mut();
         let ring = (maxp / w + 2).next_power_of_two();
@@ -173,7 +211,7 @@ pub fn find_loop<T: TokenId + PartialEq>(t: &[T], policy: &RepetitionPolicy) -> 
             }
             let jend = (x + w).min(n - k + 1);
             while next_ins < jend {
-                let slot = kgram_slot(t, next_ins, k);
+                let slot = slot(next_ins);
                 prev[ins_no & ring_mask] = head[slot];
                 head[slot] = base + next_ins as u32;
                 next_ins += w;
@@ -182,7 +220,7 @@ pub fn find_loop<T: TokenId + PartialEq>(t: &[T], policy: &RepetitionPolicy) -> 
             for j in x..jend {
                 // Entries below `lo` are older than `max_period` or from an earlier sample.
                 let lo = base + j.saturating_sub(maxp) as u32;
-                let mut cur = head[kgram_slot(t, j, k)];
+                let mut cur = head[slot(j)];
                 while cur >= lo {
                     let q = (cur - base) as usize;
                     if q < j {

@@ -13,6 +13,13 @@ pub trait TokenId: Copy + Send + Sync + 'static {
         self.id() as usize
     }
 
+    /// 32 bits of the stored value, without a branch: equal elements give equal bits, unequal ones may not
+    /// differ (an `i64` past `u32` keeps its low half). For hashes that only decide where to look.
+    #[inline(always)]
+    fn hash_bits(self) -> u32 {
+        self.id()
+    }
+
     /// The slice as little-endian `u32` bytes when its storage already is exactly that.
     fn as_le_u32_bytes(_ids: &[Self]) -> Option<&[u8]> {
         None
@@ -51,6 +58,11 @@ impl TokenId for u32 {
 
 impl TokenId for i32 {
     #[inline(always)]
+    fn hash_bits(self) -> u32 {
+        self as u32
+    }
+
+    #[inline(always)]
     fn id(self) -> u32 {
         if self < 0 {
             u32::MAX
@@ -72,12 +84,22 @@ impl TokenId for i32 {
 
 impl TokenId for i64 {
     #[inline(always)]
+    fn hash_bits(self) -> u32 {
+        self as u32
+    }
+
+    #[inline(always)]
     fn id(self) -> u32 {
         u32::try_from(self).unwrap_or(u32::MAX)
     }
 }
 
 impl TokenId for u64 {
+    #[inline(always)]
+    fn hash_bits(self) -> u32 {
+        self as u32
+    }
+
     #[inline(always)]
     fn id(self) -> u32 {
         u32::try_from(self).unwrap_or(u32::MAX)
