@@ -703,42 +703,53 @@ def test_a_mapped_input_cut_after_opening_is_an_input_error_not_sigbus(tmp_path,
 
 
 CUT_DURING_SCAN = """
-import shutil, sys, threading, time, random
+import os, shutil, sys, threading, time, random
 import tokscan
-pristine, corpus = sys.argv[1], sys.argv[2]
+pristine, corpus, name = sys.argv[1], sys.argv[2], sys.argv[3]
 shutil.copytree(pristine, corpus)
+target = os.path.join(corpus, name)
 t0 = time.perf_counter()
 tokscan.scan(corpus, "plain", threads=2)
 took = time.perf_counter() - t0
 rng, seen = random.Random(7), []
 for i in range(16):
-    shutil.copy(pristine + "/tokens.npy", corpus + "/tokens.npy")
-    cut = threading.Timer(rng.uniform(0, took), lambda: open(corpus + "/tokens.npy", "r+b").truncate(4096))
+    shutil.copy(os.path.join(pristine, name), target)
+    cut = threading.Timer(rng.uniform(0, took), lambda: open(target, "r+b").truncate(4096))
     cut.start()
     try:
         tokscan.scan(corpus, "plain", threads=2)
         seen.append("scanned")
     except tokscan.InputError as e:
         msg = str(e)
-        # Cut while mapped: "shrank from"; cut before the scan opened it (a loaded machine): the header check.
-        seen.append("shrank" if "shrank from" in msg else "before" if "the file holds fewer" in msg else msg)
-        seen[-1] = seen[-1] if "tokens.npy" in msg else msg
+        # Cut while mapped: "shrank from"; cut before the scan opened or mapped it (a loaded machine): what
+        # reading the shorter file says, still naming it.
+        seen.append("shrank" if "shrank from" in msg else "before")
+        seen[-1] = seen[-1] if name in msg else msg
     cut.join()
 print(" ".join(seen))
 """
 
 
-def test_a_mapped_input_cut_while_its_pages_are_read_is_an_input_error(tmp_path):
+@pytest.mark.parametrize("fmt", ["numpy", "parquet"])
+def test_a_mapped_input_cut_while_its_pages_are_read_is_an_input_error(tmp_path, fmt):
     """Cut while a unit of work reads its pages (not between units, where the size checks catch it), the map's
     lost pages raised SIGBUS and killed the process. Truncated at random moments of 16 scans: each one either
-    finished before the cut or ended with the input error; the process never dies of the signal."""
+    finished before the cut or ended with the input error; the process never dies of the signal. (Parquet row
+    groups are read from a map of the file too.)"""
     pristine = tmp_path / "pristine"
     pristine.mkdir()
     n_docs, doc = 40_000, 500  # 20M int32 tokens: 80 MB, tens of milliseconds of scan
-    np.save(pristine / "tokens.npy", np.random.default_rng(5).integers(1, 30_000, n_docs * doc, dtype=np.int32))
-    np.save(pristine / "offsets.npy", np.arange(0, n_docs * doc + 1, doc, dtype=np.int64))
+    tokens = np.random.default_rng(5).integers(1, 30_000, n_docs * doc, dtype=np.int32)
+    if fmt == "numpy":
+        name = "tokens.npy"
+        np.save(pristine / name, tokens)
+        np.save(pristine / "offsets.npy", np.arange(0, n_docs * doc + 1, doc, dtype=np.int64))
+    else:
+        name = "shard.parquet"
+        ids = pa.ListArray.from_arrays(pa.array(np.arange(0, n_docs * doc + 1, doc, dtype=np.int32)), tokens)
+        pq.write_table(pa.table({"input_ids": ids}), pristine / name, row_group_size=2_000, compression="none")
     proc = subprocess.run(
-        [sys.executable, "-c", CUT_DURING_SCAN, str(pristine), str(tmp_path / "corpus")],
+        [sys.executable, "-c", CUT_DURING_SCAN, str(pristine), str(tmp_path / "corpus"), name],
         capture_output=True,
         text=True,
         timeout=300,
