@@ -173,6 +173,41 @@ def test_a_quiet_json_scan_imports_no_terminal_or_validation_library(ds, tmp_pat
     assert json.loads(out.read_text())["n_samples"] == 240
 
 
+def test_a_scan_with_its_hints_and_summary_imports_no_numpy(ds, tmp_path):
+    """The default `scan` (the pre-scan profile hint, the summary, the verdict) stays without numpy (~60 ms of a
+    CLI run): the hint's probe is checked in the core (`Corpus.check_ids`), and numpy is imported only when a
+    hint fires or the report has summarized samples. A structural guard, not a timing test."""
+    import subprocess
+    import sys
+
+    _root, path, profile = ds
+    code = (
+        "import sys\n"
+        "from tokscan.cli import main\n"
+        f"sys.argv = ['tokscan', 'scan', {str(path)!r}, '-p', {profile!r}, '--json', {str(tmp_path / 'r.json')!r}]\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    rc = e.code\n"
+        "print(rc, 'numpy' in sys.modules, file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stderr.split()[-2:] == ["1", "False"], proc.stderr
+    assert "Anomalies" in proc.stdout and "FAIL" in proc.stdout
+
+
+def test_the_hint_probe_checks_rows_as_the_validator_checks_their_ids(ds):
+    _root, path, _profile = ds
+    core = tokscan._core.Corpus([str(path)])
+    for name in ("kimi-k2", "deepseek"):
+        profile = tokscan.load_profile(name)
+        ids = [s["ids"] for s in core.samples(0, 50)]
+        flags, _ = tokscan._core.Validator(profile).check_each(ids)
+        assert core.check_ids(profile, 0, 50) == [int(f) for f in flags]
+        assert core.check_ids(profile, 45, 10**9) == [
+            int(f)
+            for f in tokscan._core.Validator(profile).check_each([s["ids"] for s in core.samples(45, len(core))])[0]
+        ]
+    assert any(core.check_ids(tokscan.load_profile("kimi-k2"), 0, 50))  # the wrong profile flags its rows
+
+
 def test_the_readme_code_table_is_the_cores():
     """Issue 21: the README's table of codes is `tokscan codes --markdown`, generated from the core's catalogue
     (name, severity, scope, meaning in one row per code); editing either alone fails here."""

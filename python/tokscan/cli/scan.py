@@ -290,7 +290,7 @@ def execute(a: ScanArgs) -> int:
     if a.hint and not a.quiet and early is None:
         from ..samples.hints import profile_hint
 
-        hint = profile_hint(report, report.corpus if report.corpus is not None else paths, columns)
+        hint = profile_hint(report, paths, columns)
         if hint is not None:
             err.print(f"[bold yellow]hint:[/] {hint.message}", highlight=False, soft_wrap=True)
     code = report.exit_code()

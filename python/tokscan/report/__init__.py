@@ -206,6 +206,13 @@ class Report:
         want = np.uint64(sum(1 << i for i, c in enumerate(names) if c in codes))
         return rows[(masks & want) != 0]
 
+    def n_summarized(self, codes: set[str] | None = None) -> int:
+        """How many summarized flagged samples there are (those with one of `codes` when given); numpy is
+        imported only when the report has some."""
+        if not self.data.get("flagged_summarized"):
+            return 0
+        return len(self.summarized_rows(codes))
+
     def not_checked(self) -> dict[str, str]:
         """Codes this scan could not check, with why (the core's `not_checked`: no input had a loss mask or
         labels, no tokenizer vocabulary for `spelled_special` and the `tool_call_*` payload checks, no

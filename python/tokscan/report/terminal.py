@@ -409,9 +409,7 @@ def verdict_lines(report: Report, fail_on: str | None = None, policy: Mapping[st
     words = report.status_words(fail_on, policy)
     failing = {c for c, (status, _) in words.items() if status == "fails"}
     if failing:
-        carriers = sum(1 for f in report.flagged if failing.intersection(f["codes"])) + len(
-            report.summarized_rows(failing)
-        )
+        carriers = sum(1 for f in report.flagged if failing.intersection(f["codes"])) + report.n_summarized(failing)
         head = (
             f"[bold red]FAIL[/] (--fail-on {fail_on}): {len(failing)} code(s) fail the run, "
             f"in {_num(carriers)} sample(s)"

@@ -7,12 +7,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from .. import _core
+from ..outputs import utf8_paths
 from ..report import Report
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# numpy is imported only where a hint is being worked out (rarely): the CLI runs `preflight_hint` before every
+# scan, and importing numpy would be most of its fixed cost.
 
 #: Codes that mean "this profile cannot parse the sample", not "the sample is bad".
 STRUCTURE_CODES = ("missing_user", "out_of_vocab")
@@ -43,13 +48,23 @@ class ProfileHint:
 
 def _structure_flags(profile: _core.Profile, samples: list[np.ndarray]) -> dict[str, np.ndarray]:
     """Per structure code, the samples `profile` flags with it (it cannot parse them)."""
+    import numpy as np
+
     v = _core.Validator(profile)
     flags, _ = v.check_each([s.astype(np.int64) for s in samples])
     table = {n_: bit for n_, bit, _sev, _d in _core.codes()}
     return {c: (flags >> np.uint64(table[c]) & np.uint64(1)).astype(bool) for c in STRUCTURE_CODES}
 
 
+def _structure_counts(flags: list[int]) -> dict[str, int]:
+    """Per structure code, how many of the samples whose anomaly bits are `flags` carry it."""
+    table = {n_: bit for n_, bit, _sev, _d in _core.codes()}
+    return {c: sum(f >> table[c] & 1 for f in flags) for c in STRUCTURE_CODES}
+
+
 def _unparsed(profile: _core.Profile, samples: list[np.ndarray]) -> np.ndarray:
+    import numpy as np
+
     return np.logical_or.reduce(list(_structure_flags(profile, samples).values()))
 
 
@@ -74,17 +89,21 @@ def preflight_hint(
     `profile`. With the wrong profile every sample is flagged, and a scan of 10M samples spends its time (and
     the memory of its flagged samples) before the hint after it would fire; this one costs a few milliseconds.
     `corpus` is an open `tokscan.forensics.Corpus`, or its paths."""
-    from .corpus import opened
-
-    corpus = opened(corpus, columns)
-    n = min(limit, int(corpus.starts[-1]))
+    core = getattr(corpus, "core", None)
+    if core is None:
+        core = _core.Corpus(utf8_paths(corpus), dict(columns or {}))
+    n = min(limit, len(core))
     if n == 0:
         return None
-    samples = [s.ids for s in corpus.fetch_range(0, n)]
-    by_code = _structure_flags(profile, samples)
-    code, share = _structure_share({c: int(v.sum()) for c, v in by_code.items()}, n)
+    # The first check runs in the core on its own rows (no arrays, no numpy); only a suspect profile reads the
+    # samples to try the others on them.
+    code, share = _structure_share(_structure_counts(core.check_ids(profile, 0, n)), n)
     if share < SUSPECT_SHARE:
         return None
+    from .corpus import Corpus
+
+    wrapped = corpus if isinstance(corpus, Corpus) else Corpus.of(core, columns)
+    samples = [s.ids for s in wrapped.fetch_range(0, n)]
     return ProfileHint(code, share, profile.name, _better(profile.name, samples), n)
 
 
@@ -98,6 +117,8 @@ def _probe(corpus: Any, columns: Mapping[str, str] | None, limit: int) -> list[n
 
     corpus = opened(corpus, columns)
     n = int(corpus.starts[-1])
+    import numpy as np
+
     rows = np.unique(np.linspace(0, n - 1, num=min(limit, n)).astype(np.int64)) if n else []
     return [corpus.fetch(int(r)).ids for r in rows]
 
@@ -110,10 +131,13 @@ def profile_hint(
 ) -> ProfileHint | None:
     """None when the profile parses most samples; else the worst structure code, its share, and the built-in
     profile (if any) under which fewer than a fifth of `limit` evenly spaced samples show a structure code.
-    `corpus` is the open corpus the scan read (`report.corpus`), or its paths."""
+    `corpus` is the corpus's paths (or an open corpus); the samples come from the corpus the scan kept open
+    (`report.corpus`) when it did, read only when the hint fires."""
     counts = {code: a["count"] for code, a in report.anomalies.items()}
     code, share = _structure_share(counts, report.n_samples)
     if share < SUSPECT_SHARE:
         return None
     current = report.data["profile"]["name"]
-    return ProfileHint(code, share, os.fspath(current), _better(current, _probe(corpus, columns, limit)))
+    kept = report.corpus
+    probed = _probe(kept if kept is not None else corpus, columns, limit)
+    return ProfileHint(code, share, os.fspath(current), _better(current, probed))

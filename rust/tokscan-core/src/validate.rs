@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use rayon::prelude::*;
 
 use crate::check::{check_sample, Scratch};
+use crate::corpus::Corpus;
 use crate::error::{Error, Result};
 use crate::profile::Profile;
 use crate::source::{with_tokens, FromTokens, Offsets, Tokens};
@@ -301,6 +302,15 @@ impl Validator {
             out.lengths.push(ids.len() as u32);
         }
         out
+    }
+
+    /// The anomaly flags of rows `[start, end)` of `corpus` (capped at its end), each checked on its ids alone
+    /// (no mask, no prompt split), as [`Self::check_each`] checks them: what the pre-scan profile hint probes,
+    /// without handing the samples' arrays to the caller.
+    pub fn check_corpus_ids(&self, corpus: &Corpus, start: u64, end: u64) -> Result<Vec<u64>> {
+        let rows = corpus.samples(start, end.min(corpus.len()))?;
+        let seqs: Vec<Sequence<'_>> = rows.iter().map(|s| (Tokens::I64(&s.ids), None)).collect();
+        Ok(self.check_each(&seqs).flags)
     }
 }
 

@@ -11,6 +11,7 @@ use pyo3::types::PyDict;
 use tokscan_core::sample_id::SampleId;
 use tokscan_core::{Corpus, SampleData};
 
+use crate::profile::PyProfile;
 use crate::{detached, parse_columns, to_py};
 
 /// The inputs of `paths` in scan order, opened and validated; samples by global row or by id.
@@ -110,6 +111,20 @@ impl PyCorpus {
     fn sample<'py>(&self, py: Python<'py>, row: u64) -> PyResult<Bound<'py, PyDict>> {
         let s = detached(py, || self.inner.sample(row))?;
         to_dict(py, &self.inner, s)
+    }
+
+    /// The anomaly flags (ints) of global rows `[start, end)` checked with `profile` on their ids alone, read in
+    /// one pass: the pre-scan profile hint's probe, without arrays (so the CLI need not import numpy for it).
+    fn check_ids(
+        &self,
+        py: Python<'_>,
+        profile: &PyProfile,
+        start: u64,
+        end: u64,
+    ) -> PyResult<Vec<u64>> {
+        let v = tokscan_core::Validator::new(profile.inner.clone(), None, 1)
+            .map_err(|e| to_py(py, e))?;
+        detached(py, || v.check_corpus_ids(&self.inner, start, end))
     }
 
     /// Global rows `[start, end)` as a list of the dicts `sample` returns, read in one pass.
