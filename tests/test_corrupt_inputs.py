@@ -702,10 +702,27 @@ def test_a_mapped_input_cut_after_opening_is_an_input_error_not_sigbus(tmp_path,
     assert str(mapped) in proc.stdout and "shrank from" in proc.stdout and "to 8192 bytes" in proc.stdout, proc.stdout
 
 
+def test_a_parquet_file_cut_after_its_footer_was_read_is_named_as_cut(tmp_path):
+    """The scan maps each Parquet file when it reads a row group: one found shorter than when its footer was read
+    is the same input error as a mapped input cut during a scan, not what decoding the missing pages says."""
+    path = tmp_path / "shard.parquet"
+    tokens = np.arange(200_000, dtype=np.int32) % 30_000 + 1
+    ids = pa.ListArray.from_arrays(pa.array(np.arange(0, 200_001, 500, dtype=np.int32)), tokens)
+    pq.write_table(pa.table({"input_ids": ids}), path, row_group_size=100, compression="none")
+    from tokscan.forensics import Corpus
+
+    corpus = Corpus([str(path)])
+    full = path.stat().st_size
+    os.truncate(path, full // 2)
+    with pytest.raises(tokscan.InputError, match=f"shrank from {full} to {full // 2} bytes") as e:
+        tokscan.scan(corpus, "plain")
+    assert str(path) in str(e.value)
+
+
 CUT_DURING_SCAN = """
 import os, shutil, sys, threading, time, random
 import tokscan
-pristine, corpus, name = sys.argv[1], sys.argv[2], sys.argv[3]
+pristine, corpus, name, before = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 shutil.copytree(pristine, corpus)
 target = os.path.join(corpus, name)
 t0 = time.perf_counter()
@@ -721,9 +738,9 @@ for i in range(16):
         seen.append("scanned")
     except tokscan.InputError as e:
         msg = str(e)
-        # Cut while mapped: "shrank from"; cut before the scan opened or mapped it (a loaded machine): what
-        # reading the shorter file says, still naming it.
-        seen.append("shrank" if "shrank from" in msg else "before")
+        # Cut after the scan opened it: "shrank from"; cut before (a loaded machine): what opening the shorter
+        # file says. Anything else, or an error not naming the file, is printed whole and fails the test.
+        seen.append("shrank" if "shrank from" in msg else "before" if before in msg else msg)
         seen[-1] = seen[-1] if name in msg else msg
     cut.join()
 print(" ".join(seen))
@@ -741,15 +758,15 @@ def test_a_mapped_input_cut_while_its_pages_are_read_is_an_input_error(tmp_path,
     n_docs, doc = 40_000, 500  # 20M int32 tokens: 80 MB, tens of milliseconds of scan
     tokens = np.random.default_rng(5).integers(1, 30_000, n_docs * doc, dtype=np.int32)
     if fmt == "numpy":
-        name = "tokens.npy"
+        name, before = "tokens.npy", "the file holds fewer"
         np.save(pristine / name, tokens)
         np.save(pristine / "offsets.npy", np.arange(0, n_docs * doc + 1, doc, dtype=np.int64))
     else:
-        name = "shard.parquet"
+        name, before = "shard.parquet", "Corrupt footer"
         ids = pa.ListArray.from_arrays(pa.array(np.arange(0, n_docs * doc + 1, doc, dtype=np.int32)), tokens)
         pq.write_table(pa.table({"input_ids": ids}), pristine / name, row_group_size=2_000, compression="none")
     proc = subprocess.run(
-        [sys.executable, "-c", CUT_DURING_SCAN, str(pristine), str(tmp_path / "corpus"), name],
+        [sys.executable, "-c", CUT_DURING_SCAN, str(pristine), str(tmp_path / "corpus"), name, before],
         capture_output=True,
         text=True,
         timeout=300,

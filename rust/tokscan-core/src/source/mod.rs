@@ -226,16 +226,18 @@ impl MapGuard {
             .map_err(|e| Error::io(&self.path, e))?
             .len();
         if now < self.len || self.registration.faulted() {
-            return Err(Error::invalid(
-                &self.path,
-                format!(
-                    "the file shrank from {} to {now} bytes while being read (inputs must not change during a scan)",
-                    self.len
-                ),
-            ));
+            return Err(shrank(&self.path, self.len, now));
         }
         Ok(())
     }
+}
+
+/// The input error of a file found shorter than when it was opened.
+pub(crate) fn shrank(path: &Path, from: u64, to: u64) -> Error {
+    Error::invalid(
+        path,
+        format!("the file shrank from {from} to {to} bytes while being read (inputs must not change during a scan)"),
+    )
 }
 
 pub(crate) fn create_new(path: &Path) -> Result<std::io::BufWriter<std::fs::File>> {

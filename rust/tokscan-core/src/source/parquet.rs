@@ -84,6 +84,8 @@ pub struct ParquetShard {
     batch_rows: Vec<usize>,
     /// The scan's path straight through the pages of flat list columns, when the layout takes it.
     flat: Option<flat::Plan>,
+    /// The file's length when its footer was read: that path maps the file and refuses it shorter.
+    len: u64,
 }
 
 /// Parquet in the format registry: recognised by its `PAR1` magic or its extension.
@@ -432,6 +434,7 @@ impl ParquetShard {
             units,
             batch_rows,
             flat: None,
+            len,
         };
         shard.flat = flat::plan(&shard);
         Ok(shard)

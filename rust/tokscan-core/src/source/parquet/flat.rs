@@ -28,6 +28,7 @@ use parquet::basic::{Repetition, Type as PhysicalType};
 use parquet::column::page::{Page, PageMetadata, PageReader};
 use parquet::column::reader::{get_column_reader, ColumnReader};
 use parquet::file::metadata::RowGroupMetaData;
+use parquet::file::reader::ChunkReader;
 use parquet::file::serialized_reader::SerializedPageReader;
 
 use super::{
@@ -35,7 +36,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::source::lists::{labels_as_mask, ListProblem};
-use crate::source::{Batch, MapGuard, Offsets, Ragged, RaggedMask, Tokens};
+use crate::source::{shrank, Batch, MapGuard, Offsets, Ragged, RaggedMask, Tokens};
 use crate::token::MaskSlice;
 
 /// How a flat list column's values are stored and handed on.
@@ -236,7 +237,7 @@ struct ListReader<'p> {
 
 impl<'p> ListReader<'p> {
     fn new(
-        file: &Arc<Bytes>,
+        file: &Arc<impl ChunkReader + 'static>,
         rg: &RowGroupMetaData,
         list: &'p FlatList,
     ) -> parquet::errors::Result<Self> {
@@ -522,30 +523,45 @@ pub(super) fn for_each_batch(
     f: &mut dyn FnMut(&Batch<'_>) -> Result<()>,
 ) -> Result<()> {
     let path = shard.path.as_path();
-    let (file, guard) = map_file(path)?;
-    let read = read_row_group(shard, plan, rg, &file, f);
-    // A file cut while its pages were read reads zeros there: say so rather than what they decoded to.
-    guard.check()?;
-    read
+    match map_file(path, shard.len)? {
+        Some((file, guard)) => {
+            let read = read_row_group(shard, plan, rg, &file, f);
+            // A file cut while its pages were read reads zeros there: say so rather than what they decoded to.
+            guard.check()?;
+            read
+        }
+        // A file system that refuses maps (some FUSE and network mounts): its pages are read as before.
+        None => read_row_group(shard, plan, rg, &Arc::new(open_file(path)?), f),
+    }
 }
 
-/// The file's bytes, memory-mapped: the page reader slices its pages out of the page cache instead of
-/// reading each into a buffer of its own (a copy of every compressed byte, ~1/6 of a one-thread scan's CPU
-/// when zstd stores the dictionary indices uncompressed). The guard is dropped before the map.
-fn map_file(path: &Path) -> Result<(Arc<Bytes>, MapGuard)> {
+/// The file's bytes, memory-mapped, or `None` when the file system refuses to map it: the page reader slices its
+/// pages out of the page cache instead of reading each into a buffer of its own (one more copy of every
+/// compressed byte; the kernel's copy alone was 4.4 % of a two-thread scan of the bench corpus, whose zstd pages
+/// hold dictionary indices zstd stores raw). A file shorter than `opened_len`, its length when its footer was
+/// read, is the input error of a file cut during a scan. The guard is dropped before the map.
+fn map_file(path: &Path, opened_len: u64) -> Result<Option<(Arc<Bytes>, MapGuard)>> {
     let file = open_file(path)?;
+    let now = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    if now < opened_len {
+        return Err(shrank(path, opened_len, now));
+    }
     // SAFETY: opened read-only and only read; inputs must not be modified while tokscan reads them, and a
     // file cut meanwhile is caught by the guard (`MapGuard`).
-    let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let Ok(map) = (unsafe { Mmap::map(&file) }) else {
+        return Ok(None);
+    };
     let guard = MapGuard::new(&file, path, &map)?;
-    Ok((Arc::new(Bytes::from_owner(map)), guard))
+    Ok(Some((Arc::new(Bytes::from_owner(map)), guard)))
 }
 
-fn read_row_group(
+/// Row group `rg` of `shard` through `plan`, its list columns' pages read from `file` (a map of the file, or
+/// the file itself).
+fn read_row_group<R: ChunkReader + 'static>(
     shard: &ParquetShard,
     plan: &Plan,
     rg: usize,
-    file: &Arc<Bytes>,
+    file: &Arc<R>,
     f: &mut dyn FnMut(&Batch<'_>) -> Result<()>,
 ) -> Result<()> {
     let path = shard.path.as_path();
@@ -562,7 +578,7 @@ fn read_row_group(
     let mut others = match &plan.others {
         Some(projection) => Some(guarded_batches(
             ParquetRecordBatchReaderBuilder::new_with_metadata(
-                Bytes::clone(file),
+                open_file(path)?,
                 shard.meta.clone(),
             )
             .with_projection(projection.clone())
@@ -739,24 +755,39 @@ mod tests {
     type Read = Result<Vec<Vec<Seen>>, String>;
 
     /// Whether the file takes this path, and every batch of it through this path and through arrow-rs.
+    /// Whether the file takes the flat path, what the flat path reads, and what arrow-rs reads. The flat path
+    /// reads the same through a map of the file and through the file itself (the fallback when a file system
+    /// refuses maps), which is asserted here.
     fn both(path: &Path) -> (bool, Read, Read) {
         let shard = ParquetShard::open(path, &ColumnNames::default()).unwrap();
-        let read = |flat: bool| {
+        #[derive(Clone, Copy)]
+        enum Via {
+            Map,
+            File,
+            Arrow,
+        }
+        let read = |via: Via| {
             let mut out = Vec::new();
             for rg in 0..shard.row_group_rows.len() {
                 let mut f = |b: &Batch<'_>| {
                     seen(b, &mut out);
                     Ok(())
                 };
-                let r = match (&shard.flat, flat) {
-                    (Some(plan), true) => for_each_batch(&shard, plan, rg, &mut f),
+                let r = match (&shard.flat, via) {
+                    (Some(plan), Via::Map) => for_each_batch(&shard, plan, rg, &mut f),
+                    (Some(plan), Via::File) => {
+                        let file = Arc::new(std::fs::File::open(path).unwrap());
+                        read_row_group(&shard, plan, rg, &file, &mut f)
+                    }
                     _ => shard.for_each_arrow_batch(rg, &mut f),
                 };
                 r.map_err(|e| e.to_string())?;
             }
             Ok(out)
         };
-        (shard.flat.is_some(), read(true), read(false))
+        let mapped = read(Via::Map);
+        assert_eq!(mapped, read(Via::File), "read from a map and from the file");
+        (shard.flat.is_some(), mapped, read(Via::Arrow))
     }
 
     fn list(lens: &[usize], nulls: &[bool], values: ArrayRef, element_nullable: bool) -> ArrayRef {
