@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::sample_id::SampleId;
 
 mod flat;
+mod pages;
 
 /// Tokens decoded at a time inside a row group (rows per batch = this / the row group's mean row length).
 /// arrow-rs decodes a list column through per-batch level and value buffers; at ~64k tokens they stay in

@@ -31,6 +31,7 @@ use parquet::file::metadata::RowGroupMetaData;
 use parquet::file::reader::ChunkReader;
 use parquet::file::serialized_reader::SerializedPageReader;
 
+use super::pages::{ListPages, PageError, Physical};
 use super::{
     guarded_batches, list_error, open_file, parquet_err, undecodable, unpanicked, ParquetShard,
 };
@@ -219,10 +220,19 @@ enum Narrowed {
     U16(Vec<u16>),
 }
 
+/// How a list column chunk is decoded: by tokscan's page decoder (the encodings every writer of token corpora
+/// uses), or by the parquet crate's column reader (any other). One per list column of a row group being read,
+/// so the size of the larger variant does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Engine {
+    Pages(ListPages),
+    Column(ColumnReader),
+}
+
 /// One flat list column of one row group, decoded batch by batch into reused buffers.
 struct ListReader<'p> {
     list: &'p FlatList,
-    reader: ColumnReader,
+    engine: Engine,
     def: Vec<i16>,
     rep: Vec<i16>,
     values: Buffer,
@@ -244,7 +254,25 @@ impl<'p> ListReader<'p> {
         let col = rg.column(list.leaf);
         let rows = usize::try_from(rg.num_rows()).unwrap_or(0);
         let pages = SerializedPageReader::new(Arc::clone(file), col, rows, None)?;
-        let reader = get_column_reader(col.column_descr_ptr(), Box::new(NoEmptyPages(pages)));
+        let mut encodings = col.encodings().peekable();
+        let engine = if encodings.peek().is_some() && encodings.all(super::pages::reads) {
+            let physical = match list.values {
+                Values::I32 | Values::U32 => Physical::I32,
+                Values::I64 | Values::U64 => Physical::I64,
+                Values::Bool => Physical::Bool,
+            };
+            Engine::Pages(ListPages::new(
+                Box::new(pages),
+                physical,
+                list.max_def,
+                list.def_empty,
+            ))
+        } else {
+            Engine::Column(get_column_reader(
+                col.column_descr_ptr(),
+                Box::new(NoEmptyPages(pages)),
+            ))
+        };
         let values = match list.values {
             Values::I32 | Values::U32 => Buffer::I32(Vec::new()),
             Values::I64 | Values::U64 => Buffer::I64(Vec::new()),
@@ -252,7 +280,7 @@ impl<'p> ListReader<'p> {
         };
         Ok(ListReader {
             list,
-            reader,
+            engine,
             def: Vec::new(),
             rep: Vec::new(),
             values,
@@ -271,11 +299,72 @@ impl<'p> ListReader<'p> {
 
     /// Decodes the next `rows` rows (fewer at the end of the row group) and returns how many it decoded.
     fn read(&mut self, path: &Path, rows: usize) -> Result<usize> {
+        let values = match self.engine {
+            Engine::Pages(_) => self.read_pages(path, rows)?,
+            Engine::Column(_) => self.read_levels(path, rows)?,
+        };
+        self.offsets.push(values as i64);
+        if self.list.role == Role::Labels {
+            match (&self.narrowed, &self.values) {
+                (Narrowed::I8(v), _) => labels_as_mask(v, &mut self.labels),
+                (Narrowed::I16(v), _) => labels_as_mask(v, &mut self.labels),
+                (_, Buffer::I32(v)) => labels_as_mask(v, &mut self.labels),
+                (_, Buffer::I64(v)) => labels_as_mask(v, &mut self.labels),
+                (_, Buffer::Bool(_)) => unreachable!("labels are planned only for integers"),
+            }
+        }
+        let decoded = self.offsets.len() - 1;
+        if decoded > rows {
+            return Err(parquet_err(
+                path,
+                format!(
+                    "corrupt data: column {:?} decodes to more rows than asked",
+                    self.list.name
+                ),
+            ));
+        }
+        Ok(decoded)
+    }
+
+    /// [`ListReader::read`] by tokscan's page decoder: the values straight into the batch's type (a mask's
+    /// narrower one), the row starts and null rows. Returns the number of values.
+    fn read_pages(&mut self, path: &Path, rows: usize) -> Result<usize> {
+        let Engine::Pages(p) = &mut self.engine else {
+            unreachable!("called for the page decoder")
+        };
+        let (offsets, null_rows) = (&mut self.offsets, &mut self.null_rows);
+        let read = match (&mut self.narrowed, &mut self.values) {
+            (Narrowed::I8(v), _) => p.read(rows, v, offsets, null_rows).map(|_| v.len()),
+            (Narrowed::U8(v), _) => p.read(rows, v, offsets, null_rows).map(|_| v.len()),
+            (Narrowed::I16(v), _) => p.read(rows, v, offsets, null_rows).map(|_| v.len()),
+            (Narrowed::U16(v), _) => p.read(rows, v, offsets, null_rows).map(|_| v.len()),
+            (Narrowed::No, Buffer::I32(v)) => p.read(rows, v, offsets, null_rows).map(|_| v.len()),
+            (Narrowed::No, Buffer::I64(v)) => p.read(rows, v, offsets, null_rows).map(|_| v.len()),
+            (Narrowed::No, Buffer::Bool(v)) => p.read(rows, v, offsets, null_rows).map(|_| v.len()),
+        };
+        let name = &self.list.name;
+        read.map_err(|e| match e {
+            PageError::Corrupt(what) => {
+                parquet_err(path, format!("corrupt data: column {name:?} {what}"))
+            }
+            PageError::NullElements => {
+                list_error(path, name, ListProblem::NullElements(self.list.what))
+            }
+            PageError::Parquet(e) => parquet_err(path, e),
+        })
+    }
+
+    /// [`ListReader::read`] by the parquet crate's column reader: levels and values, then the row starts and
+    /// null rows from the levels and the mask's values narrowed. Returns the number of values.
+    fn read_levels(&mut self, path: &Path, rows: usize) -> Result<usize> {
+        let Engine::Column(reader) = &mut self.engine else {
+            unreachable!("called for the column reader")
+        };
         self.def.clear();
         self.rep.clear();
         let (def, rep) = (Some(&mut self.def), Some(&mut self.rep));
         let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            match (&mut self.reader, &mut self.values) {
+            match (reader, &mut self.values) {
                 (ColumnReader::Int32ColumnReader(r), Buffer::I32(v)) => {
                     v.clear();
                     r.read_records(rows, def, rep, v)
@@ -325,7 +414,6 @@ impl<'p> ListReader<'p> {
         } else {
             self.walk_levels(path)?;
         }
-        self.offsets.push(values as i64);
         if let Buffer::I32(v) = &self.values {
             match &mut self.narrowed {
                 Narrowed::No => {}
@@ -335,26 +423,7 @@ impl<'p> ListReader<'p> {
                 Narrowed::U16(out) => narrow(v, out, |x| x as u16),
             }
         }
-        if self.list.role == Role::Labels {
-            match (&self.narrowed, &self.values) {
-                (Narrowed::I8(v), _) => labels_as_mask(v, &mut self.labels),
-                (Narrowed::I16(v), _) => labels_as_mask(v, &mut self.labels),
-                (_, Buffer::I32(v)) => labels_as_mask(v, &mut self.labels),
-                (_, Buffer::I64(v)) => labels_as_mask(v, &mut self.labels),
-                (_, Buffer::Bool(_)) => unreachable!("labels are planned only for integers"),
-            }
-        }
-        let decoded = self.offsets.len() - 1;
-        if decoded > rows {
-            return Err(parquet_err(
-                path,
-                format!(
-                    "corrupt data: column {:?} decodes to more rows than asked",
-                    self.list.name
-                ),
-            ));
-        }
-        Ok(decoded)
+        Ok(values)
     }
 
     /// Row starts and null rows of a batch with empty, null or null-element rows: level by level.
