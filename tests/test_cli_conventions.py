@@ -293,3 +293,49 @@ def test_the_cli_opens_the_corpus_and_loads_the_profile_once(ds, tmp_path, monke
     decoded = json.loads((tmp_path / "r.json").read_text())["decoded"]
     assert decoded and all(entries for entries in decoded.values())
     assert json.loads((tmp_path / "r.json").read_text())["run"]["profile_source"] == "kimi-k2"
+
+
+@pytest.mark.parametrize(
+    "command", [["scan"], ["scan", "--draft-vocab", "64"], ["vocab", "--size", "64", "--out", "m.npz"]]
+)
+def test_scan_json_writes_the_core_text_unparsed_unless_a_mapping_leaves_it(ds, tmp_path, monkeypatch, command):
+    """`scan --json F` writes the core's JSON text as it came (parsing and re-encoding a report of many flagged
+    samples costs tens of milliseconds of every CLI run); only a mapping, which leaves the report for a file of
+    its own, needs the parsed document. Either way the file is the same report, without the mapping."""
+    from tokscan.cli import main
+    from tokscan.report import Report
+
+    _root, path, profile = ds
+    parsed_before_write = []
+    write = Report.write_json
+
+    def spy(self, p):
+        parsed_before_write.append(self._data is not None)
+        write(self, p)
+
+    monkeypatch.setattr(Report, "write_json", spy)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "r.json"
+    argv = [
+        "tokscan",
+        command[0],
+        str(path),
+        *command[1:],
+        "-p",
+        profile,
+        "-q",
+        "--fail-on",
+        "never",
+        "--json",
+        str(out),
+    ]
+    monkeypatch.setattr("sys.argv", argv)
+    with pytest.raises(SystemExit) as e:
+        main()
+    assert e.value.code == 0
+    assert parsed_before_write == [command[0] == "vocab"]
+    doc = json.loads(out.read_text())
+    assert doc["n_samples"] > 0
+    assert "mapping" not in (doc.get("draft_vocab") or {})
+    assert ("draft_vocab" in doc) == (len(command) > 1)
+    assert (tmp_path / "m.npz").exists() == (command[0] == "vocab")
