@@ -54,6 +54,7 @@ __all__ = [
     "write_megatron_index",
     "write_numpy",
     "write_parquet_full",
+    "write_parquet_pages",
     "write_parquet_split",
 ]
 
@@ -79,6 +80,41 @@ def write_parquet_split(samples: list[Sample], out: Path, n_shards: int = 2, row
             "output_ids": pa.array([s.completion for s in part], type=pa.large_list(pa.int64())),
         },
     )
+
+
+def write_parquet_pages(samples: list[Sample], out: Path, v2: bool) -> Path:
+    """`input_ids` + `loss_mask` as pyarrow writes them with page options users set: many small pages (rows
+    across pages), data pages v2 with plain `int64` ids and a boolean mask, or v1 pages whose dictionary
+    overflows so that a column chunk goes on in plain pages (`uint8` mask)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for k, (a, b) in enumerate(shard_bounds(len(samples), 2)):
+        part = samples[a:b]
+        ids = pa.array([s.ids for s in part], type=pa.large_list(pa.int64()) if v2 else pa.list_(pa.int32()))
+        mask = [s.mask() for s in part]
+        table = pa.table(
+            {
+                "sample_id": [s.sample_id for s in part],
+                "category": [s.category for s in part],
+                "input_ids": ids,
+                "loss_mask": pa.array([[m != 0 for m in x] for x in mask], type=pa.list_(pa.bool_()))
+                if v2
+                else pa.array(mask, type=pa.list_(pa.uint8())),
+            }
+        )
+        options = (
+            {"data_page_version": "2.0", "use_dictionary": False, "compression": "snappy"}
+            if v2
+            else {"dictionary_pagesize_limit": 512, "compression": "none"}
+        )
+        pq.write_table(
+            table,
+            out / f"pages-{k:03d}.parquet",
+            row_group_size=70,
+            data_page_size=2048,
+            write_batch_size=128,
+            **options,
+        )
+    return out
 
 
 def write_numpy(samples: list[Sample], out: Path, with_mask: bool = False, dtype: str = "int32") -> Path:
@@ -199,6 +235,8 @@ def write_jsonl(
 LAYOUTS = {
     "parquet_full": (write_parquet_full, True),
     "parquet_split": (write_parquet_split, False),
+    "parquet_v2_pages": (lambda s, o: write_parquet_pages(s, o, v2=True), True),
+    "parquet_dict_fallback": (lambda s, o: write_parquet_pages(s, o, v2=False), True),
     "numpy": (write_numpy, False),
     "numpy_mask": (lambda s, o: write_numpy(s, o, with_mask=True, dtype="uint32"), True),
     "arrow_file": (write_arrow_file, True),
