@@ -1,7 +1,8 @@
 //! The scan's path through a row group whose token columns (`input_ids`, or `prompt_ids` + `output_ids`) and
 //! loss mask or labels are flat lists (`list<int>`, one repetition level, as every trainer and `datasets`
-//! writes them): each list column is read straight from its pages with the parquet crate's column reader into
-//! buffers reused from batch to batch, and its row boundaries are where the repetition level is 0.
+//! writes them): each list column is read straight from its pages into buffers reused from batch to batch —
+//! by tokscan's own page decoder ([`super::pages`]) for the encodings every writer of token corpora uses, else
+//! by the parquet crate's column reader — and its row boundaries are where the repetition level is 0.
 //!
 //! arrow-rs's list reader spends a fifth of a one-thread scan turning levels into list offsets and a validity
 //! bitmap, one level at a time, and the values are copied once more into the array (`benches/README.md`).
@@ -266,6 +267,7 @@ impl<'p> ListReader<'p> {
                 physical,
                 list.max_def,
                 list.def_empty,
+                rows as u64,
             ))
         } else {
             Engine::Column(get_column_reader(
@@ -333,15 +335,24 @@ impl<'p> ListReader<'p> {
             unreachable!("called for the page decoder")
         };
         let (offsets, null_rows) = (&mut self.offsets, &mut self.null_rows);
-        let read = match (&mut self.narrowed, &mut self.values) {
-            (Narrowed::I8(v), _) => p.read(rows, v, offsets, null_rows).map(|_| v.len()),
-            (Narrowed::U8(v), _) => p.read(rows, v, offsets, null_rows).map(|_| v.len()),
-            (Narrowed::I16(v), _) => p.read(rows, v, offsets, null_rows).map(|_| v.len()),
-            (Narrowed::U16(v), _) => p.read(rows, v, offsets, null_rows).map(|_| v.len()),
-            (Narrowed::No, Buffer::I32(v)) => p.read(rows, v, offsets, null_rows).map(|_| v.len()),
-            (Narrowed::No, Buffer::I64(v)) => p.read(rows, v, offsets, null_rows).map(|_| v.len()),
-            (Narrowed::No, Buffer::Bool(v)) => p.read(rows, v, offsets, null_rows).map(|_| v.len()),
-        };
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            match (&mut self.narrowed, &mut self.values) {
+                (Narrowed::I8(v), _) => p.read(rows, v, offsets, null_rows).map(|_| v.len()),
+                (Narrowed::U8(v), _) => p.read(rows, v, offsets, null_rows).map(|_| v.len()),
+                (Narrowed::I16(v), _) => p.read(rows, v, offsets, null_rows).map(|_| v.len()),
+                (Narrowed::U16(v), _) => p.read(rows, v, offsets, null_rows).map(|_| v.len()),
+                (Narrowed::No, Buffer::I32(v)) => {
+                    p.read(rows, v, offsets, null_rows).map(|_| v.len())
+                }
+                (Narrowed::No, Buffer::I64(v)) => {
+                    p.read(rows, v, offsets, null_rows).map(|_| v.len())
+                }
+                (Narrowed::No, Buffer::Bool(v)) => {
+                    p.read(rows, v, offsets, null_rows).map(|_| v.len())
+                }
+            }
+        }))
+        .unwrap_or_else(|panic| Err(PageError::Undecodable(undecodable(panic.as_ref()))));
         let name = &self.list.name;
         read.map_err(|e| match e {
             PageError::Corrupt(what) => {
@@ -351,6 +362,7 @@ impl<'p> ListReader<'p> {
                 list_error(path, name, ListProblem::NullElements(self.list.what))
             }
             PageError::Parquet(e) => parquet_err(path, e),
+            PageError::Undecodable(what) => parquet_err(path, what),
         })
     }
 
