@@ -63,6 +63,21 @@ def test_peak_memory_does_not_grow_with_corpus_size(tmp_path, shard):
     assert big_rss < small_rss * 1.25 + 40 + (big_flagged - small_flagged) * 4 / 1024
 
 
+def scanning(pid: int) -> bool:
+    """Whether process `pid` runs a scan: a thread of tokscan's worker pool (`tokscan-N`) exists."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except FileNotFoundError:
+        return False
+    names = []
+    for t in tasks:
+        try:
+            names.append((t / "comm").read_text().strip())
+        except OSError:
+            pass
+    return any(n.startswith("tokscan-") for n in names)
+
+
 def test_ctrl_c_stops_a_long_scan_promptly(tmp_path, shard):
     d = many(tmp_path, shard, 60)  # ~240M tokens on one thread: seconds of work
     proc = subprocess.Popen(
@@ -72,7 +87,12 @@ def test_ctrl_c_stops_a_long_scan_promptly(tmp_path, shard):
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    time.sleep(1.5)
+    # Interrupted once the scan runs (its worker thread exists), not after a guessed start-up time: a faster scan
+    # would be over, a slower start-up not yet scanning.
+    deadline = time.monotonic() + 60
+    while not scanning(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
     assert proc.poll() is None, "the scan finished before it could be interrupted"
     t0 = time.perf_counter()
     proc.send_signal(signal.SIGINT)
