@@ -158,3 +158,48 @@ def test_a_corpus_of_copies_does_not_hold_every_duplicate_in_full(tmp_path):
         # one repeat entry a group instead of a row and keys folded per unit; in memory (every sample's records
         # held too) 858-882, 495-633, 306-323.
         assert per_duplicate < (200 if budget != "0" else 450), budget
+
+
+def mapped_rss_kb(name: str) -> int:
+    """Resident kB of this process's maps of files named `name` (from /proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5:
+            inside = line.endswith("/" + name)
+        elif inside and line.startswith("Rss:"):
+            total += int(head[1])
+    return total
+
+
+def test_a_numpy_scan_leaves_its_tokens_unmapped_and_its_kept_corpus_reads_the_same(tmp_path):
+    """The scan releases a NumPy unit's pages once it has read them (unmapping 1 GB at the end cost 35-50 ms
+    of a 0.3 s scan, and the whole file counted in the scan's resident size): the kept corpus still reads
+    every sample as written, and of the 44 MB of tokens little stays resident."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import tokscan
+
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(500, 5000, size=4000)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens = rng.integers(1000, 150_000, size=int(offsets[-1]), dtype=np.uint32)
+    mask = (rng.random(int(offsets[-1])) < 0.5).astype(np.uint8)
+    d = tmp_path / "np"
+    d.mkdir()
+    np.save(d / "tokens.npy", tokens)
+    np.save(d / "offsets.npy", offsets)
+    np.save(d / "loss_mask.npy", mask)
+    pq.write_table(pa.table({"sample_id": np.arange(len(lengths))}), d / "meta.parquet")
+    report = tokscan.scan(d, profile="kimi-k2", threads=2, keep_corpus=True)
+    assert report.n_samples == len(lengths) and report.n_tokens == int(offsets[-1])
+    resident = mapped_rss_kb("tokens.npy")
+    assert resident < tokens.nbytes / 1024 / 4, (resident, tokens.nbytes // 1024)
+    corpus = report.corpus
+    for row in [0, 1, 1234, len(lengths) - 1, *rng.integers(0, len(lengths), size=20).tolist()]:
+        s = corpus.fetch(row)
+        a, b = offsets[row], offsets[row + 1]
+        np.testing.assert_array_equal(s.ids, tokens[a:b])
+        np.testing.assert_array_equal(s.mask, mask[a:b])

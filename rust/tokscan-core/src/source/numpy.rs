@@ -253,6 +253,29 @@ impl NpyArray {
         }
     }
 
+    /// Drops this process's page-table entries for the pages wholly inside elements `[first, past)`, once a
+    /// scan has read them. The pages stay in the page cache and the map stays valid: reading them again faults
+    /// the same bytes back in. Done unit by unit in the scan's workers, this is the work unmapping 1 GB of
+    /// tokens did in one thread when the scan's corpus was closed (35–50 ms of a 0.3 s NumPy scan), and the
+    /// scan's resident size stays at what its workers hold instead of the whole file. Best effort: an error
+    /// only leaves the pages mapped.
+    fn release(&self, first: usize, past: usize) {
+        // A multiple of every page size Linux uses (4, 16 and 64 KiB), so that the range is page-aligned.
+        const ALIGN: usize = 1 << 16;
+        let Some(map) = &self.map else { return };
+        let size = self.dtype.size();
+        let start = (self.offset + first.min(self.len) * size).next_multiple_of(ALIGN);
+        let end = (self.offset + past.min(self.len) * size) / ALIGN * ALIGN;
+        if end > start {
+            // SAFETY: a read-only shared map of a file: MADV_DONTNEED drops page-table entries and a later read
+            // faults the file's same bytes back in (inputs are not modified during a scan, as for every map),
+            // so no reference into the map sees its contents change.
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+            };
+        }
+    }
+
     /// The data bytes (`len` elements).
     fn data(&self) -> &[u8] {
         match &self.map {
@@ -476,6 +499,18 @@ impl Source for NumpyShard {
 
     fn units(&self) -> &[UnitSpan] {
         &self.units
+    }
+
+    /// The unit's rows, then their pages released ([`NpyArray::release`]).
+    fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {
+        let u = self.units[unit];
+        let (start, end) = (u.first_row as usize, (u.first_row + u.rows) as usize);
+        self.read_rows(start as u64, end as u64, f)?;
+        let (first, past) = (self.offsets[start].max(0), self.offsets[end].max(0));
+        for a in std::iter::once(&self.tokens).chain(&self.mask) {
+            a.release(first as usize, past as usize);
+        }
+        Ok(())
     }
 
     fn read_rows(
@@ -807,5 +842,56 @@ mod byte_range_tests {
             assert_ne!(rows_of(&sparse, outside.clone()), rows_of(&whole, outside));
         }
         assert_eq!(sparse.byte_ranges(5..5).unwrap(), vec![]);
+    }
+
+    /// Resident pages of the map of `a` (from `/proc/self/smaps`), or `None` where that is not readable.
+    fn resident_kb(a: &NpyArray) -> Option<u64> {
+        let start = a.map.as_ref()?.as_ptr() as usize;
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let mut lines = smaps.lines();
+        while let Some(l) = lines.next() {
+            let range = l.split_whitespace().next()?;
+            let Some((lo, _)) = range.split_once('-') else {
+                continue;
+            };
+            if usize::from_str_radix(lo, 16).ok() == Some(start) {
+                let rss = lines.find(|l| l.starts_with("Rss:"))?;
+                return rss.split_whitespace().nth(1)?.parse().ok();
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn released_pages_read_back_the_same_and_leave_the_resident_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("tokens.npy");
+        let n = 1usize << 20; // 4 MB of u32
+        write_npy(&p, Dtype::U32, n, |w| {
+            use std::io::Write;
+            for i in 0..n as u32 {
+                w.write_all(&i.wrapping_mul(2_654_435_761).to_le_bytes())
+                    .map_err(|e| Error::io(&p, e))?;
+            }
+            Ok(n as u64)
+        })
+        .unwrap();
+        let a = NpyArray::open(&p).unwrap();
+        let read = |a: &NpyArray| -> Vec<u32> { a.slice::<u32>().to_vec() };
+        let before = read(&a);
+        let resident = resident_kb(&a);
+        a.release(1000, n - 1000);
+        let after_release = resident_kb(&a);
+        assert_eq!(read(&a), before, "the same bytes after a release");
+        if let (Some(r), Some(a)) = (resident, after_release) {
+            assert!(
+                r >= 4000 && a < r / 4,
+                "resident {r} kB before, {a} kB after"
+            );
+        }
+        // A range inside one aligned block, or reversed, releases nothing and is no error.
+        a.release(10, 20);
+        a.release(n, 0);
+        assert_eq!(read(&a), before);
     }
 }
