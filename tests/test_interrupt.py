@@ -32,12 +32,12 @@ CHILD = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def slow_corpus(tmp_path_factory):
-    """~180M tokens of Parquet in many row groups: about a second for one thread, so there is time to interrupt."""
+    """~280M tokens of Parquet in many row groups: about a second for one thread, so there is time to interrupt."""
     path = tmp_path_factory.mktemp("interrupt") / "big.parquet"
     rng = np.random.default_rng(0)
-    lengths = np.full(45_000, 4_000)
+    lengths = np.full(70_000, 4_000)
     writer = None
-    for chunk in np.array_split(np.arange(len(lengths)), 15):
+    for chunk in np.array_split(np.arange(len(lengths)), 24):
         flat = rng.integers(0, 150_000, int(lengths[chunk].sum()), dtype=np.int32)
         offsets = np.concatenate([[0], np.cumsum(lengths[chunk])]).astype(np.int32)
         table = pa.table({"input_ids": pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat))})
