@@ -272,6 +272,16 @@ impl Source for LlmcShard {
         &self.units
     }
 
+    /// The unit's rows, then their pages released ([`super::release_pages`]).
+    fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {
+        let u = self.units[unit];
+        self.read_rows(u.first_row, u.first_row + u.rows, f)?;
+        let size = if self.header.version == 1 { 2 } else { 4 };
+        let at = |row: u64| HEADER_BYTES + self.offsets[row as usize].max(0) as usize * size;
+        super::release_pages(&self.map, at(u.first_row), at(u.first_row + u.rows));
+        Ok(())
+    }
+
     fn read_rows(
         &self,
         start: u64,

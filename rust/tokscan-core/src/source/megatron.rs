@@ -436,6 +436,19 @@ impl Source for MegatronShard {
         &self.units
     }
 
+    /// The unit's rows, then their pages of the `.bin` released ([`super::release_pages`]).
+    fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {
+        let u = self.units[unit];
+        self.read_rows(u.first_row, u.first_row + u.rows, f)?;
+        if let Some(map) = &self.map {
+            let offs = &self.index.offsets;
+            let size = self.index.dtype.size();
+            let at = |row: u64| offs[row as usize].max(0) as usize * size;
+            super::release_pages(map, at(u.first_row), at(u.first_row + u.rows));
+        }
+        Ok(())
+    }
+
     fn read_rows(
         &self,
         start: u64,

@@ -232,6 +232,26 @@ impl MapGuard {
     }
 }
 
+/// Drops this process's page-table entries for the pages of `map` wholly inside its bytes `[start, end)`, once
+/// a scan has read them. The pages stay in the page cache and the map stays valid: reading them again faults the
+/// same bytes back in. Done unit by unit in the scan's workers, this is the work unmapping a 1 GB `tokens.npy`
+/// did in one thread when the scan's corpus was closed (35–50 ms of a 0.3 s scan), and the scan's resident size
+/// stays at what its workers hold instead of the whole file. Best effort: an error only leaves pages mapped.
+pub(crate) fn release_pages(map: &memmap2::Mmap, start: usize, end: usize) {
+    // A multiple of every page size Linux uses (4, 16 and 64 KiB), so that the range is page-aligned.
+    const ALIGN: usize = 1 << 16;
+    let start = start.min(map.len()).next_multiple_of(ALIGN);
+    let end = end.min(map.len()) / ALIGN * ALIGN;
+    if end > start {
+        // SAFETY: a read-only shared map of a file: MADV_DONTNEED drops page-table entries and a later read
+        // faults the file's same bytes back in (inputs are not modified during a scan, as for every map), so no
+        // reference into the map sees its contents change.
+        let _ = unsafe {
+            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+        };
+    }
+}
+
 /// The input error of a file found shorter than when it was opened.
 pub(crate) fn shrank(path: &Path, from: u64, to: u64) -> Error {
     Error::invalid(

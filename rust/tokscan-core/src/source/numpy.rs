@@ -260,26 +260,12 @@ impl NpyArray {
         }
     }
 
-    /// Drops this process's page-table entries for the pages wholly inside elements `[first, past)`, once a
-    /// scan has read them. The pages stay in the page cache and the map stays valid: reading them again faults
-    /// the same bytes back in. Done unit by unit in the scan's workers, this is the work unmapping 1 GB of
-    /// tokens did in one thread when the scan's corpus was closed (35–50 ms of a 0.3 s NumPy scan), and the
-    /// scan's resident size stays at what its workers hold instead of the whole file. Best effort: an error
-    /// only leaves the pages mapped.
+    /// Releases the pages of elements `[first, past)` once a scan has read them ([`super::release_pages`]).
     fn release(&self, first: usize, past: usize) {
-        // A multiple of every page size Linux uses (4, 16 and 64 KiB), so that the range is page-aligned.
-        const ALIGN: usize = 1 << 16;
-        let Some(map) = &self.map else { return };
-        let size = self.dtype.size();
-        let start = (self.offset + first.min(self.len) * size).next_multiple_of(ALIGN);
-        let end = (self.offset + past.min(self.len) * size) / ALIGN * ALIGN;
-        if end > start {
-            // SAFETY: a read-only shared map of a file: MADV_DONTNEED drops page-table entries and a later read
-            // faults the file's same bytes back in (inputs are not modified during a scan, as for every map),
-            // so no reference into the map sees its contents change.
-            let _ = unsafe {
-                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
-            };
+        if let Some(map) = &self.map {
+            let size = self.dtype.size();
+            let at = |e: usize| self.offset + e.min(self.len) * size;
+            super::release_pages(map, at(first), at(past));
         }
     }
 
