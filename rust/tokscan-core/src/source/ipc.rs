@@ -329,7 +329,7 @@ impl IpcShard {
         }
         // SAFETY: opened read-only and only read; inputs must not be modified while tokscan reads them.
         let map = Arc::new(unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?);
-        let guard = super::MapGuard::new(&file, path, &map)?;
+        let guard = super::MapGuard::new(&file, path, &map, len)?;
         let ptr = NonNull::new(map.as_ptr().cast_mut()).expect("a mapping is never null");
         // SAFETY: `ptr` is valid for `map.len()` bytes for as long as `map` lives, and the buffer owns `map`.
         let buf = unsafe { Buffer::from_custom_allocation(ptr, map.len(), map.clone()) };

@@ -196,8 +196,8 @@ impl LlmcShard {
         }
         // SAFETY: opened read-only and only read; inputs must not be modified while tokscan reads them.
         let map = unsafe { Mmap::map(&f) }.map_err(|e| Error::io(path, e))?;
+        let guard = super::MapGuard::new(&f, path, &map, len)?;
         let header = parse_header(&map).map_err(|m| Error::invalid(path, m))?;
-        let guard = super::MapGuard::new(&f, path, &map)?;
         let mut shard = LlmcShard {
             path: path.to_path_buf(),
             header,

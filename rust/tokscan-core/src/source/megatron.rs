@@ -295,11 +295,7 @@ impl MegatronShard {
             let f = File::open(&bin).map_err(|e| Error::io(&bin, e))?;
             // SAFETY: opened read-only and only read; inputs must not be modified while tokscan reads them.
             let map = unsafe { Mmap::map(&f) }.map_err(|e| Error::io(&bin, e))?;
-            // The index was checked against the length read above; the map is as long as the file when made.
-            if (map.len() as u64) < bin_len {
-                return Err(super::shrank(&bin, bin_len, map.len() as u64));
-            }
-            let guard = super::MapGuard::new(&f, &bin, &map)?;
+            let guard = super::MapGuard::new(&f, &bin, &map, bin_len)?;
             (Some(map), Some(guard))
         };
         let units = split_units(&index.offsets);

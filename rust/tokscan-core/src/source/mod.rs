@@ -210,7 +210,18 @@ pub(crate) struct MapGuard {
 }
 
 impl MapGuard {
-    pub(crate) fn new(file: &std::fs::File, path: &Path, map: &memmap2::Mmap) -> Result<Self> {
+    /// The guard of `map`, a map of `file` made after its length was read as `opened_len` (what the reader
+    /// checked its header, index or footer against). A map is as long as the file when it was made: one
+    /// shorter than `opened_len` is of a file cut in between, refused as shrunk.
+    pub(crate) fn new(
+        file: &std::fs::File,
+        path: &Path,
+        map: &memmap2::Mmap,
+        opened_len: u64,
+    ) -> Result<Self> {
+        if (map.len() as u64) < opened_len {
+            return Err(shrank(path, opened_len, map.len() as u64));
+        }
         Ok(MapGuard {
             file: file.try_clone().map_err(|e| Error::io(path, e))?,
             len: map.len() as u64,
@@ -826,3 +837,26 @@ macro_rules! from_tokens {
     )* };
 }
 from_tokens!(u16 => U16, u32 => U32, i32 => I32, i64 => I64, u64 => U64);
+
+#[cfg(all(test, unix))]
+mod map_guard_tests {
+    use super::*;
+
+    /// A file cut after its reader read its length, but before it was mapped, maps shorter: the guard names
+    /// the cut (a reader trusting the length it checked its header against would slice past the map's end).
+    #[test]
+    fn a_map_shorter_than_the_length_read_at_open_is_a_shrunk_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.bin");
+        std::fs::write(&path, vec![7u8; 8192]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        // SAFETY: a test file only this test reads.
+        let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+        assert!(MapGuard::new(&file, &path, &map, 8192).is_ok());
+        let err = MapGuard::new(&file, &path, &map, 80_000_128)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains("shrank from 80000128 to 8192 bytes"), "{err}");
+    }
+}

@@ -222,15 +222,8 @@ impl NpyArray {
         } else {
             Some(unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?)
         };
-        // The map is as long as the file when it was made: a file cut since its size was read above would
-        // leave the elements past the map's end.
-        if let Some(m) = &map {
-            if m.len() < h.data_offset + len * h.dtype.size() {
-                return Err(super::shrank(path, size as u64, m.len() as u64));
-            }
-        }
         let guard = match &map {
-            Some(m) => Some(MapGuard::new(&file, path, m)?),
+            Some(m) => Some(MapGuard::new(&file, path, m, size as u64)?),
             None => None,
         };
         Ok(NpyArray {

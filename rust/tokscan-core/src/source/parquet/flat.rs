@@ -632,11 +632,7 @@ fn map_file(path: &Path, opened_len: u64) -> Result<Option<(Arc<Bytes>, MapGuard
     let Ok(map) = (unsafe { Mmap::map(&file) }) else {
         return Ok(None);
     };
-    // The map is as long as the file when it was made, which may be after a cut that the length above missed.
-    if (map.len() as u64) < opened_len {
-        return Err(shrank(path, opened_len, map.len() as u64));
-    }
-    let guard = MapGuard::new(&file, path, &map)?;
+    let guard = MapGuard::new(&file, path, &map, opened_len)?;
     Ok(Some((Arc::new(Bytes::from_owner(map)), guard)))
 }
 
