@@ -46,20 +46,24 @@ class ProfileHint:
         return f"{head}: no built-in profile fits either; write a TOML profile for this chat format (see README)"
 
 
+def _structure_bits() -> dict[str, int]:
+    """Each structure code's bit in the core's anomaly flags."""
+    bits = {n_: bit for n_, bit, _sev, _d in _core.codes()}
+    return {c: bits[c] for c in STRUCTURE_CODES}
+
+
 def _structure_flags(profile: _core.Profile, samples: list[np.ndarray]) -> dict[str, np.ndarray]:
     """Per structure code, the samples `profile` flags with it (it cannot parse them)."""
     import numpy as np
 
     v = _core.Validator(profile)
     flags, _ = v.check_each([s.astype(np.int64) for s in samples])
-    table = {n_: bit for n_, bit, _sev, _d in _core.codes()}
-    return {c: (flags >> np.uint64(table[c]) & np.uint64(1)).astype(bool) for c in STRUCTURE_CODES}
+    return {c: (flags >> np.uint64(bit) & np.uint64(1)).astype(bool) for c, bit in _structure_bits().items()}
 
 
 def _structure_counts(flags: list[int]) -> dict[str, int]:
     """Per structure code, how many of the samples whose anomaly bits are `flags` carry it."""
-    table = {n_: bit for n_, bit, _sev, _d in _core.codes()}
-    return {c: sum(f >> table[c] & 1 for f in flags) for c in STRUCTURE_CODES}
+    return {c: sum(f >> bit & 1 for f in flags) for c, bit in _structure_bits().items()}
 
 
 def _unparsed(profile: _core.Profile, samples: list[np.ndarray]) -> np.ndarray:
@@ -89,9 +93,8 @@ def preflight_hint(
     `profile`. With the wrong profile every sample is flagged, and a scan of 10M samples spends its time (and
     the memory of its flagged samples) before the hint after it would fire; this one costs a few milliseconds.
     `corpus` is an open `tokscan.forensics.Corpus`, or its paths."""
-    core = getattr(corpus, "core", None)
-    if core is None:
-        core = _core.Corpus(utf8_paths(corpus), dict(columns or {}))
+    given = getattr(corpus, "core", None)  # an open `tokscan.forensics.Corpus` holds its core corpus
+    core = given if given is not None else _core.Corpus(utf8_paths(corpus), dict(columns or {}))
     n = min(limit, len(core))
     if n == 0:
         return None
@@ -102,7 +105,7 @@ def preflight_hint(
         return None
     from .corpus import Corpus
 
-    wrapped = corpus if isinstance(corpus, Corpus) else Corpus.of(core, columns)
+    wrapped = corpus if given is not None else Corpus.of(core, columns)
     samples = [s.ids for s in wrapped.fetch_range(0, n)]
     return ProfileHint(code, share, profile.name, _better(profile.name, samples), n)
 
