@@ -198,6 +198,12 @@ impl Hybrid {
     }
 }
 
+/// Bit `i` of `buf`, least significant bit of each byte first (bit-packed booleans and one-bit levels).
+#[inline(always)]
+fn bit_at(buf: &[u8], i: usize) -> bool {
+    buf[i / 8] >> (i % 8) & 1 == 1
+}
+
 /// The `bw`-bit value at bit `bit` of `buf` (bit-packed, least significant bit first).
 #[inline(always)]
 fn unpack(buf: &[u8], bit: usize, bw: u32) -> u32 {
@@ -558,7 +564,7 @@ impl ListPages {
                 if n.div_ceil(8) > buf.len() {
                     return short();
                 }
-                Dict::Bool((0..n).map(|i| buf[i / 8] >> (i % 8) & 1 == 1).collect())
+                Dict::Bool((0..n).map(|i| bit_at(buf, i)).collect())
             }
         })
     }
@@ -667,9 +673,7 @@ impl ListPages {
                             return short();
                         }
                         let from = *pos;
-                        out.extend(
-                            (from..from + n).map(|i| T::from_bool(buf[i / 8] >> (i % 8) & 1 == 1)),
-                        );
+                        out.extend((from..from + n).map(|i| T::from_bool(bit_at(buf, i))));
                         *pos += n;
                     }
                 }
@@ -815,7 +819,7 @@ fn row_starts(buf: &[u8], levels: usize, limit: u64, starts: &mut Vec<u32>) -> R
             Run::Packed { bit, left } => {
                 let k = left.min(levels - at);
                 for i in 0..k {
-                    if buf[(bit + i) / 8] >> ((bit + i) % 8) & 1 == 0 {
+                    if !bit_at(buf, bit + i) {
                         starts.push((at + i) as u32);
                     }
                 }
