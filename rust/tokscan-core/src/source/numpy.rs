@@ -490,11 +490,10 @@ impl Source for NumpyShard {
     /// The unit's rows, then their pages released ([`NpyArray::release`]).
     fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {
         let u = self.units[unit];
-        let (start, end) = (u.first_row as usize, (u.first_row + u.rows) as usize);
-        self.read_rows(start as u64, end as u64, f)?;
-        let (first, past) = (self.offsets[start].max(0), self.offsets[end].max(0));
+        self.read_rows(u.first_row, u.first_row + u.rows, f)?;
+        let at = |row: u64| self.offsets[row as usize].max(0) as usize;
         for a in std::iter::once(&self.tokens).chain(&self.mask) {
-            a.release(first as usize, past as usize);
+            a.release(at(u.first_row), at(u.first_row + u.rows));
         }
         Ok(())
     }

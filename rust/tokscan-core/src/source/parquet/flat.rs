@@ -16,6 +16,7 @@
 //! arrow-rs, on files from arrow-rs's writer and on pages written by hand). What arrow-rs would misread, a
 //! definition level above the column's maximum, is refused as corrupt.
 
+use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -605,23 +606,26 @@ pub(super) fn for_each_batch(
 ) -> Result<()> {
     let path = shard.path.as_path();
     match map_file(path, shard.len)? {
-        Some((file, guard)) => {
+        Ok((file, guard)) => {
             let read = read_row_group(shard, plan, rg, &file, f);
             // A file cut while its pages were read reads zeros there: say so rather than what they decoded to.
             guard.check()?;
             read
         }
         // A file system that refuses maps (some FUSE and network mounts): its pages are read as before.
-        None => read_row_group(shard, plan, rg, &Arc::new(open_file(path)?), f),
+        Err(file) => read_row_group(shard, plan, rg, &Arc::new(file), f),
     }
 }
 
-/// The file's bytes, memory-mapped, or `None` when the file system refuses to map it: the page reader slices its
-/// pages out of the page cache instead of reading each into a buffer of its own (one more copy of every
-/// compressed byte; the kernel's copy alone was 4.4 % of a two-thread scan of the bench corpus, whose zstd pages
-/// hold dictionary indices zstd stores raw). A file shorter than `opened_len`, its length when its footer was
-/// read, is the input error of a file cut during a scan. The guard is dropped before the map.
-fn map_file(path: &Path, opened_len: u64) -> Result<Option<(Arc<Bytes>, MapGuard)>> {
+/// The file's bytes, memory-mapped, or the opened file (`Err`) when the file system refuses to map it: the page
+/// reader slices its pages out of the page cache instead of reading each into a buffer of its own (one more copy
+/// of every compressed byte; the kernel's copy alone was 4.4 % of a two-thread scan of the bench corpus, whose
+/// zstd pages hold dictionary indices zstd stores raw). A file shorter than `opened_len`, its length when its
+/// footer was read, is the input error of a file cut during a scan. The guard is dropped before the map.
+fn map_file(
+    path: &Path,
+    opened_len: u64,
+) -> Result<std::result::Result<(Arc<Bytes>, MapGuard), File>> {
     let file = open_file(path)?;
     let now = file.metadata().map_err(|e| Error::io(path, e))?.len();
     if now < opened_len {
@@ -630,10 +634,10 @@ fn map_file(path: &Path, opened_len: u64) -> Result<Option<(Arc<Bytes>, MapGuard
     // SAFETY: opened read-only and only read; inputs must not be modified while tokscan reads them, and a
     // file cut meanwhile is caught by the guard (`MapGuard`).
     let Ok(map) = (unsafe { Mmap::map(&file) }) else {
-        return Ok(None);
+        return Ok(Err(file));
     };
     let guard = MapGuard::new(&file, path, &map, opened_len)?;
-    Ok(Some((Arc::new(Bytes::from_owner(map)), guard)))
+    Ok(Ok((Arc::new(Bytes::from_owner(map)), guard)))
 }
 
 /// Row group `rg` of `shard` through `plan`, its list columns' pages read from `file` (a map of the file, or
