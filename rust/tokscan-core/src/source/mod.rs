@@ -194,8 +194,6 @@ pub struct WriteStats {
     pub omitted: Option<String>,
 }
 
-/// Creates `path` for writing, refusing one that exists: an output file is never written twice, and an
-/// input is never overwritten.
 /// The length a memory-mapped input had when it was mapped, with the file kept open to compare (`fstat`, as
 /// pre-access size checks do in other mmap readers), and the map's registration with the SIGBUS handler
 /// ([`fault`]): a page of a map beyond the file's current end raises SIGBUS when touched. A file that shrank
@@ -271,6 +269,8 @@ pub(crate) fn shrank(path: &Path, from: u64, to: u64) -> Error {
     )
 }
 
+/// Creates `path` for writing, refusing one that exists: an output file is never written twice, and an
+/// input is never overwritten.
 pub(crate) fn create_new(path: &Path) -> Result<std::io::BufWriter<std::fs::File>> {
     std::fs::OpenOptions::new()
         .write(true)
