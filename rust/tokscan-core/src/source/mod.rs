@@ -282,6 +282,15 @@ pub(crate) fn create_new(path: &Path) -> Result<std::io::BufWriter<std::fs::File
                 "{}: already exists (tokscan never overwrites a file)",
                 path.display()
             )),
+            // An output, not an input: its directory is what is missing.
+            std::io::ErrorKind::NotFound => Error::Usage(format!(
+                "{}: cannot write it: the directory {} does not exist",
+                path.display(),
+                match path.parent() {
+                    Some(d) if !d.as_os_str().is_empty() => d.display().to_string(),
+                    _ => ".".to_string(),
+                }
+            )),
             _ => Error::io(path, e),
         })
 }
@@ -858,5 +867,30 @@ mod map_guard_tests {
             .expect("refused")
             .to_string();
         assert!(err.contains("shrank from 80000128 to 8192 bytes"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod create_new_tests {
+    use super::*;
+
+    /// An output in a directory that does not exist is a usage error naming the directory (not an input's
+    /// "no such file"); an existing file is never replaced.
+    #[test]
+    fn an_output_names_its_missing_directory_and_never_replaces_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("nodir").join("part-0.parquet");
+        let err = create_new(&out).expect_err("refused");
+        assert!(matches!(err, Error::Usage(_)), "{err:?}");
+        let want = format!(
+            "the directory {} does not exist",
+            dir.path().join("nodir").display()
+        );
+        assert!(err.to_string().contains(&want), "{err}");
+        let there = dir.path().join("x.bin");
+        std::fs::write(&there, b"kept").unwrap();
+        let err = create_new(&there).expect_err("refused");
+        assert!(err.to_string().contains("already exists"), "{err}");
+        assert_eq!(std::fs::read(&there).unwrap(), b"kept");
     }
 }
