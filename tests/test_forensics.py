@@ -71,6 +71,18 @@ def test_show_flagged_sample_by_id_marks_the_anomaly(ds):
     assert terminal.returncode == 0 and "trailing_tokens at token" in terminal.stdout
 
 
+def test_show_of_a_repeated_sample_id_names_its_other_rows(ds):
+    path, samples, _ = ds
+    copy = row_of(samples, "sample_id_duplicate")
+    first = next(i for i, s in enumerate(samples) if s.sample_id == samples[copy].sample_id)
+    assert first < copy
+    proc = run_cli("show", str(path), "-p", "deepseek", "--sample-id", samples[copy].sample_id, "--json", "-")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["row"] == first
+    assert f"showing row {first}, the first; it is also row {copy} (--row N shows one)" in proc.stderr
+    quiet = run_cli("show", str(path), "-p", "deepseek", "--sample-id", samples[copy].sample_id, "-q")
+    assert quiet.returncode == 0 and quiet.stderr == ""
+
+
 def test_show_without_tokenizer_prints_ids_and_errors_are_one_line(ds):
     path, samples, _ = ds
     proc = run_cli("show", str(path), "-p", "deepseek", "--row", "3", "--json", "-")

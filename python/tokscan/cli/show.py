@@ -22,6 +22,7 @@ from .app import (
     TrustRemoteCodeOpt,
     app,
     check_output,
+    err,
     out,
     stdout_taken,
     user_errors,
@@ -122,7 +123,19 @@ def show(
         # row, a large Parquet object only its footer and then the row group that holds the row.
         path, bases, sparse = stack.enter_context(staged_footers(list(path), footers=row is not None))
         corpus = Corpus(path, columns)
-        target = corpus.find_id(sample_id) if sample_id is not None else int(row)  # type: ignore[arg-type]
+        if sample_id is not None:
+            rows = corpus.rows_of_id(sample_id, 4)
+            target = rows[0]
+            if len(rows) > 1 and not quiet:
+                more = ", ".join(str(r) for r in rows[1:3]) + (" and more" if len(rows) > 3 else "")
+                err.print(
+                    f"note: sample_id {sample_id!r} is repeated (sample_id_duplicate): showing row {target}, the "
+                    f"first; it is also row {more} (--row N shows one)",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+        else:
+            target = int(row)  # type: ignore[arg-type]
         if sparse and 0 <= target < int(corpus.starts[-1]):  # (out of range: the fetch below says so)
             from .. import _core
 

@@ -118,10 +118,15 @@ class Corpus:
 
     def find_id(self, sample_id: str | int) -> int:
         """Global row of `sample_id`, given as text or as the id column's integer (reads only the id columns)."""
-        row = self.core.find(sample_id)
-        if row is None:
+        return self.rows_of_id(sample_id, 1)[0]
+
+    def rows_of_id(self, sample_id: str | int, limit: int) -> list[int]:
+        """Global rows of the first `limit` samples with `sample_id`, in row order (more than one when the corpus
+        repeats the id); a usage error when none has it."""
+        rows = self.core.find_rows(sample_id, limit)
+        if not rows:
             raise UsageError(f"no sample with sample_id {sample_id!r} in {', '.join(p for p, _f, _c in self.inputs)}")
-        return int(row)
+        return [int(r) for r in rows]
 
     def fetch(self, row: int) -> Sample:
         if not 0 <= int(row) < len(self.core):

@@ -196,17 +196,27 @@ impl Corpus {
     /// Global row of the first sample with `sample_id` (reads only the id columns).
     /// An integer id is found by its number or by its decimal text.
     pub fn find(&self, sample_id: &SampleId) -> Result<Option<u64>> {
+        Ok(self.find_rows(sample_id, 1)?.first().copied())
+    }
+
+    /// Global rows of the first `limit` samples with this id, in row order (an id a corpus repeats is
+    /// `sample_id_duplicate`; a command given it names the other rows).
+    pub fn find_rows(&self, sample_id: &SampleId, limit: usize) -> Result<Vec<u64>> {
+        let mut out = Vec::new();
         for (k, s) in self.sources.iter().enumerate() {
+            if out.len() >= limit {
+                break;
+            }
             if let Some(ids) = s.sample_ids()? {
-                if let Some(i) = ids
+                let rows = ids
                     .iter()
-                    .position(|v| v.as_ref().is_some_and(|v| v.matches(sample_id)))
-                {
-                    return Ok(Some(self.starts[k] + i as u64));
-                }
+                    .enumerate()
+                    .filter(|(_, v)| v.as_ref().is_some_and(|v| v.matches(sample_id)))
+                    .map(|(i, _)| self.starts[k] + i as u64);
+                out.extend(rows.take(limit - out.len()));
             }
         }
-        Ok(None)
+        Ok(out)
     }
 
     /// Every sample's id (None where a sample has none), in global row order.

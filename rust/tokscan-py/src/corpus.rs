@@ -143,11 +143,15 @@ impl PyCorpus {
     /// Global row of the first sample with this id, or None (reads only the id columns). An integer id
     /// column is searched with an int as well as with its decimal text.
     fn find(&self, py: Python<'_>, sample_id: PyId) -> PyResult<Option<u64>> {
-        let id = match sample_id {
-            PyId::Int(n) => SampleId::Int(n),
-            PyId::Text(t) => SampleId::from(t),
-        };
+        let id = SampleId::from(sample_id);
         detached(py, || self.inner.find(&id))
+    }
+
+    /// Global rows of the first `limit` samples with this id, in row order (a repeated id has several).
+    #[pyo3(signature = (sample_id, limit))]
+    fn find_rows(&self, py: Python<'_>, sample_id: PyId, limit: usize) -> PyResult<Vec<u64>> {
+        let id = SampleId::from(sample_id);
+        detached(py, || self.inner.find_rows(&id, limit))
     }
 
     /// Writes a copy of input `index` (an index into `inputs`) at `out` holding the rows where `keep` is true
@@ -221,6 +225,15 @@ impl PyCorpus {
 enum PyId {
     Int(i64),
     Text(String),
+}
+
+impl From<PyId> for SampleId {
+    fn from(id: PyId) -> SampleId {
+        match id {
+            PyId::Int(n) => SampleId::Int(n),
+            PyId::Text(t) => SampleId::from(t),
+        }
+    }
 }
 
 /// A sample id as its column stores it: an int or a str.
