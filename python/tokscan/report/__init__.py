@@ -254,7 +254,8 @@ class Report:
         self, fail_on: str | None = None, policy: Mapping[str, PolicyValue] | None = None
     ) -> dict[str, tuple[str, str]]:
         """Each found code's `(status, words)`: how it bears on the verdict, in the words every output uses
-        ("fails the run", "tolerated: policy allows ≤ 0.5%", "ignored by policy", "below --fail-on error")."""
+        ("fails the run", "tolerated: policy allows ≤ 0.5%", "ignored by policy", "below --fail-on error", "never
+        fails (--fail-on never)")."""
         level, table = self.judged_by(fail_on, policy)
         out = {}
         for code, status in self.statuses(fail_on, policy).items():
@@ -266,7 +267,7 @@ class Report:
             elif status == "ignored":
                 words = "ignored by policy"
             elif status == "below_fail_on":
-                words = "not checked (--fail-on never)" if level == "never" else f"below --fail-on {level}"
+                words = "never fails (--fail-on never)" if level == "never" else f"below --fail-on {level}"
             elif isinstance(value, int):
                 words = f"tolerated: policy allows ≤ {value:,}"
             elif isinstance(value, str) and value.strip().endswith("%"):

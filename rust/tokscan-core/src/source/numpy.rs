@@ -280,7 +280,7 @@ impl NpyArray {
             d => {
                 return Err(Error::invalid(
                     &self.path,
-                    format!("token ids must be int32/uint32/int64/uint16, found {d:?}"),
+                    format!("token ids must be int32/int64/uint16/uint32/uint64, found {d:?}"),
                 ))
             }
         })

@@ -304,7 +304,7 @@ pub fn detect_layout(path: &Path, schema: &Schema, names: &ColumnNames) -> Resul
             ))
         }
     };
-    let token_types = "a list of int32/int64/uint32/uint16";
+    let token_types = "a list of int32/int64/uint16/uint32/uint64";
     check(&Some(ids.clone()), is_token_list, token_types)?;
     check(&prompt, is_token_list, token_types)?;
     if let (Some(p), Some(a), Some(b)) = (&prompt, typ(&ids), prompt.as_deref().and_then(typ)) {
