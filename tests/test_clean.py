@@ -306,3 +306,58 @@ def test_outputs_that_are_or_are_inside_an_input_are_refused(layouts, tmp_path):
         from tokscan.convert import convert
 
         convert([str(src)], "numpy", src / "y")
+
+
+def test_no_output_replaces_any_file_a_command_reads(layouts, tmp_path):
+    """Besides the corpus, every file a command was given (a baseline, prompts, a profile, a tokenizer directory,
+    a benchmark, a mapping, the reports `diff` compares) is refused as an output, as is a hard link to a shard and
+    two outputs naming one file; nothing given is changed."""
+    src = tmp_path / "corpus"
+    src.mkdir()
+    shard = src / "a.parquet"
+    shard.write_bytes(next(iter(sorted(layouts["parquet_full"].rglob("*.parquet")))).read_bytes())
+    base = tmp_path / "base.json"
+    assert run_cli("scan", str(src), "--json", str(base), "-q", "--fail-on", "never").returncode == 0
+    profile = tmp_path / "p.toml"
+    profile.write_text('base = "kimi-k2"\nname = "mine"\n')
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"id": "x", "messages": [{"role": "user", "content": "hi"}]}\n')
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text('{"prompt": "what is two and two"}\n')
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    (tok / "tokenizer_config.json").write_text("{}")
+    linked = tmp_path / "linked.json"
+    linked.hardlink_to(shard)
+    given = {p: p.read_bytes() for p in (shard, base, profile, prompts, bench, tok / "tokenizer_config.json")}
+    cases = [
+        ("scan", str(src), "--baseline", str(base), "--json", str(base)),
+        ("scan", str(src), "--baseline", str(base), "--junit", str(base)),
+        ("scan", str(src), "-p", str(profile), "--html", str(profile)),
+        ("scan", str(src), "--prompts", str(prompts), "--json", str(prompts)),
+        ("scan", str(src), "--contamination", str(bench), "--json", str(bench)),
+        ("scan", str(src), "--tokenizer", str(tok), "--json", str(tok / "tokenizer_config.json")),
+        ("scan", str(src), "--check-vocab", str(base), "--exclude", str(base)),
+        ("show", str(src), "--row", "0", "--json", str(shard)),
+        ("show", str(src), "--row", "0", "--prompts", str(prompts), "--json", str(prompts)),
+        ("diff", str(base), str(base), "--json", str(base)),
+        ("align", str(src), "--prompts", str(prompts), "--tokenizer", str(tok), "--json", str(prompts)),
+        ("profiles", "check", str(profile), "--tokenizer", str(tok), "--json", str(profile)),
+        ("profiles", "infer", "--tokenizer", str(tok), "--out", str(tok / "tokenizer_config.json")),
+    ]
+    for args in cases:
+        proc = run_cli(*args, "-q")
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and "must not overlap" in lines[0], (args, proc.stderr)
+    proc = run_cli("scan", str(src), "--json", str(linked), "-q")
+    assert proc.returncode == 2 and "hard link" in proc.stderr and str(shard) in proc.stderr, proc.stderr
+    for a, b in (("--json", "--html"), ("--json", "--exclude"), ("--html", "--junit")):
+        out = tmp_path / "same.out"
+        proc = run_cli("scan", str(src), a, str(out), b, str(out), "-q")
+        assert proc.returncode == 2 and "writes the same file" in proc.stderr and not out.exists(), proc.stderr
+    assert all(p.read_bytes() == data for p, data in given.items())
+    # '-' is stdout for every report; only one output may take it.
+    proc = run_cli("scan", str(src), "--html", "-", "--fail-on", "never", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith("<!doctype html>") and not (tmp_path / "-").exists()
+    proc = run_cli("scan", str(src), "--json", "-", "--exclude", "-")
+    assert proc.returncode == 2 and "all write to stdout" in proc.stderr

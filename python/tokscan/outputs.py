@@ -66,6 +66,64 @@ def input_paths(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return found
 
 
+Output = tuple[str, "str | os.PathLike[str] | None"]
+
+
+def refuse_clobbering(
+    outputs: Iterable[Output],
+    corpus: Iterable[str | os.PathLike[str]] = (),
+    reads: Iterable[str | os.PathLike[str] | None] = (),
+) -> None:
+    """Every output of a command, checked before any work: none is, or is inside, its `corpus` or any other file
+    it `reads` (a baseline, prompts, a profile or config file, a tokenizer directory, a chat template, a
+    mapping, a benchmark file), none is a hard link to one, and no two outputs name the same file. `outputs` are
+    `(option, path)` pairs; '-' (stdout) is always fine."""
+    given = [(option, out) for option, out in outputs if out is not None and os.fspath(out) != STDOUT]
+    extra = [r for r in reads if r is not None and Path(r).exists()]
+    inputs = input_paths([*corpus, *extra])
+    for option, out in given:
+        refuse_overlap(out, option, inputs)
+    _refuse_hard_links(given, inputs)
+    seen: dict[Path, str] = {}
+    for option, out in given:
+        key = Path(out).resolve()
+        if key in seen:
+            raise UsageError(f"{option} {out}: {seen[key]} writes the same file; give each output its own path")
+        seen[key] = option
+
+
+def _refuse_hard_links(outputs: list[Output], inputs: list[Path]) -> None:
+    """An existing output with more than one link may be another name of an input file: compared by device and
+    inode with every file of the inputs (only then are the input directories walked)."""
+    linked = {}
+    for option, out in outputs:
+        try:
+            st = os.stat(out)  # type: ignore[arg-type]
+        except OSError:
+            continue
+        if st.st_nlink > 1:
+            linked[(st.st_dev, st.st_ino)] = (option, out)
+    if not linked:
+        return
+
+    def files(p: Path) -> Iterable[Path]:
+        if p.is_dir():
+            for root, _dirs, names in os.walk(p):
+                yield from (Path(root) / n for n in names)
+        else:
+            yield p
+
+    for i in inputs:
+        for f in files(i):
+            try:
+                st = os.stat(f)
+            except OSError:
+                continue
+            hit = linked.get((st.st_dev, st.st_ino))
+            if hit is not None:
+                raise UsageError(f"{hit[0]} {hit[1]}: the output is another name (a hard link) of the input {f}")
+
+
 def refuse_overlap(out: str | os.PathLike[str] | None, option: str, inputs: Iterable[Path]) -> None:
     """A usage error when `out` is, or is inside, an input (so a report or a copy never replaces or joins the
     corpus); for a directory output also when an input is inside it. '-' (stdout) is always fine."""

@@ -39,6 +39,7 @@ def diff(
     with user_errors():
         from ..config import discover, load_file
         from ..errors import UsageError
+        from ..outputs import refuse_clobbering
         from ..report import Report, ci
         from ..report.drift import compare, to_json
         from ..report.terminal import print_drift
@@ -48,6 +49,7 @@ def diff(
         check_output(json_out, "--json")
         check_output(junit_out, "--junit")
         cfg = load_file(config_file) if config_file is not None else discover()
+        refuse_clobbering([("--json", json_out), ("--junit", junit_out)], reads=[base, new, config_file or cfg.source])
         b, n = Report.load(base), Report.load(new)
         warning = profile_mismatch(b, n)
         if warning and not quiet:

@@ -74,10 +74,12 @@ def check(
     Renders probe conversations (system or not, multi-turn, thinking on and off, tool calls and results)
     through the template, checks them with the profile and reports every disagreement. Exit 0 when the profile
     fits, 1 when it does not."""
+    from ..outputs import refuse_clobbering
     from ..profile_check import check as run_check
 
     with user_errors():
         check_output(json_out, "--json")
+        refuse_clobbering([("--json", json_out)], reads=[profile, tokenizer, chat_template])
         r = run_check(profile, str(tokenizer), chat_template, trust_remote_code)
         if json_out is not None:
             write_output(json_out, json.dumps(r.to_json(), indent=2, ensure_ascii=False))
@@ -108,10 +110,12 @@ def infer(
     separator or suffix, end of turn, think tokens, tool-call tokens, BOS/EOS/PAD. The draft is printed (or
     written to --out) with what had to be guessed, then checked like `profiles check`: exit 0 when it fits, 1
     when it does not."""
+    from ..outputs import refuse_clobbering
     from ..profile_check import infer as run_infer
 
     with user_errors():
         check_output(out_file, "--out")
+        refuse_clobbering([("--out", out_file)], reads=[tokenizer, chat_template])
         draft = run_infer(str(tokenizer), chat_template, trust_remote_code, name)
         write_output(out_file if out_file is not None else Path("-"), draft.toml)
         if not quiet:

@@ -128,7 +128,7 @@ def execute(a: ScanArgs) -> int:
     bad usage or input; every output path is checked before the scan starts."""
     from ..api import load_profile
     from ..config import discover, load_file
-    from ..outputs import input_paths, refuse_overlap, write_file
+    from ..outputs import refuse_clobbering, write_file
     from ..report import Report
     from ..report.drift import compare
 
@@ -144,21 +144,23 @@ def execute(a: ScanArgs) -> int:
         raise UsageError("--exclude-code needs --exclude FILE")
     if stdout_taken(a.json_out) and a.fmt is OutputFormat.github:
         raise UsageError("--format github and --json - both write to stdout; write the JSON to a file")
-    inputs = input_paths(paths)
-    for path, option in (
-        (a.json_out, "--json"),
-        (a.html_out, "--html"),
-        (a.junit_out, "--junit"),
-        (a.exclude, "--exclude"),
-    ):
+    outputs = [
+        ("--json", a.json_out),
+        ("--html", a.html_out),
+        ("--junit", a.junit_out),
+        ("--exclude", a.exclude),
+        ("--out", a.vocab_out),
+    ]
+    for option, path in outputs:
         check_output(path, option)
-        refuse_overlap(path, option, inputs)
     if a.vocab_out is not None:
         from ..vocab import check_output as check_mapping_output
 
         check_mapping_output(a.vocab_out)
-        check_output(a.vocab_out, "--out")
-        refuse_overlap(a.vocab_out, "--out", inputs)
+    # Besides the corpus, every file the scan reads: none may be replaced by a report.
+    reads = [a.config or cfg.source, a.baseline, cfg.profile_name(a.profile), a.tokenizer or cfg.tokenizer]
+    reads += [a.prompts or cfg.prompts, a.chat_template or cfg.chat_template, a.check_vocab, *a.contamination]
+    refuse_clobbering(outputs, paths, reads)
     from ..vocab import parse_sizes
 
     sizes = parse_sizes(a.draft_vocab) if a.draft_vocab is not None else cfg.draft_vocab
@@ -167,7 +169,12 @@ def execute(a: ScanArgs) -> int:
     tok_dir = a.tokenizer or cfg.tokenizer
     fail_level = a.fail_on or cfg.fail_on or "error"
     base = Report.load(a.baseline) if a.baseline is not None else None
-    text_out = not a.quiet and a.fmt is OutputFormat.text and not stdout_taken(a.json_out)
+    to_stdout = [f"{option} -" for option, path in outputs if stdout_taken(path)]
+    if a.fmt is OutputFormat.github or (a.fmt is OutputFormat.json and a.json_out is None):
+        to_stdout.append(f"--format {a.fmt.value}")
+    if len(to_stdout) > 1:
+        raise UsageError(f"{' and '.join(to_stdout)} all write to stdout; give all but one a file")
+    text_out = not a.quiet and a.fmt is OutputFormat.text and not to_stdout
     threads = a.threads if a.threads is not None else (cfg.threads or 0)
     if threads > (cap := _core.max_threads()):
         if not a.quiet:
@@ -259,12 +266,16 @@ def execute(a: ScanArgs) -> int:
     if a.junit_out is not None or a.fmt is OutputFormat.github:
         from ..report import ci
 
-        if a.junit_out is not None:
+        if a.junit_out is not None and stdout_taken(a.junit_out):
+            write_output(a.junit_out, ci.junit(report, drifts=drifts))
+        elif a.junit_out is not None:
             write_file(a.junit_out, ci.junit(report, drifts=drifts), "the JUnit report")
             written.append(f"JUnit XML -> {a.junit_out}")
         if a.fmt is OutputFormat.github:
             sys.stdout.write(ci.github(report, drifts=drifts))
-    if a.html_out is not None:
+    if a.html_out is not None and stdout_taken(a.html_out):
+        write_output(a.html_out, report.to_html())
+    elif a.html_out is not None:
         report.write_html(a.html_out)  # the run as the core recorded it (`run`)
         written.append(f"HTML report -> {a.html_out}")
     if a.exclude is not None:

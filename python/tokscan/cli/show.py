@@ -104,6 +104,7 @@ def show(
     from ..api import load_profile
     from ..config import discover, load_file
     from ..errors import UsageError
+    from ..outputs import refuse_clobbering
     from ..remote import relabel, staged_footers
     from ..samples.corpus import Corpus, describe, explain
     from ..samples.tokenizer import load_tokenizer
@@ -114,6 +115,14 @@ def show(
             raise UsageError("give exactly one of --sample-id or --row")
         check_output(json_out, "--json")
         cfg = load_file(config_file) if config_file is not None else discover()
+        reads = [
+            prompts,
+            tokenizer or cfg.tokenizer,
+            chat_template,
+            cfg.profile_name(profile),
+            config_file or cfg.source,
+        ]
+        refuse_clobbering([("--json", json_out)], path, reads)
         columns = corpus_columns(
             config_file, ids_column, prompt_column, output_column, mask_column, id_column, category_column
         )
