@@ -516,3 +516,21 @@ def test_scan_takes_a_datasets_dataset_through_its_arrow_files(corpus, tmp_path)
         tokscan.scan(ds.shuffle(seed=0))
     with pytest.raises(tokscan.UsageError, match="lives in memory"):
         tokscan.scan(datasets.Dataset.from_dict(rows))
+
+
+@pytest.mark.parametrize("offsets", [[0, 10, 50], [5, 10, 100], [5, 60]])
+def test_numpy_tokens_outside_every_sample_are_counted_in_a_warning(tmp_path, offsets):
+    """Offsets that start past 0 or stop short of `tokens.npy` leave tokens in no sample: the report says how
+    many (the scan reads the samples the offsets describe, as before)."""
+    d = tmp_path / "npd"
+    d.mkdir()
+    np.save(d / "tokens.npy", np.arange(1, 101, dtype=np.int32))
+    np.save(d / "offsets.npy", np.array(offsets, dtype=np.int64))
+    r = tokscan.scan(d, profile="plain")
+    outside = offsets[0] + 100 - offsets[-1]
+    assert r.n_tokens == offsets[-1] - offsets[0]
+    assert r.data["inputs"][0]["warning"].startswith(f"{outside} of the 100 tokens of tokens.npy are in no sample")
+    proc = run_cli("scan", str(d), "-p", "plain")
+    assert proc.returncode == 0 and f"{outside} of the 100 tokens" in proc.stderr
+    np.save(d / "offsets.npy", np.array([0, 40, 100], dtype=np.int64))
+    assert tokscan.scan(d, profile="plain").data["inputs"][0].get("warning") is None

@@ -487,6 +487,20 @@ impl Source for NumpyShard {
         &self.units
     }
 
+    /// Tokens of `tokens.npy` that no sample's offsets cover (before the first offset, past the last) are in no
+    /// sample: read by nothing, so the report says how many.
+    fn warning(&self) -> Option<String> {
+        let (first, last) = (self.offsets[0], *self.offsets.last().expect("non-empty"));
+        let outside = first as u64 + (self.tokens.len as u64).saturating_sub(last as u64);
+        (outside > 0).then(|| {
+            format!(
+                "{outside} of the {} tokens of tokens.npy are in no sample (the offsets cover [{first}, {last})): \
+                 not scanned",
+                self.tokens.len
+            )
+        })
+    }
+
     /// The unit's rows, then their pages released ([`NpyArray::release`]).
     fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {
         let u = self.units[unit];
