@@ -534,3 +534,23 @@ def test_numpy_tokens_outside_every_sample_are_counted_in_a_warning(tmp_path, of
     assert proc.returncode == 0 and f"{outside} of the 100 tokens" in proc.stderr
     np.save(d / "offsets.npy", np.array([0, 40, 100], dtype=np.int64))
     assert tokscan.scan(d, profile="plain").data["inputs"][0].get("warning") is None
+
+
+def test_convert_refuses_a_line_that_is_not_a_sample(tmp_path):
+    """A malformed JSONL line is no sample: converted, it would become an empty one and its finding would be
+    gone. convert names the line and writes nothing; clean drops such lines, and its copy converts."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f.jsonl").write_text('{"input_ids": [4, 5]}\n{"input_ids": [1, 2.0, 3]}\n{"input_ids": [6]}\n')
+    proc = run_cli("convert", str(src), "--to", "parquet", "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "f.jsonl" in proc.stderr and "line 2 is not a sample (malformed_line)" in proc.stderr
+    assert not (tmp_path / "out").exists()
+    report = tmp_path / "r.json"
+    assert run_cli("scan", str(src), "-p", "plain", "--json", str(report), "-q").returncode == 1
+    cleaned = tmp_path / "clean"
+    proc = run_cli("clean", str(src), "--report", str(report), "--out", str(cleaned), "--code", "malformed_line")
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli("convert", str(cleaned), "--to", "parquet", "--out", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr
+    assert tokscan._core.Corpus([str(tmp_path / "out")]).sample(1)["ids"].tolist() == [6]

@@ -123,6 +123,17 @@ fn write_all(
             return Err(Error::Interrupted);
         }
         let chunk = corpus.samples(start, n.min(start + CHUNK))?;
+        // A line that is not a sample has no tokens to copy: written, it would become an empty sample and its
+        // `malformed_line` finding would be lost with it.
+        if let Some((s, line)) = chunk.iter().find_map(|s| s.malformed_line.map(|l| (s, l))) {
+            return Err(Error::invalid(
+                corpus.sources[s.source].path(),
+                format!(
+                    "line {line} is not a sample (malformed_line): convert copies samples only; drop such \
+                     lines first with `tokscan clean --code malformed_line`"
+                ),
+            ));
+        }
         let t: u64 = chunk.iter().map(|s| s.ids.len() as u64).sum();
         sink.add(&chunk, written)?;
         done += chunk.len() as u64;

@@ -34,6 +34,9 @@ pub struct SampleData {
     pub mask: Option<Vec<u8>>,
     pub sample_id: Option<SampleId>,
     pub category: String,
+    /// The row is a line its input could not read as a sample (JSONL): its 1-based line number. Its `ids`
+    /// are then empty, standing for nothing.
+    pub malformed_line: Option<u32>,
 }
 
 pub struct Corpus {
@@ -304,6 +307,7 @@ fn owned(
             .categories
             .and_then(|c| c[i].clone())
             .unwrap_or_else(|| default.to_string()),
+        malformed_line: b.findings.and_then(|f| f[i].malformed_line),
     }
 }
 
