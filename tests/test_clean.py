@@ -361,3 +361,26 @@ def test_no_output_replaces_any_file_a_command_reads(layouts, tmp_path):
     assert proc.returncode == 0 and proc.stdout.startswith("<!doctype html>") and not (tmp_path / "-").exists()
     proc = run_cli("scan", str(src), "--json", "-", "--exclude", "-")
     assert proc.returncode == 2 and "all write to stdout" in proc.stderr
+
+
+def test_every_row_is_kept_removed_or_counted_as_not_copied(tmp_path):
+    """A JSONL file left with malformed lines only is not written (no sample line: not an input); its lines are
+    counted, so kept + removed + not copied is the corpus. A report listing a row twice removes it once."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.jsonl").write_text('{"input_ids": [1, 2, 3]}\n{"input_ids": [7, 8]}\n')
+    (src / "b.jsonl").write_text('{"input_ids": [1, 2, 3]}\n{"input_ids": [4,\n')
+    report = tmp_path / "r.json"
+    assert run_cli("scan", str(src), "-p", "plain", "--json", str(report), "-q").returncode == 1
+    proc = run_cli("clean", str(src), "--report", str(report), "--out", str(tmp_path / "out"), "--code", "duplicate")
+    assert proc.returncode == 0, proc.stderr
+    assert "kept 2 of 4 samples (1 removed, 1 malformed line(s) left out with a file" in proc.stdout, proc.stdout
+    m = json.loads((tmp_path / "out" / "tokscan-clean.json").read_text())
+    assert (m["samples"], m["kept"], len(m["removed"]), m["not_copied"]) == (4, 2, 1, 1)
+    doubled = json.loads(report.read_text())
+    doubled["flagged"] = doubled["flagged"] + doubled["flagged"]
+    twice = tmp_path / "twice.json"
+    twice.write_text(json.dumps(doubled))
+    proc = run_cli("clean", str(src), "--report", str(twice), "--out", str(tmp_path / "out2"), "--code", "duplicate")
+    assert proc.returncode == 0 and "kept 2 of 4 samples (1 removed, 1 malformed" in proc.stdout, proc.stdout
+    assert len(json.loads((tmp_path / "out2" / "tokscan-clean.json").read_text())["removed"]) == 1

@@ -231,7 +231,8 @@ def _clean(
         corpus = Corpus(local, columns)
         _same_inputs(report, [(relabel(p, bases), f, c) for p, f, c in corpus.inputs], corpus.counts)
         _check_out(out, local, [p for p, _f, _c in corpus.inputs])
-        drop = selected(report, fail_on, codes, policy)
+        # One entry a row, however often a (hand-edited or merged) report lists it.
+        drop = list({int(f["row"]): f for f in selected(report, fail_on, codes, policy)}.values())
         more = selected_summarized(report, fail_on, codes, policy)
         rows = np.union1d(np.array([int(f["row"]) for f in drop], dtype=np.int64), more)
         # The copy's paths, as the bucket will name them when it goes to one.
@@ -241,11 +242,17 @@ def _clean(
         "tool": {"name": "tokscan", "version": _core.__version__},
         "selection": {"codes": sorted(set(codes))} if codes else {"fail_on": report.judged_by(fail_on, policy)[0]},
         "inputs": files,
+        "samples": sum(f["samples"] for f in files),
         "kept": sum(f["kept"] for f in files),
         "removed": [{k: f[k] for k in ("row", "sample_id", "source", "category", "codes", "severity")} for f in drop],
     }
     if len(more):
         # The samples the report kept without detail: counted, not listed one by one.
-        manifest["removed_summarized"] = len(more)
+        manifest["removed_summarized"] = len(np.setdiff1d(more, [int(f["row"]) for f in drop]))
+    # Rows neither kept nor removed: lines that are no sample (malformed JSONL), left out with a file that kept
+    # no sample line (`omitted` in its entry). Said, so that every row is accounted for.
+    not_copied = manifest["samples"] - manifest["kept"] - len(rows)
+    if not_copied:
+        manifest["not_copied"] = not_copied
     write_file(out / MANIFEST, json.dumps(manifest, indent=2) + "\n", "the manifest")
     return manifest

@@ -70,9 +70,11 @@ def clean(
         m = run_clean(paths, report, target, fail_on=level, codes=code or (), policy=policy, columns=columns)
         removed = len(m["removed"]) + m.get("removed_summarized", 0)
         manifest = f"{out_dir.rstrip('/')}/{MANIFEST}" if isinstance(target, str) else target / MANIFEST
+        lost = m.get("not_copied", 0)
+        left_out = f", {lost} malformed line(s) left out with a file that kept no sample" if lost else ""
         if not quiet:
             out.print(
-                f"kept {m['kept']} of {m['kept'] + removed} samples ({removed} removed) in {len(m['inputs'])} "
+                f"kept {m['kept']} of {m['samples']} samples ({removed} removed{left_out}) in {len(m['inputs'])} "
                 f"file(s) -> {out_dir}  ·  manifest: {manifest}",
                 highlight=False,
             )
