@@ -339,3 +339,15 @@ def test_scan_json_writes_the_core_text_unparsed_unless_a_mapping_leaves_it(ds, 
     assert "mapping" not in (doc.get("draft_vocab") or {})
     assert ("draft_vocab" in doc) == (len(command) > 1)
     assert (tmp_path / "m.npz").exists() == (command[0] == "vocab")
+
+
+def test_an_error_stays_one_line_whatever_the_file_is_named(tmp_path):
+    """A newline in a file name is escaped: the error is one line, and no name can begin a line of the log (a
+    `::error::` workflow command in GitHub Actions)."""
+    d = tmp_path / "nl"
+    d.mkdir()
+    (d / "a\n::error::injected.parquet").write_bytes(b"PAR1junk")
+    proc = run_cli("scan", str(d), "-q", "-p", "plain")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "a\\n::error::injected.parquet" in lines[0] and not any(x.startswith("::") for x in lines)

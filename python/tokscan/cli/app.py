@@ -202,11 +202,17 @@ def user_errors() -> Iterator[None]:
         fail(f"internal error: {type(e).__name__}: {e} (a bug; TOKSCAN_DEBUG=1 shows the traceback)")
 
 
+def one_line(message: str) -> str:
+    """`message` with its control characters escaped (a newline in a file name is `\\n`): an error is one line,
+    and no file name can start a line of its own (a `::error::` workflow command in CI logs)."""
+    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in message)
+
+
 def fail(message: str) -> None:
     from rich.markup import escape
 
     # The message is plain text: `[ray]` in an install command or `[columns]` in a config hint is not markup.
-    err.print(f"[bold red]tokscan: error:[/] {escape(message)}", highlight=False, soft_wrap=True, markup=True)
+    err.print(f"[bold red]tokscan: error:[/] {escape(one_line(message))}", highlight=False, soft_wrap=True, markup=True)
     raise typer.Exit(2) from None
 
 

@@ -31,6 +31,7 @@ from .app import (
     check_output,
     columns_from,
     err,
+    one_line,
     out,
     stdout_taken,
     user_errors,
@@ -299,7 +300,10 @@ def execute(a: ScanArgs) -> int:
     if not a.quiet:
         for i in report.data.get("inputs", []):
             if i.get("warning"):
-                err.print(f"[bold yellow]warning:[/] {i['path']}: {i['warning']}", highlight=False, soft_wrap=True)
+                from rich.markup import escape
+
+                said = escape(one_line(f"{i['path']}: {i['warning']}"))
+                err.print(f"[bold yellow]warning:[/] {said}", highlight=False, soft_wrap=True)
     if a.hint and not a.quiet and early is None:
         from ..samples.hints import profile_hint
 
