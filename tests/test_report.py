@@ -133,3 +133,46 @@ def test_the_run_is_recorded_by_the_core_and_shown_by_a_page_written_later(tmp_p
     (tmp_path / "future.json").write_text(json.dumps(old | {"schema_version": 99}))
     with pytest.raises(tokscan.ReportError, match="reads 1, 2, 3"):
         tokscan.Report.load(tmp_path / "future.json")
+
+
+def test_a_report_of_the_wrong_shape_is_a_report_error_for_every_reader(tmp_path):
+    """`diff`, `scan --baseline` and `clean --report` given a report whose fields are of other types than a
+    scan writes (edited by hand, or nested past what JSON reading allows): one line naming the file, exit 2,
+    never an internal error."""
+    import json
+
+    from conftest import run_cli
+
+    path, profile = demo.write_demo(tmp_path / "d", "deepseek", seed=5)
+    good = tmp_path / "good.json"
+    tokscan.scan(path, profile=profile).write_json(good)
+    data = json.loads(good.read_text())
+
+    def edited(name, change):
+        d = copy.deepcopy(data)
+        change(d)
+        p = tmp_path / f"{name}.json"
+        p.write_text(json.dumps(d))
+        return p
+
+    cat = next(iter(data["categories"]))
+    bad = [
+        edited("lengths", lambda d: d["categories"][cat].__setitem__("lengths", True)),
+        edited("count", lambda d: d["anomalies"]["truncated"].__setitem__("count", [1])),
+        edited("verdict", lambda d: d.__setitem__("verdict", "x")),
+        edited("row", lambda d: d["flagged"][0].__setitem__("row", 2**70)),
+    ]
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    for p in [*bad, deep]:
+        for args in (
+            ("diff", str(good), str(p)),
+            ("scan", str(path), "-p", str(profile), "--baseline", str(p), "-q"),
+            ("clean", str(path), "--report", str(p), "--out", str(tmp_path / f"out-{p.stem}")),
+        ):
+            proc = run_cli(*args)
+            if proc.returncode != 2:  # a field this command does not read
+                assert p.stem in ("lengths", "row") and proc.returncode in (0, 1), (args, proc.stderr)
+                continue
+            lines = proc.stderr.strip().splitlines()
+            assert len(lines) == 1 and p.name in lines[0] and "internal error" not in lines[0], (args, proc.stderr)

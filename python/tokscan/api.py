@@ -147,6 +147,8 @@ def scan(
         raise UsageError(f"engine must be 'local' or 'ray', got {engine!r}")
     if chat_template is not None and not Path(chat_template).is_file():
         raise UsageError(f"{os.fspath(chat_template)}: no such chat template file")
+    from .samples.tokenizer import read_chat_template
+
     if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads < 2**32:
         raise UsageError(f"threads must be 0 (one per core) or a positive number, got {threads!r}")
     bench = None
@@ -175,7 +177,7 @@ def scan(
         ngram_coverage=ngram_coverage,
         prompts=None if prompts is None else [os.fspath(prompts)],
         tokenizer=None if tokenizer is None else os.fspath(tokenizer),
-        chat_template=None if chat_template is None else Path(chat_template).read_text(),
+        chat_template=None if chat_template is None else read_chat_template(chat_template),
         contamination=bench,
         near_dup=near,
         draft_vocab=vocab,

@@ -17,7 +17,7 @@ import numpy as np
 from . import _core
 from .errors import ReportError, UsageError, did_you_mean
 from .outputs import write_file
-from .report import Report
+from .report import Report, read_as_report
 
 if TYPE_CHECKING:
     from .report import PolicyValue
@@ -231,10 +231,11 @@ def _clean(
         corpus = Corpus(local, columns)
         _same_inputs(report, [(relabel(p, bases), f, c) for p, f, c in corpus.inputs], corpus.counts)
         _check_out(out, local, [p for p, _f, _c in corpus.inputs])
-        # One entry a row, however often a (hand-edited or merged) report lists it.
-        drop = list({int(f["row"]): f for f in selected(report, fail_on, codes, policy)}.values())
-        more = selected_summarized(report, fail_on, codes, policy)
-        rows = np.union1d(np.array([int(f["row"]) for f in drop], dtype=np.int64), more)
+        with read_as_report(report.origin or "the report"):
+            # One entry a row, however often a (hand-edited or merged) report lists it.
+            drop = list({int(f["row"]): f for f in selected(report, fail_on, codes, policy)}.values())
+            more = selected_summarized(report, fail_on, codes, policy)
+            rows = np.union1d(np.array([int(f["row"]) for f in drop], dtype=np.int64), more)
         # The copy's paths, as the bucket will name them when it goes to one.
         out_bases = [(str(out) + os.sep, out_url)] if out_url else []
         files = relabel(write_copy(corpus, local, rows, out), [*bases, *out_bases])

@@ -22,7 +22,7 @@ from typing import Any
 
 from . import _core
 from .errors import ProfileError, UsageError, install_hint
-from .samples.tokenizer import encode, load_tokenizer, vocabulary, vocabulary_dir
+from .samples.tokenizer import encode, load_tokenizer, read_chat_template, vocabulary, vocabulary_dir
 
 TOOLS = [
     {
@@ -383,7 +383,7 @@ def templated_tokenizer(tokenizer: str, chat_template: Path | None, trust_remote
     """The tokenizer with the chat template the probes render through (its own, or `chat_template`)."""
     tok = load_tokenizer(tokenizer, trust_remote_code)
     if chat_template is not None:
-        tok.chat_template = chat_template.read_text(encoding="utf-8")
+        tok.chat_template = read_chat_template(chat_template)
     if getattr(tok, "chat_template", None) is None:
         raise UsageError(f"{tokenizer}: the tokenizer has no chat template; pass --chat-template FILE")
     try:

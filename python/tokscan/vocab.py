@@ -77,7 +77,8 @@ def load_mapping(path: str | os.PathLike[str]) -> tuple[list[int], list[bool]]:
     except UsageError:
         raise
     except Exception as e:  # any unreadable file: one line naming it
-        raise UsageError(f"{p}: not a draft-vocabulary mapping with d2t and t2d ({type(e).__name__}: {e})") from None
+        why = (str(e).strip().splitlines() or [""])[0]  # torch's refusals run to a paragraph
+        raise UsageError(f"{p}: not a draft-vocabulary mapping with d2t and t2d ({type(e).__name__}: {why})") from None
     if d2t.ndim != 1 or t2d.ndim != 1 or not np.issubdtype(d2t.dtype, np.integer):
         raise UsageError(f"{p}: d2t must be a 1-D integer array and t2d a 1-D mask")
     return [int(x) for x in d2t.tolist()], [bool(x) for x in t2d.tolist()]

@@ -86,7 +86,7 @@ def align(
     from ..errors import UsageError
     from ..outputs import refuse_clobbering
     from ..samples.corpus import decode_text
-    from ..samples.tokenizer import load_tokenizer
+    from ..samples.tokenizer import load_tokenizer, read_chat_template
 
     with user_errors():
         check_output(json_out, "--json")
@@ -99,7 +99,7 @@ def align(
         if not prompts.is_file():
             raise UsageError(f"{prompts}: no such prompts file")
         tok = load_tokenizer(tokenizer, trust_remote_code)  # decodes the differences; refuses remote code unasked
-        template = chat_template.read_text(encoding="utf-8") if chat_template is not None else None
+        template = read_chat_template(chat_template) if chat_template is not None else None
         prof = load_profile(cfg.profile_name(profile), None, trust_remote_code)
         report = run_scan(
             path,

@@ -40,7 +40,7 @@ def diff(
         from ..config import discover, load_file
         from ..errors import UsageError
         from ..outputs import refuse_clobbering
-        from ..report import Report, ci
+        from ..report import Report, ci, read_as_report
         from ..report.drift import compare, to_json
         from ..report.terminal import print_drift
 
@@ -51,19 +51,22 @@ def diff(
         cfg = load_file(config_file) if config_file is not None else discover()
         refuse_clobbering([("--json", json_out), ("--junit", junit_out)], reads=[base, new, config_file or cfg.source])
         b, n = Report.load(base), Report.load(new)
-        warning = profile_mismatch(b, n)
+        with read_as_report(f"{base}, {new}"):
+            warning = profile_mismatch(b, n)
+            drifts = compare(b, n, cfg.drift)
+            junit = ci.junit(n, "never", cfg.policy, drifts) if junit_out is not None else None
+            github = ci.github(n, "never", cfg.policy, drifts) if fmt is OutputFormat.github else None
         if warning and not quiet:
             err.print(f"[bold yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
-        drifts = compare(b, n, cfg.drift)
         doc = json.dumps({"base": str(base), "new": str(new), "drift": to_json(drifts)}, indent=2)
         if json_out is not None:
             write_output(json_out, doc)
         elif fmt is OutputFormat.json:
             write_output(Path("-"), doc)
-        if junit_out is not None:
-            write_file(junit_out, ci.junit(n, "never", cfg.policy, drifts), "the JUnit report")
-        if fmt is OutputFormat.github:
-            sys.stdout.write(ci.github(n, "never", cfg.policy, drifts))
+        if junit_out is not None and junit is not None:
+            write_file(junit_out, junit, "the JUnit report")
+        if github is not None:
+            sys.stdout.write(github)
         if fmt is OutputFormat.text and not quiet and not stdout_taken(json_out):
             print_drift(drifts, out, base)
     raise typer.Exit(1 if drifts else 0)

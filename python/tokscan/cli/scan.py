@@ -130,7 +130,7 @@ def execute(a: ScanArgs) -> int:
     from ..api import load_profile
     from ..config import discover, load_file
     from ..outputs import refuse_clobbering, write_file
-    from ..report import Report
+    from ..report import Report, read_as_report
     from ..report.drift import compare
 
     cfg = load_file(a.config) if a.config is not None else discover()
@@ -245,7 +245,10 @@ def execute(a: ScanArgs) -> int:
             columns,
             prof if prof is not None else load_profile(profile, tok_dir, a.trust_remote_code),
         )
-    drifts = compare(base, report, cfg.drift) if base is not None else None
+    drifts = None
+    if base is not None:
+        with read_as_report(a.baseline):
+            drifts = compare(base, report, cfg.drift)
     written: list[str] = []  # "what -> where", said after the summary
     # The mapping leaves the report (it is its own file). Only then is the core's JSON text parsed before it is
     # written: parsing and re-encoding a report of many flagged samples is tens of milliseconds.

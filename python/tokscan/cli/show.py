@@ -107,7 +107,7 @@ def show(
     from ..outputs import refuse_clobbering
     from ..remote import relabel, staged_footers
     from ..samples.corpus import Corpus, describe, explain
-    from ..samples.tokenizer import load_tokenizer
+    from ..samples.tokenizer import load_tokenizer, read_chat_template
     from .app import corpus_columns
 
     with user_errors(), ExitStack() as stack:
@@ -153,7 +153,7 @@ def show(
         explain(sample, prof)
         tok = load_tokenizer(tok_dir, trust_remote_code) if tok_dir is not None else None
         if tok is not None and chat_template is not None:
-            tok.chat_template = chat_template.read_text()
+            tok.chat_template = read_chat_template(chat_template)
         doc = describe(sample, tok, raw)
         inputs = zip(corpus.inputs, corpus.layouts, strict=True)
         layout = next((lay for (src, _f, _h), lay in inputs if src == sample.source), None)
@@ -172,7 +172,7 @@ def show(
             dict(corpus.columns),
             str(prompts) if prompts is not None else None,
             str(tok_dir) if tok_dir is not None else None,
-            chat_template.read_text() if chat_template is not None else None,
+            read_chat_template(chat_template) if chat_template is not None else None,
         )
         if found is not None:
             paired = json.loads(found)

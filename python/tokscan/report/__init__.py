@@ -5,7 +5,8 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -43,11 +44,13 @@ class Report:
     A report from a scan wraps the JSON text the core wrote and parses it on first use of `data`, so
     `write_json` right after a scan (what `tokscan scan -q --json F` does) never builds the Python objects."""
 
-    __slots__ = ("__weakref__", "_columns", "_core_corpus", "_corpus", "_data", "_text")
+    __slots__ = ("__weakref__", "_columns", "_core_corpus", "_corpus", "_data", "_text", "origin")
 
     def __init__(self, data: dict[str, Any]) -> None:
         self._data: dict[str, Any] | None = data
         self._text: str | None = None
+        #: The file a loaded report was read from (errors about its fields name it); None for a scan's own.
+        self.origin: str | None = None
         self._core_corpus: _core.Corpus | None = None
         self._columns: dict[str, str] = {}
         self._corpus: Any = None
@@ -61,6 +64,7 @@ class Report:
         report = cls.__new__(cls)
         report._data, report._text, report._corpus = None, text, None
         report._core_corpus, report._columns = corpus, dict(columns or {})
+        report.origin = None
         return report
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -363,6 +367,8 @@ class Report:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise ReportError(f"{origin}: not a JSON report ({e})") from None
+        except RecursionError:
+            raise ReportError(f"{origin}: not a tokscan report (JSON nested too deeply to read)") from None
         version = data.get("schema_version") if isinstance(data, dict) else None
         if version not in READABLE_SCHEMAS:
             readable = ", ".join(map(str, READABLE_SCHEMAS))
@@ -381,7 +387,22 @@ class Report:
             raise ReportError(f"{p}: {e.strerror}") from None
         except UnicodeDecodeError:
             raise ReportError(f"{p}: not a JSON report (not UTF-8 text)") from None
-        return cls.from_json(text, str(p))
+        report = cls.from_json(text, str(p))
+        report.origin = str(p)
+        return report
+
+
+@contextmanager
+def read_as_report(origin: object) -> Iterator[None]:
+    """Reading a loaded report's fields (`diff`, `--baseline`, `clean --report`): a field of another type or
+    value than a scan writes (a report edited by hand, or of a tool that only looks like this one) is a
+    ReportError naming the file, not an internal error. `_check_shape` vouches for the fields every consumer
+    needs; this covers the rest."""
+    try:
+        yield
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError, ZeroDivisionError, RecursionError) as e:
+        why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        raise ReportError(f"{origin}: not a tokscan report this version can read ({why})") from None
 
 
 def _check_shape(data: dict[str, Any], origin: str) -> None:
@@ -391,12 +412,21 @@ def _check_shape(data: dict[str, Any], origin: str) -> None:
     def need(where: dict[str, Any], key: str, kind: type | tuple[type, ...], path: str) -> Any:
         value = where.get(key)
         if not isinstance(value, kind) or isinstance(value, bool):
-            raise ReportError(f"{origin}: not a tokscan report: {path} is missing or not a {_kind(kind)}")
+            raise ReportError(f"{origin}: not a tokscan report: {path} is missing or not {_kind(kind)}")
         return value
 
     for key, kind in (("n_samples", int), ("anomalies", dict), ("categories", dict), ("inputs", list)):
         need(data, key, kind, key)
     need(data, "flagged", list, "flagged")
+    for code, a in data["anomalies"].items():
+        if not isinstance(a, dict):
+            raise ReportError(f"{origin}: not a tokscan report: anomalies.{code} is not an object")
+        need(a, "count", int, f"anomalies.{code}.count")
+    for name, c in data["categories"].items():
+        if not isinstance(c, dict):
+            raise ReportError(f"{origin}: not a tokscan report: categories.{name} is not an object")
+    if "verdict" in data:
+        need(data, "verdict", dict, "verdict")
     for i, f in enumerate(data["flagged"]):
         if not isinstance(f, dict):
             raise ReportError(f"{origin}: not a tokscan report: flagged[{i}] is not an object")
@@ -410,4 +440,5 @@ def _check_shape(data: dict[str, Any], origin: str) -> None:
 
 
 def _kind(kind: type | tuple[type, ...]) -> str:
-    return " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+    names = {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "an object"}
+    return " or ".join(names.get(k, k.__name__) for k in (kind if isinstance(kind, tuple) else (kind,)))

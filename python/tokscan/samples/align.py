@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import InputError, UsageError, install_hint
 from .corpus import Corpus
-from .tokenizer import load_tokenizer
+from .tokenizer import load_tokenizer, read_chat_template
 
 SHIFT_WINDOW = 3
 MIN_SHIFT_RUN = 2
@@ -199,7 +199,7 @@ def align(
     corpus = Corpus(paths, columns)
     records = read_records(prompts)
     seqs, plens, sample_ids = sample_prompts(corpus)
-    template = chat_template.read_text() if chat_template is not None else None
+    template = read_chat_template(chat_template) if chat_template is not None else None
     rendered, tok = render_prompts(records, tokenizer_dir, template, workers or os.cpu_count() or 1, trust_remote_code)
     id_field = next((f for f in ("sample_id", "id") if records and f in records[0]), None)
     if id_field is not None and any(s is not None for s in sample_ids):

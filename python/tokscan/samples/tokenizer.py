@@ -139,8 +139,19 @@ def load_tokenizer(path: str | os.PathLike[str], trust_remote_code: bool = False
     template = p / TEMPLATE_FILE
     if getattr(tok, "chat_template", None) is None and template.is_file():
         # Older transformers (and custom classes that drop it) ignore chat_template.jinja.
-        tok.chat_template = template.read_text(encoding="utf-8")
+        tok.chat_template = read_chat_template(template)
     return tok
+
+
+def read_chat_template(path: str | os.PathLike[str]) -> str:
+    """The text of a Jinja chat template file (`--chat-template`, a tokenizer's `chat_template.jinja`); one
+    UsageError naming it when it cannot be read or is not UTF-8 text."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"{os.fspath(path)}: cannot read the chat template ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{os.fspath(path)}: not a chat template (not UTF-8 text at byte {e.start})") from None
 
 
 def encode(tok: Any, text: str) -> list[int]:
