@@ -83,6 +83,17 @@ def test_show_of_a_repeated_sample_id_names_its_other_rows(ds):
     assert quiet.returncode == 0 and quiet.stderr == ""
 
 
+def test_show_of_a_record_nested_too_deeply_is_one_line(ds, tmp_path):
+    path, samples, _ = ds
+    deep = tmp_path / "deep.jsonl"
+    record = json.dumps({"id": samples[0].sample_id, "messages": [{"role": "user", "content": "x"}]})
+    deep.write_text(record[:-1] + ', "extra": ' + "[" * 50_000 + "]" * 50_000 + "}\n")
+    proc = run_cli("show", str(path), "-p", "deepseek", "--row", "0", "--prompts", str(deep), "-q")
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        f"tokscan: error: {deep} line 1: the prompt record is nested too deeply to show"
+    ]
+
+
 def test_show_without_tokenizer_prints_ids_and_errors_are_one_line(ds):
     path, samples, _ = ds
     proc = run_cli("show", str(path), "-p", "deepseek", "--row", "3", "--json", "-")

@@ -554,3 +554,13 @@ def test_convert_refuses_a_line_that_is_not_a_sample(tmp_path):
     proc = run_cli("convert", str(cleaned), "--to", "parquet", "--out", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
     assert tokscan._core.Corpus([str(tmp_path / "out")]).sample(1)["ids"].tolist() == [6]
+
+
+def test_a_megatron_prefix_with_a_damaged_index_names_the_index(tmp_path):
+    """`scan PREFIX` where `PREFIX.idx` exists but is not an index: the index's own error, not "no such file"."""
+    (tmp_path / "mg.idx").write_bytes(b"X" * 64)
+    (tmp_path / "mg.bin").write_bytes(b"\0" * 8)
+    proc = run_cli("scan", str(tmp_path / "mg"), "-q")
+    assert proc.returncode == 2 and "mg.idx: not a Megatron .idx (bad magic" in proc.stderr, proc.stderr
+    proc = run_cli("scan", str(tmp_path / "other"), "-q")
+    assert proc.returncode == 2 and "other: no such file or directory" in proc.stderr

@@ -179,7 +179,12 @@ def show(
             if tok_dir is None:
                 paired["note"] = "give --tokenizer DIR with a chat template (or --chat-template FILE)"
             if paired["record"]:
-                record = json.loads(paired["record"])
+                try:
+                    record = json.loads(paired["record"])
+                except RecursionError:  # the core read it; Python's reader stops at ~1,000 levels
+                    raise UsageError(
+                        f"{paired['path']} line {paired['line']}: the prompt record is nested too deeply to show"
+                    ) from None
                 how = f"{paired['path']} line {paired['line']} (paired by {paired['matched_by']})"
                 check = rendering(paired, sample, tok)
             else:

@@ -85,7 +85,8 @@ fn with_ext(path: &Path, ext: &str) -> PathBuf {
 }
 
 /// Megatron in the format registry: an `.idx` with the index magic stands for its `.bin` (a `.bin` whose `.idx`
-/// is beside it is taken with it), and so does a data prefix (`data_text_document`) that names neither file.
+/// is beside it is taken with it), and so does a data prefix (`data_text_document`) that names neither file
+/// but has an `.idx`.
 pub static FORMAT: FormatSpec = FormatSpec {
     name: "megatron",
     shown_as: "Megatron *.bin + *.idx",
@@ -111,7 +112,9 @@ pub static FORMAT: FormatSpec = FormatSpec {
         })
     },
     folder: format::no_folder,
-    prefix: |path| has_index(path).then(|| bin_path(path)),
+    // Any `PREFIX.idx`, not only a valid one: a prefix whose index is damaged is that input, and its reader
+    // says what is wrong (bad magic), not "no such file".
+    prefix: |path| idx_path(path).is_file().then(|| bin_path(path)),
     splits_across_tasks: true,
     companions: |path| vec![idx_path(path)],
     open: |path, _| Ok(Box::new(MegatronShard::open(path)?)),
