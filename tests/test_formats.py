@@ -564,3 +564,24 @@ def test_a_megatron_prefix_with_a_damaged_index_names_the_index(tmp_path):
     assert proc.returncode == 2 and "mg.idx: not a Megatron .idx (bad magic" in proc.stderr, proc.stderr
     proc = run_cli("scan", str(tmp_path / "other"), "-q")
     assert proc.returncode == 2 and "other: no such file or directory" in proc.stderr
+
+
+def test_files_a_format_folder_does_not_read_are_listed_as_skipped(tmp_path):
+    """A `datasets` folder is read through its state.json and a NumPy folder through its arrays: any other file
+    in them is listed as skipped with the reason, never passed over in silence."""
+    datasets = pytest.importorskip("datasets")
+    hf = tmp_path / "hf"
+    datasets.Dataset.from_dict({"input_ids": [[1, 2, 3]] * 10}).save_to_disk(str(hf))
+    stray = hf / "data-00001-of-00002.arrow"
+    stray.write_bytes((hf / "data-00000-of-00001.arrow").read_bytes())
+    r = tokscan.scan(hf, profile="plain")
+    assert r.n_samples == 10
+    assert [(s["path"], "state.json" in s["reason"]) for s in r.data["skipped"]] == [(str(stray), True)]
+    npd = tmp_path / "npd"
+    npd.mkdir()
+    np.save(npd / "tokens.npy", np.arange(1, 11, dtype=np.int32))
+    np.save(npd / "offsets.npy", np.array([0, 4, 10]))
+    (npd / "notes.txt").write_text("hello")
+    (npd / ".hidden").write_text("x")
+    r = tokscan.scan(npd, profile="plain")
+    assert r.n_samples == 2 and [s["path"] for s in r.data["skipped"]] == [str(npd / "notes.txt")]

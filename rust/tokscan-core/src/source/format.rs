@@ -45,6 +45,11 @@ pub struct FormatSpec {
     /// A folder that is itself an input (`Some(vec![folder])`, NumPy) or lists its inputs (a `datasets`
     /// `save_to_disk` folder's `state.json`); asked before the folder's files are.
     pub folder: fn(&Path) -> Result<Option<Vec<PathBuf>>>,
+    /// The names of the files such a folder holds besides its inputs that the format reads (a NumPy folder's
+    /// arrays, a `datasets` folder's `state.json`); any other file in it is listed as skipped.
+    pub folder_files: &'static [&'static str],
+    /// Why another file of such a folder is skipped.
+    pub folder_skip: &'static str,
     /// A path that does not exist but names an input (a Megatron prefix, `data_text_document`): the input.
     pub prefix: fn(&Path) -> Option<PathBuf>,
     /// Whether the units of one input may go to different cluster tasks (a JSONL file is parsed whole by

@@ -43,6 +43,8 @@ pub static FORMAT: FormatSpec = FormatSpec {
     input_path: format::same_path,
     found: |path| Ok(format::input_if_named(is_ipc_name, path)),
     folder: hf_data_files,
+    folder_files: &["state.json", "dataset_info.json"],
+    folder_skip: "not read: a datasets folder is read through the _data_files of its state.json, which do not list it",
     prefix: format::no_prefix,
     splits_across_tasks: true,
     companions: |_| Vec::new(),

@@ -57,6 +57,8 @@ pub static FORMAT: FormatSpec = FormatSpec {
         })
     },
     folder: format::no_folder,
+    folder_files: &[],
+    folder_skip: "",
     prefix: format::no_prefix,
     splits_across_tasks: false,
     companions: |_| Vec::new(),

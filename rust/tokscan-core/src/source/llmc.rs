@@ -52,6 +52,8 @@ pub static FORMAT: FormatSpec = FormatSpec {
         })
     },
     folder: format::no_folder,
+    folder_files: &[],
+    folder_skip: "",
     prefix: format::no_prefix,
     splits_across_tasks: true,
     companions: |_| Vec::new(),

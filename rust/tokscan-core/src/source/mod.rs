@@ -620,6 +620,27 @@ fn file_key(path: &Path, meta: &std::fs::Metadata) -> (u64, u64) {
 }
 
 impl Walk {
+    /// Lists as skipped what a folder that is (or lists) inputs holds besides them and the files its format
+    /// reads there: nothing in it is passed over in silence (hidden files aside).
+    fn skip_unread(&mut self, dir: &Path, inputs: &[PathBuf], f: &FormatSpec) -> Result<()> {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| Error::io(dir, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        entries.sort();
+        for entry in entries {
+            let name = entry
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let read = inputs.contains(&entry) || f.folder_files.contains(&name.as_str());
+            if !read && !name.starts_with('.') {
+                self.skip(&entry, f.folder_skip);
+            }
+        }
+        Ok(())
+    }
+
     fn skip(&mut self, path: &Path, reason: impl Into<String>) {
         self.skipped.push(Skipped {
             path: path.to_path_buf(),
@@ -691,9 +712,10 @@ impl Walk {
         }
         for f in FORMATS {
             if let Some(inputs) = (f.folder)(path)? {
-                for input in inputs {
-                    self.push(root, input.clone(), Format::of(f), &input);
+                for input in &inputs {
+                    self.push(root, input.clone(), Format::of(f), input);
                 }
+                self.skip_unread(path, &inputs, f)?;
                 return Ok(());
             }
         }

@@ -106,6 +106,8 @@ pub static FORMAT: FormatSpec = FormatSpec {
             .is_file()
             .then(|| vec![dir.to_path_buf()]))
     },
+    folder_files: &ARRAYS,
+    folder_skip: "not read: a NumPy corpus folder is read through tokens.npy, offsets.npy, loss_mask.npy and meta.parquet",
     prefix: format::no_prefix,
     splits_across_tasks: true,
     companions: |_| Vec::new(),

@@ -98,6 +98,8 @@ pub static FORMAT: FormatSpec = FormatSpec {
     input_path: format::same_path,
     found: |path| Ok(format::input_if_named(is_parquet_name, path)),
     folder: format::no_folder,
+    folder_files: &[],
+    folder_skip: "",
     prefix: format::no_prefix,
     splits_across_tasks: true,
     companions: |_| Vec::new(),
