@@ -56,3 +56,23 @@ def test_demo_command(tmp_path):
     proc = run_cli("demo", str(tmp_path / "demo-k"), "--layout", "kimi")
     assert proc.returncode == 0, proc.stderr
     assert "kimi-k2" in proc.stdout
+
+
+def test_demo_writes_only_into_a_new_empty_or_demo_directory(tmp_path):
+    """The demo replaces its own files when run again, and never writes into a folder of the user's."""
+    from tokscan import demo as demo_mod
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "prompts.jsonl").write_text("my prompts\n")
+    (mine / "notes.txt").write_text("keep me\n")
+    proc = run_cli("demo", str(mine))
+    assert proc.returncode == 2 and "not empty and not a demo directory" in proc.stderr, proc.stderr
+    assert (mine / "prompts.jsonl").read_text() == "my prompts\n" and sorted(p.name for p in mine.iterdir()) == [
+        "notes.txt",
+        "prompts.jsonl",
+    ]
+    again = tmp_path / "again"
+    demo_mod.write_demo(again, "deepseek")
+    demo_mod.write_demo(again, "kimi")  # a demo directory: written again
+    assert {"deepseek-corpus", "kimi-corpus", demo_mod.DEMO_MARKER} <= {p.name for p in again.iterdir()}

@@ -56,6 +56,16 @@ def test_a_spill_that_cannot_be_written_is_one_line_naming_the_way_out(corpus, t
         [sys.executable, "-m", "tokscan", "scan", str(corpus["parquet_full"]), "-q"], capture_output=True, env=env
     )
     assert proc.returncode == 1, proc.stderr
+    # A budget that is not a number of bytes is refused, not taken as the default.
+    for var in ("TOKSCAN_RECORDS_MEMORY", "TOKSCAN_MAX_LINE_BYTES"):
+        bad = {**os.environ, var: "-1"}
+        proc = subprocess.run(
+            [sys.executable, "-m", "tokscan", "scan", str(corpus["jsonl"]), "-q"],
+            capture_output=True,
+            text=True,
+            env=bad,
+        )
+        assert proc.returncode == 2 and f'{var}="-1": not a number of bytes' in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("layout", ["parquet_full", "numpy", "jsonl"])

@@ -206,9 +206,46 @@ def _deepseek_samples(seed: int) -> list[Sample]:
     return samples
 
 
+#: What a demo directory holds (`tokscan demo` writes its reports beside the corpus); the marker says a directory
+#: is one, so that writing the demo again replaces these and nothing else.
+DEMO_MARKER = ".tokscan-demo"
+DEMO_FILES = {
+    DEMO_MARKER,
+    "deepseek-corpus",
+    "kimi-corpus",
+    "prompts.jsonl",
+    "deepseek-chat-template.jinja",
+    "deepseek-demo-profile.toml",
+    "report.json",
+    "report.html",
+}
+
+
+def check_demo_dir(directory: Path) -> None:
+    """A UsageError unless `directory` is new, empty, or a demo directory written before (its marker, or only
+    the demo's own files): the demo replaces its files, so it never writes into a folder of the user's."""
+    if not directory.exists():
+        return
+    if not directory.is_dir():
+        raise UsageError(f"{directory}: exists and is not a directory; give a new or empty one for the demo")
+    names = {p.name for p in directory.iterdir()}
+    if not names or DEMO_MARKER in names:
+        return
+    if names <= DEMO_FILES and names & {"deepseek-corpus", "kimi-corpus"}:
+        return  # written by a tokscan from before the marker
+    other = sorted(names - DEMO_FILES) or sorted(names)
+    raise UsageError(
+        f"{directory}: not empty and not a demo directory (it holds {other[0]!r}); give a new or empty one"
+    )
+
+
 def write_demo(directory: Path, layout: str, seed: int = 0) -> tuple[Path, str]:
-    """Writes the demo corpus under `directory`; returns (corpus path, profile name or file). Scan the DeepSeek corpus
-    with `tokenizer=demo_tokenizer(layout)` to see `spelled_special` and the tool-call payload codes too."""
+    """Writes the demo corpus under `directory` (new, empty, or a demo directory: see `check_demo_dir`); returns
+    (corpus path, profile name or file). Scan the DeepSeek corpus with `tokenizer=demo_tokenizer(layout)` to see
+    `spelled_special` and the tool-call payload codes too."""
+    check_demo_dir(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / DEMO_MARKER).write_text("written by `tokscan demo`: running it again replaces this folder's files\n")
     corpus = directory / f"{layout}-corpus"
     if corpus.exists():
         shutil.rmtree(corpus)

@@ -37,7 +37,7 @@ def parse_sizes(text: str | Iterable[int]) -> list[int]:
             k = int(s)
         except (TypeError, ValueError):
             raise UsageError(f"draft-vocabulary sizes must be positive integers, got {s!r}") from None
-        if isinstance(s, bool) or k <= 0:
+        if isinstance(s, (bool, float)) or k <= 0:  # 1.5 is not a size (int() would make it 1)
             raise UsageError(f"draft-vocabulary sizes must be positive integers, got {s!r}")
         sizes.append(k)
     if not sizes:

@@ -28,6 +28,7 @@ pub mod report;
 pub mod report_schema;
 pub mod sample_id;
 pub mod scan;
+pub mod settings;
 pub mod source;
 pub mod spill;
 pub mod stats;

@@ -151,6 +151,7 @@ fn scan_in_pool(
     // spilled to disk (`spill`).
     let spill = (opts.near_dup.is_none() && pairing.is_none())
         .then(crate::spill::budget)
+        .transpose()?
         .flatten()
         .map(Spill::new);
     let (partial, held) = scan_corpus(

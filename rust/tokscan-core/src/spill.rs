@@ -37,15 +37,12 @@ const KEY_BYTES: u64 = 160;
 const MAX_BUCKETS: u64 = 256;
 
 /// The budget from the environment (`None`: never spill).
-pub fn budget() -> Option<u64> {
-    match std::env::var(BUDGET_VAR)
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-    {
+pub fn budget() -> Result<Option<u64>> {
+    Ok(match crate::settings::bytes(BUDGET_VAR)? {
         Some(0) => None,
         Some(b) => Some(b),
         None => Some(DEFAULT_BUDGET),
-    }
+    })
 }
 
 fn spill_error(e: std::io::Error) -> Error {

@@ -387,11 +387,8 @@ pub const MAX_LINE_BYTES: u64 = 256 << 20;
 pub const MAX_INFLATE_RATIO: u64 = 100;
 
 /// A byte limit from the environment variable `var` (a plain integer), else `default`.
-fn limit(var: &str, default: u64) -> u64 {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default)
+fn limit(var: &str, default: u64) -> Result<u64> {
+    Ok(crate::settings::bytes(var)?.unwrap_or(default))
 }
 
 /// Inflation ratio up to which a compressed file is decompressed straight into memory; past it (token ids in
@@ -411,7 +408,7 @@ fn inflate<R: Read>(
     let cap = limit(
         "TOKSCAN_MAX_DECOMPRESSED_BYTES",
         (256 << 20u64).max(compressed.saturating_mul(MAX_INFLATE_RATIO)),
-    );
+    )?;
     let bomb = || {
         Error::invalid(
             path,
@@ -548,7 +545,7 @@ impl JsonlShard {
                 (no, l.strip_suffix(b"\r").unwrap_or(l))
             })
             .collect();
-        let max_line = limit("TOKSCAN_MAX_LINE_BYTES", MAX_LINE_BYTES);
+        let max_line = limit("TOKSCAN_MAX_LINE_BYTES", MAX_LINE_BYTES)?;
         if let Some((no, l)) = lines.iter().find(|(_, l)| l.len() as u64 > max_line) {
             return Err(Error::invalid(
                 path,
