@@ -51,6 +51,11 @@ def test_profile_from_toml_file(layouts, tmp_path):
     rules = tokscan.scan(layouts["numpy"], profile=trained).data["profile"]["rules"]
     assert rules["end_of_turn_trained"] is True and rules["every_turn_closed"] is True
     assert tokscan.scan(layouts["numpy"], profile="plain").data["profile"]["rules"]["plain"] is True
+    # A file's problem names the file, whatever profile it is based on or names itself.
+    small = tmp_path / "small.toml"
+    small.write_text('base = "qwen3"\nvocab_size = 0\n')
+    with pytest.raises(tokscan.ProfileError, match=rf"^profile {small} \(qwen3\): token .* >= vocab_size 0"):
+        tokscan.scan(layouts["numpy"], profile=small)
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "x"\nvocab_size = "lots"\n')
     with pytest.raises(tokscan.ProfileError, match=r"bad\.toml"):

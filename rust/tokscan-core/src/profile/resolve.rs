@@ -101,7 +101,15 @@ impl Profile {
             let path = Path::new(name_or_path);
             if path.is_file() {
                 let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-                Self::parse_spec(&text, name_or_path)?
+                let spec = Self::parse_spec(&text, name_or_path)?;
+                // A file's problems name the file (its `name`, or its base's, only beside it).
+                return Self::from_spec(&spec, vocab).map_err(|e| match e {
+                    Error::Profile { name, message } if name != name_or_path => Error::Profile {
+                        name: format!("{name_or_path} ({name})"),
+                        message,
+                    },
+                    e => e,
+                });
             } else if path.exists() {
                 return Err(Error::profile(name_or_path, "not a file".to_string()));
             } else if name_or_path.contains(['/', '\\']) || name_or_path.ends_with(".toml") {
