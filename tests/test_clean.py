@@ -356,11 +356,24 @@ def test_no_output_replaces_any_file_a_command_reads(layouts, tmp_path):
         proc = run_cli("scan", str(src), a, str(out), b, str(out), "-q")
         assert proc.returncode == 2 and "writes the same file" in proc.stderr and not out.exists(), proc.stderr
     assert all(p.read_bytes() == data for p, data in given.items())
+    # Reading a file is not owning its folder: a new report in a tokenizer directory, or in a folder named like
+    # a built-in profile (which is resolved by name, never read from there), is fine.
+    (tmp_path / "kimi-k2").mkdir()
+    for args in (("--json", str(tok / "new-report.json")), ("--json", "kimi-k2/r.json")):
+        proc = run_cli("scan", str(src), "--tokenizer", str(tok), *args, "-q", "--fail-on", "never", cwd=tmp_path)
+        assert proc.returncode != 2 or "overlap" not in proc.stderr, (args, proc.stderr)
+    out = tmp_path / "a.out"
+    out.write_text("x")
+    (tmp_path / "b.out").hardlink_to(out)
+    proc = run_cli("scan", str(src), "--json", str(out), "--html", str(tmp_path / "b.out"), "-q")
+    assert proc.returncode == 2 and "writes the same file" in proc.stderr, proc.stderr
     # '-' is stdout for every report; only one output may take it.
     proc = run_cli("scan", str(src), "--html", "-", "--fail-on", "never", cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout.startswith("<!doctype html>") and not (tmp_path / "-").exists()
     proc = run_cli("scan", str(src), "--json", "-", "--exclude", "-")
     assert proc.returncode == 2 and "all write to stdout" in proc.stderr
+    proc = run_cli("diff", str(base), str(base), "--junit", "-", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith("<?xml") and not (tmp_path / "-").exists(), proc.stdout
 
 
 def test_every_row_is_kept_removed_or_counted_as_not_copied(tmp_path):
@@ -384,3 +397,6 @@ def test_every_row_is_kept_removed_or_counted_as_not_copied(tmp_path):
     proc = run_cli("clean", str(src), "--report", str(twice), "--out", str(tmp_path / "out2"), "--code", "duplicate")
     assert proc.returncode == 0 and "kept 2 of 4 samples (1 removed, 1 malformed" in proc.stdout, proc.stdout
     assert len(json.loads((tmp_path / "out2" / "tokscan-clean.json").read_text())["removed"]) == 1
+    # A mistyped code is the user's, not the report's.
+    proc = run_cli("clean", str(src), "--report", str(report), "--out", str(tmp_path / "o3"), "--code", "duplicat")
+    assert proc.returncode == 2 and proc.stderr.startswith("tokscan: error: unknown anomaly code"), proc.stderr

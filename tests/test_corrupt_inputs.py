@@ -422,9 +422,10 @@ def test_show_rows_out_of_range_are_usage_errors(tmp_path, good):
         ("tokscan.toml", b"\xff\xfe\x00binary\x81", "tokscan.toml"),
         ("pyproject.toml", b"[tool]\ntokscan = 5\n", "tokscan must be a table"),
         ("pyproject.toml", b"[tool.tokscan]\nthreads = = 2\n", "invalid TOML"),
-        ("tokscan.toml", b"[drift]\nks = nan\n", "drift.ks must be a finite number >= 0"),
-        ("tokscan.toml", b"[drift]\nmedian = -1\n", "drift.median must be a finite number >= 0"),
+        ("tokscan.toml", b"[drift]\nks = nan\n", "drift.ks must be a number >= 0 (inf: never)"),
+        ("tokscan.toml", b"[drift]\nmedian = -1\n", "drift.median must be a number >= 0 (inf: never)"),
         ("tokscan.toml", b"draft_vocab = [1.5]\n", "draft-vocabulary sizes must be positive integers, got 1.5"),
+        ("tokscan.toml", b"draft_vocab = [inf]\n", "draft-vocabulary sizes must be positive integers, got inf"),
     ],
 )
 def test_broken_configs_are_one_line_usage_errors(tmp_path, good, name, content, needle):

@@ -583,5 +583,11 @@ def test_files_a_format_folder_does_not_read_are_listed_as_skipped(tmp_path):
     np.save(npd / "offsets.npy", np.array([0, 4, 10]))
     (npd / "notes.txt").write_text("hello")
     (npd / ".hidden").write_text("x")
+    # A category folder that is itself a NumPy corpus pairs with its prompts file, as any other folder does.
+    record = {"messages": [{"role": "user", "content": "hi"}]}
+    (npd / "prompts.jsonl").write_text(json.dumps(record) + "\n" + json.dumps(record) + "\n")
     r = tokscan.scan(npd, profile="plain")
-    assert r.n_samples == 2 and [s["path"] for s in r.data["skipped"]] == [str(npd / "notes.txt")]
+    skipped = {s["path"]: s["reason"] for s in r.data["skipped"]}
+    assert r.n_samples == 2 and sorted(skipped) == [str(npd / ".hidden"), str(npd / "notes.txt")]
+    assert "hidden" in skipped[str(npd / ".hidden")]
+    assert [p["path"] for p in r.data["pairing"]] == [str(npd / "prompts.jsonl")]

@@ -57,15 +57,20 @@ def test_a_spill_that_cannot_be_written_is_one_line_naming_the_way_out(corpus, t
     )
     assert proc.returncode == 1, proc.stderr
     # A budget that is not a number of bytes is refused, not taken as the default.
-    for var in ("TOKSCAN_RECORDS_MEMORY", "TOKSCAN_MAX_LINE_BYTES"):
+    # (Also where nothing is spilled: a scan with --near-dup keeps every record.)
+    for var, more in (
+        ("TOKSCAN_RECORDS_MEMORY", []),
+        ("TOKSCAN_RECORDS_MEMORY", ["--near-dup"]),
+        ("TOKSCAN_MAX_LINE_BYTES", []),
+    ):
         bad = {**os.environ, var: "-1"}
         proc = subprocess.run(
-            [sys.executable, "-m", "tokscan", "scan", str(corpus["jsonl"]), "-q"],
+            [sys.executable, "-m", "tokscan", "scan", str(corpus["jsonl"]), "-q", *more],
             capture_output=True,
             text=True,
             env=bad,
         )
-        assert proc.returncode == 2 and f'{var}="-1": not a number of bytes' in proc.stderr, proc.stderr
+        assert proc.returncode == 2 and f'{var}="-1": not a number of bytes' in proc.stderr, (more, proc.stderr)
 
 
 @pytest.mark.parametrize("layout", ["parquet_full", "numpy", "jsonl"])

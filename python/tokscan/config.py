@@ -149,8 +149,8 @@ def from_table(table: dict[str, Any], where: str, source: Path | None = None) ->
             raise UsageError(f"{where}: unknown key 'drift.{key}' (known: {', '.join(DEFAULT_THRESHOLDS)})")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise UsageError(f"{where}: drift.{key} must be a number, got {value!r}")
-        if not 0 <= float(value) < float("inf"):  # NaN compares false: it would turn the check off
-            raise UsageError(f"{where}: drift.{key} must be a finite number >= 0, got {value!r}")
+        if not float(value) >= 0:  # NaN compares false; `inf` turns a check off on purpose
+            raise UsageError(f"{where}: drift.{key} must be a number >= 0 (inf: never), got {value!r}")
         cfg.drift[key] = float(value)
     return cfg
 

@@ -74,22 +74,41 @@ def refuse_clobbering(
     corpus: Iterable[str | os.PathLike[str]] = (),
     reads: Iterable[str | os.PathLike[str] | None] = (),
 ) -> None:
-    """Every output of a command, checked before any work: none is, or is inside, its `corpus` or any other file
-    it `reads` (a baseline, prompts, a profile or config file, a tokenizer directory, a chat template, a
-    mapping, a benchmark file), none is a hard link to one, and no two outputs name the same file. `outputs` are
+    """Every output of a command, checked before any work: none is, or is inside, its `corpus` (a new file there
+    would join the corpus), none replaces another file it `reads` (a baseline, prompts, a profile or config
+    file, a chat template, a mapping, a benchmark, or a file of a tokenizer directory; a new file beside them is
+    fine), none is a hard link to any of them, and no two outputs are the same file. `outputs` are
     `(option, path)` pairs; '-' (stdout) is always fine."""
     given = [(option, out) for option, out in outputs if out is not None and os.fspath(out) != STDOUT]
-    extra = [r for r in reads if r is not None and Path(r).exists()]
-    inputs = input_paths([*corpus, *extra])
+    inputs = input_paths(corpus)
+    read = [Path(r).resolve() for r in reads if r is not None and Path(r).exists()]
     for option, out in given:
         refuse_overlap(out, option, inputs)
-    _refuse_hard_links(given, inputs)
-    seen: dict[Path, str] = {}
+        o = Path(out).resolve()
+        for r in read:
+            if o == r or (r.is_dir() and r in o.parents and o.exists()):
+                raise UsageError(f"{option} {out}: the output must not overlap the input {r}")
+    _refuse_hard_links(given, inputs + read)
+    seen: dict[object, str] = {}
     for option, out in given:
-        key = Path(out).resolve()
+        try:
+            st = os.stat(out)
+            key: object = (st.st_dev, st.st_ino)  # two names of one file
+        except OSError:
+            key = Path(out).resolve()
         if key in seen:
             raise UsageError(f"{option} {out}: {seen[key]} writes the same file; give each output its own path")
         seen[key] = option
+
+
+def profile_file(name: str | None) -> str | None:
+    """The profile a command was given, when it is a file that is read (a built-in name is resolved first, so a
+    file or folder of that name is never read)."""
+    from . import _core
+
+    if name is None or name in _core.builtin_profiles() or not Path(name).is_file():
+        return None
+    return name
 
 
 def _refuse_hard_links(outputs: list[Output], inputs: list[Path]) -> None:

@@ -33,11 +33,13 @@ def parse_sizes(text: str | Iterable[int]) -> list[int]:
     items: list[Any] = [s for s in text.split(",") if s.strip()] if isinstance(text, str) else list(text)
     sizes = []
     for s in items:
+        if isinstance(s, (bool, float)):  # 1.5 is not a size (int() would make it 1; inf would not convert)
+            raise UsageError(f"draft-vocabulary sizes must be positive integers, got {s!r}")
         try:
             k = int(s)
         except (TypeError, ValueError):
             raise UsageError(f"draft-vocabulary sizes must be positive integers, got {s!r}") from None
-        if isinstance(s, (bool, float)) or k <= 0:  # 1.5 is not a size (int() would make it 1)
+        if k <= 0:
             raise UsageError(f"draft-vocabulary sizes must be positive integers, got {s!r}")
         sizes.append(k)
     if not sizes:

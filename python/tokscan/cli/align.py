@@ -84,14 +84,14 @@ def align(
     from ..api import scan as run_scan
     from ..config import discover, load_file
     from ..errors import UsageError
-    from ..outputs import refuse_clobbering
+    from ..outputs import profile_file, refuse_clobbering
     from ..samples.corpus import decode_text
     from ..samples.tokenizer import load_tokenizer, read_chat_template
 
     with user_errors():
         check_output(json_out, "--json")
         cfg = load_file(config_file) if config_file is not None else discover()
-        reads = [prompts, tokenizer, chat_template, cfg.profile_name(profile), config_file or cfg.source]
+        reads = [prompts, tokenizer, chat_template, profile_file(cfg.profile_name(profile)), config_file or cfg.source]
         refuse_clobbering([("--json", json_out)], path, reads)
         columns = corpus_columns(
             config_file, ids_column, prompt_column, output_column, mask_column, id_column, category_column

@@ -46,6 +46,11 @@ def diff(
 
         if stdout_taken(json_out) and fmt is OutputFormat.github:
             raise UsageError("--format github and --json - both write to stdout; write the JSON to a file")
+        to_stdout = [f"{o} -" for o, p in (("--json", json_out), ("--junit", junit_out)) if stdout_taken(p)]
+        if fmt is OutputFormat.github or (fmt is OutputFormat.json and json_out is None):
+            to_stdout.append(f"--format {fmt.value}")
+        if len(to_stdout) > 1:
+            raise UsageError(f"{' and '.join(to_stdout)} all write to stdout; give all but one a file")
         check_output(json_out, "--json")
         check_output(junit_out, "--junit")
         cfg = load_file(config_file) if config_file is not None else discover()
@@ -64,10 +69,13 @@ def diff(
         elif fmt is OutputFormat.json:
             write_output(Path("-"), doc)
         if junit_out is not None and junit is not None:
-            write_file(junit_out, junit, "the JUnit report")
+            if stdout_taken(junit_out):
+                write_output(junit_out, junit)
+            else:
+                write_file(junit_out, junit, "the JUnit report")
         if github is not None:
             sys.stdout.write(github)
-        if fmt is OutputFormat.text and not quiet and not stdout_taken(json_out):
+        if fmt is OutputFormat.text and not quiet and not to_stdout:
             print_drift(drifts, out, base)
     raise typer.Exit(1 if drifts else 0)
 

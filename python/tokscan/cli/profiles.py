@@ -74,12 +74,12 @@ def check(
     Renders probe conversations (system or not, multi-turn, thinking on and off, tool calls and results)
     through the template, checks them with the profile and reports every disagreement. Exit 0 when the profile
     fits, 1 when it does not."""
-    from ..outputs import refuse_clobbering
+    from ..outputs import profile_file, refuse_clobbering
     from ..profile_check import check as run_check
 
     with user_errors():
         check_output(json_out, "--json")
-        refuse_clobbering([("--json", json_out)], reads=[profile, tokenizer, chat_template])
+        refuse_clobbering([("--json", json_out)], reads=[profile_file(profile), tokenizer, chat_template])
         r = run_check(profile, str(tokenizer), chat_template, trust_remote_code)
         if json_out is not None:
             write_output(json_out, json.dumps(r.to_json(), indent=2, ensure_ascii=False))

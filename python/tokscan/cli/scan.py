@@ -129,7 +129,7 @@ def execute(a: ScanArgs) -> int:
     bad usage or input; every output path is checked before the scan starts."""
     from ..api import load_profile
     from ..config import discover, load_file
-    from ..outputs import refuse_clobbering, write_file
+    from ..outputs import profile_file, refuse_clobbering, write_file
     from ..report import Report, read_as_report
     from ..report.drift import compare
 
@@ -159,7 +159,12 @@ def execute(a: ScanArgs) -> int:
 
         check_mapping_output(a.vocab_out)
     # Besides the corpus, every file the scan reads: none may be replaced by a report.
-    reads = [a.config or cfg.source, a.baseline, cfg.profile_name(a.profile), a.tokenizer or cfg.tokenizer]
+    reads = [
+        a.config or cfg.source,
+        a.baseline,
+        profile_file(cfg.profile_name(a.profile)),
+        a.tokenizer or cfg.tokenizer,
+    ]
     reads += [a.prompts or cfg.prompts, a.chat_template or cfg.chat_template, a.check_vocab, *a.contamination]
     refuse_clobbering(outputs, paths, reads)
     from ..vocab import parse_sizes
@@ -170,6 +175,9 @@ def execute(a: ScanArgs) -> int:
     tok_dir = a.tokenizer or cfg.tokenizer
     fail_level = a.fail_on or cfg.fail_on or "error"
     base = Report.load(a.baseline) if a.baseline is not None else None
+    if base is not None:
+        with read_as_report(a.baseline):  # a baseline that cannot be compared is said before the scan, not after
+            compare(base, base, cfg.drift)
     to_stdout = [f"{option} -" for option, path in outputs if stdout_taken(path)]
     if a.fmt is OutputFormat.github or (a.fmt is OutputFormat.json and a.json_out is None):
         to_stdout.append(f"--format {a.fmt.value}")

@@ -104,7 +104,7 @@ def show(
     from ..api import load_profile
     from ..config import discover, load_file
     from ..errors import UsageError
-    from ..outputs import refuse_clobbering
+    from ..outputs import profile_file, refuse_clobbering
     from ..remote import relabel, staged_footers
     from ..samples.corpus import Corpus, describe, explain
     from ..samples.tokenizer import load_tokenizer, read_chat_template
@@ -119,7 +119,7 @@ def show(
             prompts,
             tokenizer or cfg.tokenizer,
             chat_template,
-            cfg.profile_name(profile),
+            profile_file(cfg.profile_name(profile)),
             config_file or cfg.source,
         ]
         refuse_clobbering([("--json", json_out)], path, reads)

@@ -398,8 +398,12 @@ def read_as_report(origin: object) -> Iterator[None]:
     value than a scan writes (a report edited by hand, or of a tool that only looks like this one) is a
     ReportError naming the file, not an internal error. `_check_shape` vouches for the fields every consumer
     needs; this covers the rest."""
+    from ..errors import TokscanError
+
     try:
         yield
+    except TokscanError:
+        raise  # tokscan's own errors (a mistyped --code is a UsageError, itself a ValueError) say what they mean
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError, ZeroDivisionError, RecursionError) as e:
         why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
         raise ReportError(f"{origin}: not a tokscan report this version can read ({why})") from None

@@ -148,10 +148,10 @@ fn scan_in_pool(
         p.note = note;
     }
     // Near duplicates and pairing look at every record together; otherwise records past the budget are
-    // spilled to disk (`spill`).
+    // spilled to disk (`spill`). The budget is read either way: a bad value is an error in every scan.
+    let budget = crate::spill::budget()?;
     let spill = (opts.near_dup.is_none() && pairing.is_none())
-        .then(crate::spill::budget)
-        .transpose()?
+        .then_some(budget)
         .flatten()
         .map(Spill::new);
     let (partial, held) = scan_corpus(

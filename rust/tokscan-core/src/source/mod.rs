@@ -620,9 +620,16 @@ fn file_key(path: &Path, meta: &std::fs::Metadata) -> (u64, u64) {
 }
 
 impl Walk {
-    /// Lists as skipped what a folder that is (or lists) inputs holds besides them and the files its format
-    /// reads there: nothing in it is passed over in silence (hidden files aside).
-    fn skip_unread(&mut self, dir: &Path, inputs: &[PathBuf], f: &FormatSpec) -> Result<()> {
+    /// What a folder that is (or lists) inputs holds besides them and the files its format reads there: a
+    /// prompts file is taken as one (a category folder that is itself a NumPy corpus), anything else is listed
+    /// as skipped, hidden files as in any folder: nothing in it is passed over in silence.
+    fn skip_unread(
+        &mut self,
+        root: &Path,
+        dir: &Path,
+        inputs: &[PathBuf],
+        f: &FormatSpec,
+    ) -> Result<()> {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
             .map_err(|e| Error::io(dir, e))?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -633,8 +640,18 @@ impl Walk {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let read = inputs.contains(&entry) || f.folder_files.contains(&name.as_str());
-            if !read && !name.starts_with('.') {
+            if inputs.contains(&entry) || f.folder_files.contains(&name.as_str()) {
+                continue;
+            }
+            if name.starts_with('.') || name.starts_with('_') {
+                self.skip(&entry, "hidden (name starts with '.' or '_')");
+            } else if entry.is_file() && matches!((jsonl::FORMAT.found)(&entry)?, Found::Prompts) {
+                self.prompts.push(PromptsFile {
+                    path: entry.clone(),
+                    dir: dir.to_path_buf(),
+                    names_category: dir != root,
+                });
+            } else {
                 self.skip(&entry, f.folder_skip);
             }
         }
@@ -715,7 +732,7 @@ impl Walk {
                 for input in &inputs {
                     self.push(root, input.clone(), Format::of(f), input);
                 }
-                self.skip_unread(path, &inputs, f)?;
+                self.skip_unread(root, path, &inputs, f)?;
                 return Ok(());
             }
         }
