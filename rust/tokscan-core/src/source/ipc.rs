@@ -583,14 +583,16 @@ impl Source for IpcShard {
     }
 
     fn warning(&self) -> Option<String> {
-        self.no_eos.then(|| {
+        let cut = self.no_eos.then(|| {
             format!(
                 "the Arrow stream ends without its end-of-stream marker after {} record batch(es) ({} rows): \
                  allowed, but a file cut at a batch boundary looks the same",
                 self.batches.len(),
                 self.rows()
             )
-        })
+        });
+        let said: Vec<String> = cut.into_iter().chain(self.layout.note.clone()).collect();
+        (!said.is_empty()).then(|| said.join("; "))
     }
 
     fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {

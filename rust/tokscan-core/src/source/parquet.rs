@@ -43,6 +43,9 @@ pub struct Layout {
     pub labels: Option<String>,
     pub sample_id: Option<String>,
     pub category: Option<String>,
+    /// What the columns leave open and how it was read (both `input_ids` and `prompt_ids` + `output_ids`):
+    /// the input's warning.
+    pub note: Option<String>,
 }
 
 impl Layout {
@@ -290,6 +293,12 @@ pub fn detect_layout(path: &Path, schema: &Schema, names: &ColumnNames) -> Resul
     let input_ids = find(&names.input_ids, "input_ids", "input_ids")?;
     let prompt = find(&names.prompt_ids, "prompt_ids", "prompt_ids")?;
     let output = find(&names.output_ids, "output_ids", "output_ids")?;
+    let note = match (&input_ids, &prompt, &output) {
+        (Some(i), Some(p), Some(o)) if names.prompt_ids.is_none() && names.output_ids.is_none() => Some(format!(
+            "has both {i:?} and {p:?} + {o:?}: reading {i:?} (--prompt-column / --output-column read the others)"
+        )),
+        _ => None,
+    };
     let (ids, prompt) = match (input_ids, prompt, output) {
         (Some(ids), _, _) if names.prompt_ids.is_none() && names.output_ids.is_none() => {
             (ids, None)
@@ -342,6 +351,7 @@ pub fn detect_layout(path: &Path, schema: &Schema, names: &ColumnNames) -> Resul
         labels,
         sample_id,
         category,
+        note,
     })
 }
 
@@ -646,6 +656,10 @@ impl Source for ParquetShard {
 
     fn units(&self) -> &[UnitSpan] {
         &self.units
+    }
+
+    fn warning(&self) -> Option<String> {
+        self.layout.note.clone()
     }
 
     fn scan_unit(&self, unit: usize, f: &mut dyn FnMut(&Batch<'_>) -> Result<()>) -> Result<()> {
