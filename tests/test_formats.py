@@ -597,11 +597,11 @@ def test_files_a_format_folder_does_not_read_are_listed_as_skipped(tmp_path):
 def test_both_token_layouts_in_one_file_say_which_was_read(tmp_path, suffix):
     """A file with `input_ids` and `prompt_ids` + `output_ids` is read through `input_ids`, and the report says so
     (naming the options that read the others); naming the columns reads those, without the warning."""
-    import pyarrow.feather
+    from pyarrow import feather
 
     table = pa.table({"input_ids": [[1, 2, 3, 4]], "prompt_ids": [[1, 2]], "output_ids": [[3, 4, 5]]})
     f = tmp_path / f"both{suffix}"
-    (pyarrow.parquet.write_table if suffix == ".parquet" else pyarrow.feather.write_feather)(table, f)
+    (pyarrow.parquet.write_table if suffix == ".parquet" else feather.write_feather)(table, f)
     r = tokscan.scan(f, profile="plain")
     assert r.n_tokens == 4
     warning = r.data["inputs"][0]["warning"]
