@@ -386,7 +386,7 @@ pub const MAX_LINE_BYTES: u64 = 256 << 20;
 /// that is more (token-id JSON compresses 3-10×; a gzip bomb of newlines inflates ~1000×).
 pub const MAX_INFLATE_RATIO: u64 = 100;
 
-/// A byte limit from the environment variable `var` (a plain integer), else `default`.
+/// A byte limit from the environment variable `var` (a plain integer; anything else is refused), else `default`.
 fn limit(var: &str, default: u64) -> Result<u64> {
     Ok(crate::settings::bytes(var)?.unwrap_or(default))
 }

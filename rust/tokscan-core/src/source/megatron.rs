@@ -112,10 +112,10 @@ pub static FORMAT: FormatSpec = FormatSpec {
         })
     },
     folder: format::no_folder,
-    // Any `PREFIX.idx`, not only a valid one: a prefix whose index is damaged is that input, and its reader
-    // says what is wrong (bad magic), not "no such file".
     folder_files: &[],
     folder_skip: "",
+    // Any `PREFIX.idx`, not only a valid one: a prefix whose index is damaged is that input, and its reader
+    // says what is wrong (bad magic), not "no such file".
     prefix: |path| idx_path(path).is_file().then(|| bin_path(path)),
     splits_across_tasks: true,
     companions: |path| vec![idx_path(path)],

@@ -640,22 +640,36 @@ impl Walk {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            if inputs.contains(&entry) || f.folder_files.contains(&name.as_str()) {
+            let read = inputs.contains(&entry) || f.folder_files.contains(&name.as_str());
+            if read || self.skip_hidden(&entry, &name) {
                 continue;
             }
-            if name.starts_with('.') || name.starts_with('_') {
-                self.skip(&entry, "hidden (name starts with '.' or '_')");
-            } else if entry.is_file() && matches!((jsonl::FORMAT.found)(&entry)?, Found::Prompts) {
-                self.prompts.push(PromptsFile {
-                    path: entry.clone(),
-                    dir: dir.to_path_buf(),
-                    names_category: dir != root,
-                });
+            if entry.is_file() && matches!((jsonl::FORMAT.found)(&entry)?, Found::Prompts) {
+                self.take_prompts(root, dir, &entry);
             } else {
                 self.skip(&entry, f.folder_skip);
             }
         }
         Ok(())
+    }
+
+    /// Lists `entry` as skipped when its name marks it hidden (`.git`, `_SUCCESS`, `.cache`: metadata, not
+    /// shards); says whether it did.
+    fn skip_hidden(&mut self, entry: &Path, name: &str) -> bool {
+        let hidden = name.starts_with('.') || name.starts_with('_');
+        if hidden {
+            self.skip(entry, "hidden (name starts with '.' or '_')");
+        }
+        hidden
+    }
+
+    /// Takes `entry`, found in `dir`, as a prompts file (it names the category of a folder below the root).
+    fn take_prompts(&mut self, root: &Path, dir: &Path, entry: &Path) {
+        self.prompts.push(PromptsFile {
+            path: entry.to_path_buf(),
+            dir: dir.to_path_buf(),
+            names_category: dir != root,
+        });
     }
 
     fn skip(&mut self, path: &Path, reason: impl Into<String>) {
@@ -751,9 +765,7 @@ impl Walk {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            if name.starts_with('.') || name.starts_with('_') {
-                // Hidden files and folders (`.git`, `_SUCCESS`, `.cache`) are metadata, not shards.
-                self.skip(&entry, "hidden (name starts with '.' or '_')");
+            if self.skip_hidden(&entry, &name) {
                 continue;
             }
             let meta = match std::fs::metadata(&entry) {
@@ -791,11 +803,7 @@ impl Walk {
                 Found::No => continue,
                 Found::Input(input) => self.push(root, input, Format::of(f), entry),
                 Found::Part => {}
-                Found::Prompts => self.prompts.push(PromptsFile {
-                    path: entry.to_path_buf(),
-                    dir: dir.to_path_buf(),
-                    names_category: dir != root,
-                }),
+                Found::Prompts => self.take_prompts(root, dir, entry),
                 Found::Refused(why) => self.skip(entry, why),
             }
             return Ok(());
