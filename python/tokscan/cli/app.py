@@ -216,6 +216,24 @@ def fail(message: str) -> None:
     raise typer.Exit(2) from None
 
 
+def warn(message: str) -> None:
+    """One warning line on stderr, as `fail` words an error (control characters escaped, no markup)."""
+    from rich.markup import escape
+
+    err.print(f"[bold yellow]warning:[/] {escape(one_line(message))}", highlight=False, soft_wrap=True)
+
+
+def refuse_shared_stdout(outputs: list[tuple[str, Path | None]], fmt: OutputFormat, json_out: Path | None) -> list[str]:
+    """The outputs that write to stdout (`(option, path)` pairs given '-', and `--format json|github`); a
+    UsageError when more than one would. Returns them (none: the terminal summary may use stdout)."""
+    to_stdout = [f"{option} -" for option, path in outputs if stdout_taken(path)]
+    if fmt is OutputFormat.github or (fmt is OutputFormat.json and json_out is None):
+        to_stdout.append(f"--format {fmt.value}")
+    if len(to_stdout) > 1:
+        raise UsageError(f"{' and '.join(to_stdout)} all write to stdout; give all but one a file")
+    return to_stdout
+
+
 def check_output(path: Path | None, option: str) -> None:
     """Fails before any work when `path` cannot be written: a missing or unwritable parent directory, or a
     directory in its place. '-' (stdout) is always fine."""

@@ -17,6 +17,7 @@ from .app import (
     check_output,
     err,
     out,
+    refuse_shared_stdout,
     stdout_taken,
     user_errors,
     write_output,
@@ -46,11 +47,7 @@ def diff(
 
         if stdout_taken(json_out) and fmt is OutputFormat.github:
             raise UsageError("--format github and --json - both write to stdout; write the JSON to a file")
-        to_stdout = [f"{o} -" for o, p in (("--json", json_out), ("--junit", junit_out)) if stdout_taken(p)]
-        if fmt is OutputFormat.github or (fmt is OutputFormat.json and json_out is None):
-            to_stdout.append(f"--format {fmt.value}")
-        if len(to_stdout) > 1:
-            raise UsageError(f"{' and '.join(to_stdout)} all write to stdout; give all but one a file")
+        to_stdout = refuse_shared_stdout([("--json", json_out), ("--junit", junit_out)], fmt, json_out)
         check_output(json_out, "--json")
         check_output(junit_out, "--junit")
         cfg = load_file(config_file) if config_file is not None else discover()

@@ -31,10 +31,11 @@ from .app import (
     check_output,
     columns_from,
     err,
-    one_line,
     out,
+    refuse_shared_stdout,
     stdout_taken,
     user_errors,
+    warn,
     write_output,
 )
 
@@ -178,11 +179,7 @@ def execute(a: ScanArgs) -> int:
     if base is not None:
         with read_as_report(a.baseline):  # a baseline that cannot be compared is said before the scan, not after
             compare(base, base, cfg.drift)
-    to_stdout = [f"{option} -" for option, path in outputs if stdout_taken(path)]
-    if a.fmt is OutputFormat.github or (a.fmt is OutputFormat.json and a.json_out is None):
-        to_stdout.append(f"--format {a.fmt.value}")
-    if len(to_stdout) > 1:
-        raise UsageError(f"{' and '.join(to_stdout)} all write to stdout; give all but one a file")
+    to_stdout = refuse_shared_stdout(outputs, a.fmt, a.json_out)
     text_out = not a.quiet and a.fmt is OutputFormat.text and not to_stdout
     threads = a.threads if a.threads is not None else (cfg.threads or 0)
     if threads > (cap := _core.max_threads()):
@@ -311,10 +308,7 @@ def execute(a: ScanArgs) -> int:
     if not a.quiet:
         for i in report.data.get("inputs", []):
             if i.get("warning"):
-                from rich.markup import escape
-
-                said = escape(one_line(f"{i['path']}: {i['warning']}"))
-                err.print(f"[bold yellow]warning:[/] {said}", highlight=False, soft_wrap=True)
+                warn(f"{i['path']}: {i['warning']}")
     if a.hint and not a.quiet and early is None:
         from ..samples.hints import profile_hint
 

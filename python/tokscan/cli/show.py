@@ -152,8 +152,9 @@ def show(
         sample = corpus.fetch(target)
         explain(sample, prof)
         tok = load_tokenizer(tok_dir, trust_remote_code) if tok_dir is not None else None
-        if tok is not None and chat_template is not None:
-            tok.chat_template = read_chat_template(chat_template)
+        template = read_chat_template(chat_template) if chat_template is not None else None
+        if tok is not None and template is not None:
+            tok.chat_template = template
         doc = describe(sample, tok, raw)
         inputs = zip(corpus.inputs, corpus.layouts, strict=True)
         layout = next((lay for (src, _f, _h), lay in inputs if src == sample.source), None)
@@ -172,7 +173,7 @@ def show(
             dict(corpus.columns),
             str(prompts) if prompts is not None else None,
             str(tok_dir) if tok_dir is not None else None,
-            read_chat_template(chat_template) if chat_template is not None else None,
+            template,
         )
         if found is not None:
             paired = json.loads(found)
