@@ -178,6 +178,23 @@ pub fn parse_header(bytes: &[u8]) -> std::result::Result<NpyHeader, String> {
     })
 }
 
+/// The first 64 KiB of a file whose length was read as `size` (a header is within them). Fewer bytes than that
+/// is a file cut since its length was read: the same input error as one cut while it is mapped, not the read's
+/// "failed to fill whole buffer".
+fn read_head(file: &mut File, path: &Path, size: usize) -> Result<Vec<u8>> {
+    let want = size.min(1 << 16);
+    let mut head = Vec::with_capacity(want);
+    file.by_ref()
+        .take(want as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| Error::io(path, e))?;
+    if head.len() < want {
+        let now = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        return Err(super::shrank(path, size as u64, now));
+    }
+    Ok(head)
+}
+
 /// A memory-mapped 1-D `.npy` array.
 pub struct NpyArray {
     pub path: PathBuf,
@@ -192,8 +209,7 @@ impl NpyArray {
     pub fn open(path: &Path) -> Result<Self> {
         let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
         let size = file.metadata().map_err(|e| Error::io(path, e))?.len() as usize;
-        let mut head = vec![0u8; size.min(1 << 16)];
-        file.read_exact(&mut head).map_err(|e| Error::io(path, e))?;
+        let head = read_head(&mut file, path, size)?;
         let h = parse_header(&head).map_err(|m| Error::invalid(path, m))?;
         if h.shape.len() != 1 {
             return Err(Error::invalid(
@@ -735,6 +751,31 @@ mod tests {
         let mut t = header("{'descr': '<i4', 'fortran_order': False, 'shape': (1,), }");
         t.truncate(20);
         assert!(parse_header(&t).unwrap_err().contains("truncated"));
+    }
+
+    #[test]
+    fn a_file_cut_between_its_length_and_its_header_read_is_named_as_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens.npy");
+        let mut bytes = header("{'descr': '<i4', 'fortran_order': False, 'shape': (25000,), }");
+        bytes.resize(bytes.len() + 100_000, 7);
+        std::fs::write(&path, &bytes).unwrap();
+        let mut file = File::open(&path).unwrap();
+        let size = file.metadata().unwrap().len() as usize;
+        File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(4096)
+            .unwrap();
+        let err = read_head(&mut file, &path, size).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("shrank from {size} to 4096 bytes")),
+            "{err}"
+        );
+        assert!(err.contains("tokens.npy"), "{err}");
+        let mut file = File::open(&path).unwrap();
+        assert_eq!(read_head(&mut file, &path, 4096).unwrap().len(), 4096);
     }
 
     proptest::proptest! {
