@@ -833,3 +833,54 @@ def test_a_shard_whose_name_is_not_utf8_is_read_and_named_escaped(tmp_path, good
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert "b\\xff.parquet: the path is not valid UTF-8" in lines[0] and "internal" not in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+@pytest.mark.parametrize("repeated", ["input_ids", "loss_mask", "category"])
+def test_a_column_the_file_holds_twice_is_refused_not_read_by_its_first(tmp_path, fmt, repeated):
+    """pyarrow writes a table with two columns of one name; tokscan took the first by name and never said that
+    the other was left unread. A column it would read that is repeated is now refused, naming the file."""
+    import pyarrow.feather as feather
+
+    cols = {
+        "input_ids": pa.array([[1, 2, 3], [4, 5]]),
+        "loss_mask": pa.array([[0, 1, 1], [0, 1]], pa.list_(pa.int8())),
+        "category": pa.array(["a", "b"]),
+    }
+    arrays, names = list(cols.values()), list(cols)
+    arrays.append(cols[repeated])
+    names.append(repeated)
+    table = pa.Table.from_arrays(arrays, names=names)
+    path = tmp_path / f"dup.{fmt}"
+    pq.write_table(table, path) if fmt == "parquet" else feather.write_feather(table, path)
+    proc = run_cli("scan", str(path), "-p", "plain", "-q", "--fail-on", "never")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert str(path) in lines[0] and f'column "{repeated}" appears 2 times' in lines[0], lines[0]
+    # A repeated column tokscan does not read is no reason to refuse the file.
+    other = pa.Table.from_arrays([*cols.values(), pa.array([1, 2]), pa.array([3, 4])], [*cols, "x", "x"])
+    pq.write_table(other, tmp_path / "other.parquet")
+    assert run_cli("scan", str(tmp_path / "other.parquet"), "-p", "plain", "-q", "--fail-on", "never").returncode == 0
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        pa.table({"sample_id": pa.array([[1], [2]])}),
+        pa.table({"category": pa.array([[1.5], [2.5]])}),
+        pa.Table.from_arrays([pa.array(["a", "b"]), pa.array(["c", "d"])], names=["category", "category"]),
+    ],
+    ids=["list-ids", "list-categories", "repeated"],
+)
+def test_a_numpy_meta_label_column_is_checked_as_a_shards_would_be(tmp_path, meta):
+    """A `meta.parquet` `sample_id` of type list<int> read as the text "[2]"; Parquet shards refuse that type."""
+    d = tmp_path / "np"
+    d.mkdir()
+    np.save(d / "tokens.npy", np.arange(1, 11, dtype=np.int32))
+    np.save(d / "offsets.npy", np.array([0, 4, 10], dtype=np.int64))
+    pq.write_table(meta, d / "meta.parquet")
+    proc = run_cli("scan", str(d), "-p", "plain", "-q", "--fail-on", "never")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert str(d / "meta.parquet") in lines[0], lines[0]
+    assert "expected an integer or string" in lines[0] or "appears 2 times" in lines[0], lines[0]

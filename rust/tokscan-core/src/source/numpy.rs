@@ -680,8 +680,8 @@ fn read_meta(path: &Path, n: usize) -> Result<(Ids, Labels)> {
         .build()
         .map_err(|e| Error::invalid(path, format!("not a readable Parquet file: {e}")))?;
     let schema = reader.schema();
-    let has = |c: &str| schema.field_with_name(c).is_ok();
-    let (want_id, want_cat) = (has("sample_id"), has("category"));
+    let want_id = super::parquet::label_column(path, &schema, "sample_id")?;
+    let want_cat = super::parquet::label_column(path, &schema, "category")?;
     let (mut ids, mut cats): (Vec<Option<SampleId>>, Vec<Option<String>>) =
         (Vec::new(), Vec::new());
     for rb in super::parquet::guarded_batches(reader) {

@@ -344,7 +344,7 @@ pub fn detect_layout(path: &Path, schema: &Schema, names: &ColumnNames) -> Resul
     check(&sample_id, is_scalar_label, "an integer or string")?;
     let category = find(&names.category, "category", "category")?;
     check(&category, is_scalar_label, "an integer or string")?;
-    Ok(Layout {
+    let layout = Layout {
         ids,
         prompt,
         loss_mask,
@@ -352,7 +352,43 @@ pub fn detect_layout(path: &Path, schema: &Schema, names: &ColumnNames) -> Resul
         sample_id,
         category,
         note,
-    })
+    };
+    for name in layout.columns() {
+        refuse_repeated_column(path, schema, name)?;
+    }
+    Ok(layout)
+}
+
+/// A column name the file holds more than once (pyarrow writes such tables) is refused when tokscan would read
+/// it: by name it would take the first and never say that another column of the name was left unread.
+fn refuse_repeated_column(path: &Path, schema: &Schema, name: &str) -> Result<()> {
+    let times = schema.fields().iter().filter(|f| f.name() == name).count();
+    if times > 1 {
+        return Err(Error::column(
+            path,
+            format!("column {name:?} appears {times} times; rename all but one to read the file"),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a label column (`sample_id`, `category`) of a side file such as a NumPy folder's `meta.parquet` is
+/// there, refused like a shard's own label column when it is repeated or of a type that is not a label.
+pub(crate) fn label_column(path: &Path, schema: &Schema, name: &str) -> Result<bool> {
+    let Ok(field) = schema.field_with_name(name) else {
+        return Ok(false);
+    };
+    refuse_repeated_column(path, schema, name)?;
+    if !is_scalar_label(field.data_type()) {
+        return Err(Error::column(
+            path,
+            format!(
+                "column {name:?} has type {}; expected an integer or string",
+                field.data_type()
+            ),
+        ));
+    }
+    Ok(true)
 }
 
 /// Each row group's row count, as the footer states it, refused when the footer contradicts itself: every
