@@ -221,3 +221,25 @@ def test_bad_sizes_and_config_key(tmp_path, clean):
     res = run_cli("scan", str(path), "--config", str(cfg), "--format", "json", "--fail-on", "never")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["draft_vocab"]["sizes"] == [16, 128]
+
+
+def test_a_profile_without_a_vocabulary_is_refused_before_any_counting(tmp_path, clean):
+    """`plain` names no vocabulary (every id below 2^32 - 1 is in it): counting its ids asked for 17 GB and the
+    kernel killed the process (or, under a memory limit, a Rust abort). Refused in one line; a profile file
+    that gives `plain` the tokenizer's vocab_size counts."""
+    path = synth.write_parquet_full(clean[:20], tmp_path / "p")
+    for args in (
+        ("scan", str(path), "-p", "plain", "--draft-vocab", "16"),
+        ("vocab", str(path), "-p", "plain", "--size", "16", "--out", str(tmp_path / "m.npz")),
+    ):
+        res = run_cli(*args)
+        lines = res.stderr.strip().splitlines()
+        assert res.returncode == 2 and len(lines) == 1, res.stderr
+        assert "profile plain has vocab_size 4294967295" in lines[0], lines[0]
+    assert not (tmp_path / "m.npz").exists()
+    with pytest.raises(tokscan.UsageError, match="vocab_size"):
+        tokscan.scan(str(path), profile="plain", draft_vocab=[16])
+    prof = tmp_path / "plain-kimi.toml"
+    prof.write_text('base = "plain"\nname = "plain-kimi"\nvocab_size = 163840\n')
+    r = tokscan.scan(str(path), profile=str(prof), draft_vocab=[16])
+    assert r.data["draft_vocab"]["vocab_size"] == 163840

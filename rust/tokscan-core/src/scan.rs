@@ -616,6 +616,9 @@ fn scan_units(
     pairing: Option<&Pairing>,
     spill: Option<&Spill>,
 ) -> Result<(Partial, Vec<Held>)> {
+    if opts.vocab.is_some() {
+        crate::vocab::check_counted_vocab(&profile.name, profile.vocab_size)?;
+    }
     progress
         .units_total
         .store(units.len() as u64, Ordering::Relaxed);

@@ -39,6 +39,23 @@ pub struct VocabOptions {
 /// Default `tolerance` of the mapping check: one percentage point of coverage.
 pub const DEFAULT_TOLERANCE: f64 = 0.01;
 
+/// Largest target vocabulary whose loss-bearing tokens are counted: 4,194,304 ids, 16 times the largest
+/// tokenizers in use. An accumulator holds about five bytes per id, and one byte more per id and category, so a
+/// profile that names no vocabulary (`plain`'s 2^32 - 1) would ask for tens of GB before reading a token.
+pub const MAX_COUNTED_VOCAB: u32 = 1 << 22;
+
+/// Refuses draft-vocabulary counting for a profile without a real vocabulary size (see [`MAX_COUNTED_VOCAB`]).
+pub fn check_counted_vocab(profile: &str, vocab_size: u32) -> crate::error::Result<()> {
+    if vocab_size > MAX_COUNTED_VOCAB {
+        return Err(crate::error::Error::Usage(format!(
+            "the draft vocabulary counts every id of the target vocabulary, and profile {profile} has vocab_size \
+             {vocab_size} (at most {MAX_COUNTED_VOCAB} can be counted): use a profile with the tokenizer's \
+             vocab_size (a profile file with `base = \"{profile}\"` and `vocab_size = N`)"
+        )));
+    }
+    Ok(())
+}
+
 fn default_tolerance() -> f64 {
     DEFAULT_TOLERANCE
 }
