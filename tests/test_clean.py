@@ -400,3 +400,80 @@ def test_every_row_is_kept_removed_or_counted_as_not_copied(tmp_path):
     # A mistyped code is the user's, not the report's.
     proc = run_cli("clean", str(src), "--report", str(report), "--out", str(tmp_path / "o3"), "--code", "duplicat")
     assert proc.returncode == 2 and proc.stderr.startswith("tokscan: error: unknown anomaly code"), proc.stderr
+
+
+V100 = 'base = "plain"\nname = "v100"\nvocab_size = 100\n'
+
+
+def _lines(*rows: tuple[str, list[int]]) -> str:
+    return "".join(json.dumps({"id": i, "input_ids": ids}) + "\n" for i, ids in rows)
+
+
+def test_a_report_whose_rows_now_hold_other_samples_is_refused(tmp_path):
+    """A shard rewritten in another order after the scan, with as many samples: the paths and counts matched, so
+    `clean` dropped the sample now at the flagged row (a clean one) and kept the flagged one, exit 0."""
+    (tmp_path / "v100.toml").write_text(V100)
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = [("a", [1, 2, 3]), ("b", [4, 500, 6]), ("c", [7, 8, 9]), ("d", [10, 11, 12])]
+    (data / "x.jsonl").write_text(_lines(*rows))
+    report = tmp_path / "report.json"
+    assert run_cli("scan", str(data), "-p", str(tmp_path / "v100.toml"), "-q", "--json", str(report)).returncode == 1
+    (data / "x.jsonl").write_text(_lines(*rows[::-1]))
+    res = run_cli("clean", str(data), "--report", str(report), "--out", str(tmp_path / "out"))
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert str(report) in lines[0] and "row 1 is sample 'b' in the report but 'c' in the corpus" in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_report_of_other_inputs_names_itself_and_the_input(tmp_path):
+    """Run from another directory, the report's relative paths name other files: the error said neither which
+    report nor which input."""
+    data = tmp_path / "data.jsonl"
+    data.write_text(_lines(("a", [1, 2, 3]), ("b", [1, 2, 3])))
+    assert run_cli("scan", "data.jsonl", "-p", "plain", "-q", "--json", "r.json", cwd=tmp_path).returncode == 0
+    (tmp_path / "ci").mkdir()
+    res = run_cli("clean", "../data.jsonl", "--report", "../r.json", "--out", "../c", cwd=tmp_path / "ci")
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert lines[0].startswith("tokscan: error: ../r.json: does not describe these inputs"), lines[0]
+    assert f"where the paths given hold {data}" in lines[0] and "from the same directory" in lines[0], lines[0]
+    data.write_text(_lines(("a", [1, 2, 3])))
+    res = run_cli("clean", "data.jsonl", "--report", "r.json", "--out", "c", cwd=tmp_path)
+    assert res.returncode == 2 and "it lists data.jsonl with 2 samples where" in res.stderr, res.stderr
+
+
+def test_a_shard_named_like_the_manifest_is_refused_not_replaced_by_it(tmp_path):
+    """An Arrow shard named `tokscan-clean.json` was copied, then overwritten by the manifest: the kept samples
+    were gone and clean said it kept them."""
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    shard = tmp_path / "tokscan-clean.json"
+    feather.write_feather(pa.table({"input_ids": [[1, 2, 3], [4, 5, 6], [1, 2, 3]]}), shard)
+    report = tmp_path / "r.json"
+    run_cli("scan", str(shard), "-p", "plain", "-q", "--json", str(report), "--fail-on", "warning")
+    res = run_cli("clean", str(shard), "--report", str(report), "--out", str(tmp_path / "out"), "--fail-on", "warning")
+    assert res.returncode == 2 and "where the manifest goes" in res.stderr, res.stderr
+
+
+def test_a_numpy_copy_is_written_into_an_empty_directory_behind_a_symlink(tmp_path):
+    """The NumPy writer wanted a new directory, so clean removed the empty `--out` first: a symlink to an empty
+    directory ("Not a directory") or a mount point ("Device or resource busy") was refused."""
+    src = tmp_path / "np"
+    src.mkdir()
+    np.save(src / "tokens.npy", np.array([1, 2, 3, 1, 2, 3, 4], np.int32))
+    np.save(src / "offsets.npy", np.array([0, 3, 6, 7]))
+    report = tmp_path / "r.json"
+    run_cli("scan", str(src), "-p", "plain", "-q", "--json", str(report), "--fail-on", "warning")
+    (tmp_path / "target").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "target")
+    res = run_cli("clean", str(src), "--report", str(report), "--out", str(tmp_path / "link"), "--fail-on", "warning")
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "link").is_symlink()
+    assert np.load(tmp_path / "target" / "tokens.npy").tolist() == [1, 2, 3, 4]
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    res = run_cli("clean", str(src), "--report", str(report), "--out", str(tmp_path / "full"), "--fail-on", "warning")
+    assert res.returncode == 2 and "not an empty directory" in res.stderr, res.stderr

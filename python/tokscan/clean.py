@@ -113,13 +113,45 @@ def _common_root(given: list[str], sources: list[str]) -> Path:
 
 
 def _same_inputs(report: Report, inputs: list[tuple[str, str, Any]], counts: list[int]) -> None:
+    """Refuses a report of other inputs: other files (paths as the scan named them, resolved from here) or
+    other sample counts, naming the report and the first input that differs."""
     have = [(str(Path(p).resolve()), int(n)) for (p, _f, _c), n in zip(inputs, counts, strict=True)]
-    want = [(str(Path(i["path"]).resolve()), int(i["samples"])) for i in report.data.get("inputs", [])]
-    if have != want:
-        raise ReportError(
-            "the report does not describe these inputs (different files or sample counts): "
-            "run `tokscan scan` on the same paths first"
+    listed = report.data.get("inputs", [])
+    want = [(str(Path(i["path"]).resolve()), int(i["samples"])) for i in listed]
+    if have == want:
+        return
+    origin = report.origin or "the report"
+    if len(have) != len(want):
+        why = f"it lists {len(want)} input(s), the paths given hold {len(have)}"
+    else:
+        k = next(k for k, (h, w) in enumerate(zip(have, want, strict=True)) if h != w)
+        named, (path, n) = listed[k]["path"], have[k]
+        why = (
+            f"it lists {named} with {want[k][1]} samples where the paths given hold {path} with {n}"
+            if want[k][0] == path
+            else f"it lists {named} (from here: {want[k][0]}) where the paths given hold {path}"
         )
+    raise ReportError(
+        f"{origin}: does not describe these inputs ({why}); run `tokscan scan` on the same paths, from the same "
+        "directory, first"
+    )
+
+
+def _same_samples(report_origin: str, corpus: Any, drop: Sequence[Mapping[str, Any]]) -> None:
+    """Refuses a report whose rows now hold other samples (a shard rewritten in another order since the scan,
+    with as many samples): every sample id the report gives a removed row must be the id at that row."""
+    if not any(f["sample_id"] is not None for f in drop):
+        return
+    ids = corpus.core.sample_ids()
+    for f in drop:
+        row, want = int(f["row"]), f["sample_id"]
+        if want is None or row >= len(ids):
+            continue
+        if ids[row] is None or str(ids[row]) != str(want):
+            raise ReportError(
+                f"{report_origin}: row {row} is sample {want!r} in the report but {ids[row]!r} in the corpus: "
+                "the inputs changed since the scan; scan them again"
+            )
 
 
 def _check_out(out: Path, paths: list[str], sources: list[str]) -> None:
@@ -151,8 +183,8 @@ def write_copy(corpus: Any, paths: list[str], drop_rows: Iterable[int], out: Pat
         if dst in seen:  # never write one output twice
             raise UsageError(f"{src} and {seen[dst]} would both be written to {dst}")
         seen[dst] = src
-    if out in seen and out.is_dir():
-        out.rmdir()  # a NumPy directory given itself: the copy is `out` (checked empty), written by the core
+    if out / MANIFEST in seen:
+        raise UsageError(f"{seen[out / MANIFEST]} would be written to {out / MANIFEST}, where the manifest goes")
     files = []
     for k, (src, dst) in enumerate(zip(sources, targets, strict=True)):
         start, n = int(corpus.starts[k]), int(corpus.counts[k])
@@ -236,6 +268,7 @@ def _clean(
             drop = list({int(f["row"]): f for f in selected(report, fail_on, codes, policy)}.values())
             more = selected_summarized(report, fail_on, codes, policy)
             rows = np.union1d(np.array([int(f["row"]) for f in drop], dtype=np.int64), more)
+            _same_samples(report.origin or "the report", corpus, drop)
         # The copy's paths, as the bucket will name them when it goes to one.
         out_bases = [(str(out) + os.sep, out_url)] if out_url else []
         files = relabel(write_copy(corpus, local, rows, out), [*bases, *out_bases])

@@ -593,13 +593,20 @@ impl Source for NumpyShard {
     fn write_filtered(&self, keep: &[bool], out: &Path) -> Result<WriteStats> {
         use std::io::Write;
         super::check_keep(self, keep)?;
-        std::fs::create_dir(out).map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists => Error::Usage(format!(
-                "{}: already exists (tokscan never overwrites a file)",
-                out.display()
-            )),
-            _ => Error::io(out, e),
-        })?;
+        // A new directory, or an empty one (a mount point, a symlink to one): every file is then created new.
+        match std::fs::create_dir(out) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let empty = std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_none());
+                if !empty {
+                    return Err(Error::Usage(format!(
+                        "{}: already exists and is not an empty directory (tokscan never overwrites a file)",
+                        out.display()
+                    )));
+                }
+            }
+            Err(e) => return Err(Error::io(out, e)),
+        }
         let offs = &self.offsets;
         let mut new_offsets = vec![0i64];
         for (i, _) in keep.iter().enumerate().filter(|(_, &k)| k) {
