@@ -112,15 +112,20 @@ def test_scan_exclude_lists_ids_by_severity_or_code(layouts, tmp_path):
     excl = tmp_path / "exclude.txt"
     proc = run_cli("scan", str(src), "--exclude", str(excl), "-q")
     assert proc.returncode == 1, proc.stderr
-    want = [f["sample_id"] for f in report.flagged if ERRORS.intersection(f["codes"])]
-    assert excl.read_text().splitlines() == want
+    # The planted `sample_id_duplicate` rows are selected, and their ids are held by earlier rows too: by id,
+    # a loader would drop those as well, so the list is of rows.
+    shared = {f["sample_id"] for f in report.flagged if "sample_id_duplicate" in f["codes"]}
+    want = [f for f in report.flagged if ERRORS.intersection(f["codes"])]
+    assert shared & {f["sample_id"] for f in want}
+    assert excl.read_text().splitlines() == [str(f["row"]) for f in want]
 
-    proc = run_cli(
-        "scan", str(src), "--exclude", str(excl), "--exclude-code", "repetition", "--exclude-code", "duplicate"
-    )
+    # Codes none of whose samples holds a repeated id: by id.
+    codes = {"repetition", "empty_completion"}
+    want = [f for f in report.flagged if codes & set(f["codes"])]
+    assert want and not shared & {f["sample_id"] for f in want}
+    proc = run_cli("scan", str(src), "--exclude", str(excl), *(f"--exclude-code={c}" for c in sorted(codes)))
     assert proc.returncode == 1, proc.stderr
-    want = [f["sample_id"] for f in report.flagged if {"repetition", "duplicate"} & set(f["codes"])]
-    assert excl.read_text().splitlines() == want and want
+    assert excl.read_text().splitlines() == [f["sample_id"] for f in want]
     assert f"exclusion list: {len(want)} sample(s) by sample_id" in proc.stdout
 
     # Without sample ids: global rows.
@@ -477,3 +482,18 @@ def test_a_numpy_copy_is_written_into_an_empty_directory_behind_a_symlink(tmp_pa
     (tmp_path / "full" / "x").write_text("x")
     res = run_cli("clean", str(src), "--report", str(report), "--out", str(tmp_path / "full"), "--fail-on", "warning")
     assert res.returncode == 2 and "not an empty directory" in res.stderr, res.stderr
+
+
+def test_the_exclusion_list_is_of_rows_when_a_selected_id_is_held_by_another_row(tmp_path):
+    """Row 2 repeats row 0's id (`sample_id_duplicate`): the list said `x`, and a loader dropping by id dropped
+    row 0 too, which `clean` keeps. Rows now; a corpus whose selected ids are each held once still gets ids."""
+    data = tmp_path / "data.jsonl"
+    data.write_text(_lines(("x", [1, 2, 3]), ("y", [4, 5, 6]), ("x", [7, 8, 9])))
+    drop = tmp_path / "drop.txt"
+    res = run_cli("scan", str(data), "-p", "plain", "-q", "--json", str(tmp_path / "r.json"), "--exclude", str(drop))
+    assert res.returncode == 1, res.stderr
+    assert drop.read_text() == "2\n"
+    (tmp_path / "v100.toml").write_text(V100)
+    data.write_text(_lines(("x", [1, 2, 3]), ("y", [4, 500, 6]), ("z", [7, 8, 9])))
+    res = run_cli("scan", str(data), "-p", str(tmp_path / "v100.toml"), "-q", "--exclude", str(drop))
+    assert res.returncode == 1 and drop.read_text() == "y\n", (res.stderr, drop.read_text())

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,13 +67,34 @@ def _one_line(sample_id: str) -> str:
     return re.sub("[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", sample_id)
 
 
-def write_exclusions(entries: Sequence[Mapping[str, Any]], path: Path, more_rows: np.ndarray | None = None) -> str:
-    """Writes one line per sample: its sample_id when every selected sample has one (and the report listed
-    each in full), else its global row, in row order; `more_rows` are the selected samples the report kept
-    without detail (their ids are not in the report, so they make the list one of rows). Returns which of the
-    two it wrote."""
+def repeated_ids(report: Report) -> set[str] | None:
+    """The sample ids more than one row of the corpus holds, as `str`: those of the rows flagged
+    `sample_id_duplicate` (the first holder of each is not flagged, and has the same id). None when the report
+    kept some of those rows without detail, whose ids it does not give."""
+    summarized = report.data.get("flagged_summarized", {}).get("by_code", {})
+    if summarized.get("sample_id_duplicate"):
+        return None
+    return {str(f["sample_id"]) for f in report.flagged if "sample_id_duplicate" in f["codes"]}
+
+
+def write_exclusions(
+    entries: Sequence[Mapping[str, Any]],
+    path: Path,
+    more_rows: np.ndarray | None = None,
+    shared: Collection[str] | None = (),
+) -> str:
+    """Writes one line per sample: its sample_id when every selected sample has one that no other row holds
+    (`shared`: the corpus's repeated ids, see `repeated_ids`; None when unknown) and the report listed each in
+    full, else its global row, in row order: a loader that drops by id would also drop the other holders of a
+    repeated id. `more_rows` are the selected samples the report kept without detail (their ids are not in the
+    report, so they make the list one of rows). Returns which of the two it wrote."""
     extra = more_rows if more_rows is not None else np.zeros(0, np.int64)
-    by_id = bool(entries) and not len(extra) and all(f["sample_id"] is not None for f in entries)
+    by_id = (
+        bool(entries)
+        and not len(extra)
+        and shared is not None
+        and all(f["sample_id"] is not None and str(f["sample_id"]) not in shared for f in entries)
+    )
     text: Iterable[str]
     if by_id:
         text = ["".join(_one_line(str(f["sample_id"])) + "\n" for f in entries)]

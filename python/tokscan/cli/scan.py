@@ -288,11 +288,11 @@ def execute(a: ScanArgs) -> int:
         report.write_html(a.html_out)  # the run as the core recorded it (`run`)
         written.append(f"HTML report -> {a.html_out}")
     if a.exclude is not None:
-        from ..clean import selected, selected_summarized, write_exclusions
+        from ..clean import repeated_ids, selected, selected_summarized, write_exclusions
 
         drop = selected(report, codes=a.exclude_code)
         more = selected_summarized(report, codes=a.exclude_code)
-        kind = write_exclusions(drop, a.exclude, more)
+        kind = write_exclusions(drop, a.exclude, more, repeated_ids(report))
         if not stdout_taken(a.exclude):
             written.append(f"exclusion list: {len(drop) + len(more)} sample(s) by {kind} -> {a.exclude}")
     if text_out:
