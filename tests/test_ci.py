@@ -139,6 +139,30 @@ def test_diff_cli_and_baseline(drift_reports):
     assert proc.returncode == 0 and "No drift" in proc.stdout
 
 
+def test_a_drifted_baseline_fails_the_json_html_and_terminal_verdicts_too(drift_reports, tmp_path):
+    """With --baseline the exit code, JUnit and GitHub output said the run failed while the JSON's verdict said
+    it passed, held no drift, and the HTML and terminal said PASS."""
+    root, _rb, _rn = drift_reports
+    out, page = tmp_path / "r.json", tmp_path / "r.html"
+    args = ("scan", str(root / "new"), "--baseline", str(root / "base.json"), "--fail-on", "never")
+    proc = run_cli(*args, "--json", str(out), "--html", str(page))
+    assert proc.returncode == 1, proc.stderr
+    assert "FAIL[/]" not in proc.stdout and "FAIL (--baseline):" in proc.stdout and "PASS" not in proc.stdout
+    doc = json.loads(out.read_text())
+    n = len(doc["drift"]["drifted"])
+    assert n and doc["verdict"]["passed"] is False and doc["verdict"]["drift"] == n
+    assert doc["drift"]["baseline"] == str(root / "base.json")
+    assert {"samples", "median"} <= {d["check"] for d in doc["drift"]["drifted"]}
+    assert "verdict fail" in page.read_text() and "drift check(s)" in page.read_text()
+    report = tokscan.Report.load(out)
+    assert report.exit_code() == 1 and report.drifted() == n
+    # The same corpus as its baseline: the comparison is recorded, nothing drifted, the verdict is the scan's.
+    proc = run_cli("scan", str(root / "base"), "--baseline", str(root / "base.json"), "--json", str(out))
+    doc = json.loads(out.read_text())
+    assert proc.returncode == 0 and doc["drift"]["drifted"] == [] and doc["verdict"]["passed"] is True
+    assert "drift" not in doc["verdict"]
+
+
 def test_diff_rejects_unknown_schema_version(drift_reports, tmp_path):
     root, _rb, _rn = drift_reports
     future = tmp_path / "future.json"

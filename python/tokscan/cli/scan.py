@@ -254,6 +254,7 @@ def execute(a: ScanArgs) -> int:
     if base is not None:
         with read_as_report(a.baseline):
             drifts = compare(base, report, cfg.drift)
+        report.attach_drift(a.baseline, drifts)
     written: list[str] = []  # "what -> where", said after the summary
     # The mapping leaves the report (it is its own file). Only then is the core's JSON text parsed before it is
     # written: parsing and re-encoding a report of many flagged samples is tens of milliseconds.

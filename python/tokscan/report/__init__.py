@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -300,9 +300,31 @@ class Report:
         return {c: self.count(c) for c, s in self.statuses(fail_on, policy).items() if s == "fails"}
 
     def exit_code(self, fail_on: str | None = None, policy: Mapping[str, PolicyValue] | None = None) -> int:
-        """0 when nothing fails the run (the scan's own verdict without arguments, see `statuses`), else 1:
-        what `tokscan scan` exits with."""
-        return 1 if self.failures(fail_on, policy) else 0
+        """0 when nothing fails the run (the scan's own verdict without arguments, see `statuses`) and nothing
+        drifted from a baseline (`drifted`), else 1: what `tokscan scan` exits with."""
+        return 1 if self.failures(fail_on, policy) or self.drifted() else 0
+
+    def drifted(self) -> int:
+        """How many drift checks went past their thresholds against the baseline of `attach_drift` (0 without
+        one): any fails the run, whatever `fail_on`."""
+        drift = self.data.get("drift")
+        return len(drift["drifted"]) if drift else 0
+
+    def attach_drift(self, baseline: str | Path, drifts: Sequence[Any]) -> None:
+        """Records the comparison with a baseline report (`report.drift.compare`'s findings) in the report:
+        `drift` {`baseline`, `drifted`}, and a failed `verdict` (with `verdict.drift`, their count) when
+        anything drifted, so that the JSON, the HTML, the terminal and the exit code agree."""
+        import math
+        from dataclasses import asdict
+
+        def finite(d: dict[str, Any]) -> dict[str, Any]:  # JSON has no infinity (a count that grew from 0)
+            return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in d.items()}
+
+        data = self.data
+        data["drift"] = {"baseline": str(baseline), "drifted": [finite(asdict(d)) for d in drifts]}
+        if drifts:
+            data["verdict"]["passed"] = False
+            data["verdict"]["drift"] = len(drifts)
 
     def examples(self, code: str, limit: int = 3) -> list[str]:
         """The first sample ids (or `#row`) flagged with `code`."""

@@ -146,6 +146,11 @@ def _inputs(report: Report) -> str:
 
 
 def _verdict(report: Report, fail_on: str, failures: dict[str, int]) -> str:
+    if report.drifted() and not failures:
+        return (
+            f"<span class='verdict fail'>FAIL</span><span class='why'>{report.drifted()} drift check(s) past their "
+            f"thresholds against the baseline {_e(report.data['drift']['baseline'])}</span>"
+        )
     if fail_on == "never":
         return "<span class='verdict pass'>PASS</span><span class='why'>--fail-on never: the run does not fail</span>"
     if failures:

@@ -54,11 +54,20 @@ class AnomalySummary(TypedDict):
     status: str
 
 
-class Verdict(TypedDict):
+class _VerdictRequired(TypedDict):
     fail_on: str
     policy: dict[str, str | int]
     passed: bool
     failing: dict[str, int]
+
+
+class Verdict(_VerdictRequired, total=False):
+    drift: int  # with --baseline, when anything drifted: how many checks did
+
+
+class DriftRecord(TypedDict):
+    baseline: str
+    drifted: list[dict[str, Any]]
 
 
 class FirstSeen(TypedDict):
@@ -115,6 +124,7 @@ class ReportDoc(_ReportRequired, total=False):
     """The JSON report, `schema_version` 3 (`run` is absent from reports of schema 1)."""
 
     decoded: dict[str, list[dict[str, Any]]]
+    drift: DriftRecord
     skipped: list[dict[str, str]]
     not_checked: dict[str, str]
     pairing: list[dict[str, Any]]

@@ -414,11 +414,15 @@ def verdict_lines(report: Report, fail_on: str | None = None, policy: Mapping[st
             f"[bold red]FAIL[/] (--fail-on {fail_on}): {len(failing)} code(s) fail the run, "
             f"in {_num(carriers)} sample(s)"
         )
+    elif report.drifted():
+        head = f"[bold red]FAIL[/] (--baseline): {report.drifted()} drift check(s) past their thresholds"
     elif fail_on == "never":
         head = "[bold green]PASS[/] (--fail-on never): the run does not fail"
     else:
         head = f"[bold green]PASS[/] (--fail-on {fail_on}): no code fails the run"
     lines = [head]
+    if failing and report.drifted():
+        lines.append(f"and {report.drifted()} drift check(s) past their thresholds (--baseline)")
     if report.n_flagged:
         other: dict[str, int] = {}
         for status, _ in words.values():

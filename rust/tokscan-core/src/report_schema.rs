@@ -74,7 +74,13 @@ pub const FIELDS: &[Field] = &[
         names: &["verdict"],
         shown: r#"`verdict`"#,
         always: true,
-        content: r#"{`fail_on`, `policy` {code → value as given}, `passed`, `failing` {code → count}}: the run's outcome under the policy the scan was given, and that policy"#,
+        content: r#"{`fail_on`, `policy` {code → value as given}, `passed`, `failing` {code → count}, `drift` (with `--baseline`, when anything drifted: how many checks did)}: the run's outcome under the policy the scan was given, and that policy"#,
+    },
+    Field {
+        names: &["drift"],
+        shown: r#"`drift`"#,
+        always: false,
+        content: r#"with `--baseline`: {`baseline` (the file), `drifted` [{`check`, `category`, `subject`, `base`, `new`, `threshold`, `message`}]}: the drift checks past their thresholds (a value that grew from 0 is `null`); any fails the run, whatever `fail_on`"#,
     },
     Field {
         names: &["decoded"],
