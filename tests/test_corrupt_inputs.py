@@ -884,3 +884,19 @@ def test_a_numpy_meta_label_column_is_checked_as_a_shards_would_be(tmp_path, met
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert str(d / "meta.parquet") in lines[0], lines[0]
     assert "expected an integer or string" in lines[0] or "appears 2 times" in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    "ids", [pa.array([[5, 7], [2**64 - 1, 7]], pa.list_(pa.uint64())), pa.array([[5, 7], [-3, 7]])], ids=["u64", "neg"]
+)
+def test_convert_refuses_an_id_it_cannot_copy_as_it_is(tmp_path, ids):
+    """A uint64 id past 2^63 - 1 (or a Megatron float id that is not a whole number) is read as -1, out of the
+    vocabulary for the scan; convert wrote that -1 in its place and exited 0."""
+    src = tmp_path / "ids.parquet"
+    pq.write_table(pa.table({"input_ids": ids}), src)
+    for to in ("parquet", "numpy"):
+        proc = run_cli("convert", str(src), "--to", to, "--out", str(tmp_path / to), "-q")
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert str(src) in lines[0] and "sample 1 (row 1) holds a negative id" in lines[0], lines[0]
+        assert not (tmp_path / to).exists()

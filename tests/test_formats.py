@@ -485,6 +485,33 @@ def test_convert_keeps_what_the_scan_sees(layouts, tmp_path, layout, to):
     assert after.categories.keys() == before.categories.keys()
 
 
+def test_convert_of_masked_and_split_shards_keeps_the_split_as_the_mask(tmp_path):
+    """A corpus of masked `input_ids` shards and `prompt_ids` + `output_ids` shards: the split samples got a
+    mask of ones in the Parquet copy (their prompts trained: `loss_mask_misaligned`, exit 1, where the source
+    passed), and NumPy copies of split shards lost the split. Both now carry the completion as the mask."""
+    data = tmp_path / "data"
+    data.mkdir()
+    prompt, done = [151644, 872, 198, 9707, 151645, 198, 151644, 77091, 198], [9707, 0, 151645]
+    pyarrow.parquet.write_table(
+        pa.table({"sample_id": ["m0"], "input_ids": [prompt + done], "loss_mask": [[0] * 9 + [1] * 3]}),
+        data / "masked.parquet",
+    )
+    pyarrow.parquet.write_table(
+        pa.table({"sample_id": ["s0", "s1"], "prompt_ids": [prompt, prompt], "output_ids": [done, [9707, 3, 151645]]}),
+        data / "split.parquet",
+    )
+    assert run_cli("scan", str(data), "-p", "qwen3", "-q").returncode == 0
+    for to, src in (("parquet", data), ("numpy", data), ("numpy", data / "split.parquet")):
+        out = tmp_path / f"{to}-{src.name}"
+        assert run_cli("convert", str(src), "--to", to, "--out", str(out), "-q").returncode == 0
+        proc = run_cli("scan", str(out), "-p", "qwen3", "-q")
+        assert proc.returncode == 0, (to, src, proc.stdout, proc.stderr)
+        masks = {
+            s["sample_id"]: s["mask"] for s in tokscan._core.Corpus([str(out)]).samples(0, 3 if src == data else 2)
+        }
+        assert list(masks["s0"]) == [0] * 9 + [1] * 3
+
+
 def test_convert_megatron_and_refusals(corpus, tmp_path):
     prefix = megatron_write(corpus[:50], tmp_path / "m", np.int32)
     out = tmp_path / "np"

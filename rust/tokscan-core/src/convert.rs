@@ -134,6 +134,22 @@ fn write_all(
                 ),
             ));
         }
+        // Readers give an id they cannot hold (a float that is not a whole number, a uint64 past 2^63) as -1, out
+        // of the vocabulary for the scan; a copy would keep the -1 in its place and lose the value.
+        if let Some((s, id)) = chunk
+            .iter()
+            .find_map(|s| s.ids.iter().find(|&&id| id < 0).map(|&id| (s, id)))
+        {
+            return Err(Error::invalid(
+                corpus.sources[s.source].path(),
+                format!(
+                    "sample {} (row {}) holds a negative id ({id}; an id that is not a whole number, or is past \
+                     2^63 - 1, is read as -1): convert cannot copy it as it is; drop such samples first with \
+                     `tokscan clean --code out_of_vocab`",
+                    s.local_row, s.row
+                ),
+            ));
+        }
         let t: u64 = chunk.iter().map(|s| s.ids.len() as u64).sum();
         sink.add(&chunk, written)?;
         done += chunk.len() as u64;
@@ -181,6 +197,20 @@ fn id_lists<'a>(rows: impl Iterator<Item = &'a [i64]>) -> ArrayRef {
 }
 
 /// A `large_list<uint8>` column of `rows`.
+/// The mask `s` is written with in a masked copy: its own, else its completion when the source stores the prompt
+/// apart (what the scan trains when there is no mask), else `fill` on every token.
+fn mask_of(s: &SampleData, fill: u8) -> Vec<u8> {
+    match (&s.mask, s.prompt_len) {
+        (Some(m), _) => m.clone(),
+        (None, Some(p)) => {
+            let mut m = vec![0; s.ids.len()];
+            m[p.min(s.ids.len())..].fill(1);
+            m
+        }
+        (None, None) => vec![fill; s.ids.len()],
+    }
+}
+
 fn mask_lists(rows: Vec<Vec<u8>>) -> ArrayRef {
     let lengths: Vec<usize> = rows.iter().map(Vec::len).collect();
     Arc::new(LargeListArray::new(
@@ -279,12 +309,7 @@ impl Sink for ParquetSink {
             cols.push(id_lists(chunk.iter().map(|s| s.ids.as_slice())));
         }
         if self.masked {
-            cols.push(mask_lists(
-                chunk
-                    .iter()
-                    .map(|s| s.mask.clone().unwrap_or_else(|| vec![1; s.ids.len()]))
-                    .collect(),
-            ));
+            cols.push(mask_lists(chunk.iter().map(|s| mask_of(s, 1)).collect()));
         }
         let batch =
             RecordBatch::try_new(schema.clone(), cols).map_err(|e| parquet_error(&self.path, e))?;
@@ -362,7 +387,8 @@ const HEADER: usize = 128;
 impl Sink for NumpySink {
     fn add(&mut self, chunk: &[SampleData], written: &mut Vec<PathBuf>) -> Result<()> {
         if self.masked.is_none() {
-            let masked = chunk[0].mask.is_some();
+            // A source split into prompt and completion keeps the split as a mask (NumPy has no split layout).
+            let masked = chunk[0].mask.is_some() || chunk[0].prompt_len.is_some();
             self.masked = Some(masked);
             if masked {
                 let p = self.out.join("loss_mask.npy");
@@ -382,7 +408,7 @@ impl Sink for NumpySink {
                     .map_err(|e| Error::io(&self.spool_path, e))?;
             }
             if let Some((p, w)) = &mut self.mask {
-                let mut m = s.mask.clone().unwrap_or_default();
+                let mut m = mask_of(s, 0);
                 m.resize(s.ids.len(), 0);
                 w.write_all(&m).map_err(|e| Error::io(p, e))?;
             }
