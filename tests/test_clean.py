@@ -497,3 +497,64 @@ def test_the_exclusion_list_is_of_rows_when_a_selected_id_is_held_by_another_row
     data.write_text(_lines(("x", [1, 2, 3]), ("y", [4, 500, 6]), ("z", [7, 8, 9])))
     res = run_cli("scan", str(data), "-p", str(tmp_path / "v100.toml"), "-q", "--exclude", str(drop))
     assert res.returncode == 1 and drop.read_text() == "y\n", (res.stderr, drop.read_text())
+
+
+def test_the_copy_keeps_the_files_beside_the_inputs(tmp_path):
+    """The prompts files (which name the categories and pair the samples) and a DatasetDict's
+    dataset_dict.json were not copied: the cleaned drafter corpus had one category, `default`, and no pairing,
+    and `datasets.load_from_disk` refused the cleaned DatasetDict."""
+    import pyarrow as pa
+
+    data = tmp_path / "data"
+    for cat, base in (("B1_glaive", 10), ("B2_code", 50)):
+        (data / cat).mkdir(parents=True)
+        ids = [f"{cat}-{i}" for i in range(4)]
+        pq.write_table(
+            pa.table({"sample_id": ids, "input_ids": [[base + i, 2, 3] for i in range(3)] + [[base, 2, 3]]}),
+            data / cat / "shard-0.parquet",
+        )
+        msg = [{"role": "user", "content": "hi"}]
+        (data / cat / "prompts.jsonl").write_text("".join(json.dumps({"id": i, "messages": msg}) + "\n" for i in ids))
+    (data / "README.md").write_text("how this corpus was made\n")
+    report = tmp_path / "r.json"
+    run_cli("scan", str(data), "-p", "plain", "-q", "--json", str(report), "--fail-on", "warning")
+    out = tmp_path / "out"
+    res = run_cli("clean", str(data), "--report", str(report), "--out", str(out), "--fail-on", "warning")
+    assert res.returncode == 0 and "3 other file(s) copied as they are" in res.stdout, (res.stdout, res.stderr)
+    for rel in ("B1_glaive/prompts.jsonl", "B2_code/prompts.jsonl", "README.md"):
+        assert (out / rel).read_bytes() == (data / rel).read_bytes(), rel
+    manifest = json.loads((out / "tokscan-clean.json").read_text())
+    assert len(manifest["copied"]) == 3 and manifest["kept"] == 6 and "warnings" not in manifest
+    again = tokscan.scan(str(out), profile="plain")
+    assert set(again.categories) == {"B1_glaive", "B2_code"}
+    assert [p["paired"] for p in again.data["pairing"]] == [3, 3]
+
+
+def test_a_cleaned_datasetdict_loads_with_datasets(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    rows = {"input_ids": [[1, 2, 3 + i] for i in range(5)] + [[1, 2, 3]]}
+    datasets.DatasetDict(
+        {"train": datasets.Dataset.from_dict(rows), "test": datasets.Dataset.from_dict(rows)}
+    ).save_to_disk(str(tmp_path / "dd"))
+    report = tmp_path / "r.json"
+    run_cli("scan", str(tmp_path / "dd"), "-p", "plain", "-q", "--json", str(report), "--fail-on", "warning")
+    args = ("--report", str(report), "--out", str(tmp_path / "out"), "--fail-on", "warning")
+    assert run_cli("clean", str(tmp_path / "dd"), *args).returncode == 0
+    loaded = datasets.load_from_disk(str(tmp_path / "out"))
+    # `test` is read first, so each of `train`'s rows repeats one of its (`duplicate`).
+    assert {k: v.num_rows for k, v in loaded.items()} == {"test": 5, "train": 0}
+
+
+def test_a_prompts_file_paired_by_line_is_copied_with_a_warning_when_samples_go(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "gen.jsonl").write_text(_lines(("a", [1, 2, 3]), ("b", [4, 5, 6]), ("c", [1, 2, 3])))
+    msg = [{"role": "user", "content": "hi"}]
+    (data / "prompts.jsonl").write_text("".join(json.dumps({"messages": msg}) + "\n" for _ in range(3)))
+    report = tmp_path / "r.json"
+    run_cli("scan", str(data), "-p", "plain", "-q", "--json", str(report), "--fail-on", "warning")
+    assert json.loads(report.read_text())["pairing"][0]["matched_by"] == "line"
+    res = run_cli("clean", str(data), "--report", str(report), "--out", str(tmp_path / "out"), "--fail-on", "warning")
+    assert res.returncode == 0, res.stderr
+    assert "warning:" in res.stderr and "pairs its samples by line" in res.stderr, res.stderr
+    assert (tmp_path / "out" / "prompts.jsonl").read_bytes() == (data / "prompts.jsonl").read_bytes()

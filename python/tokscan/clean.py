@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -206,6 +207,16 @@ def write_copy(corpus: Any, paths: list[str], drop_rows: Iterable[int], out: Pat
         seen[dst] = src
     if out / MANIFEST in seen:
         raise UsageError(f"{seen[out / MANIFEST]} would be written to {out / MANIFEST}, where the manifest goes")
+    # The files beside the inputs that no input is read from (prompts files, which name the categories and pair
+    # the samples; a DatasetDict's dataset_dict.json; notes): copied as they are, so that the copy stands in for
+    # the source. Those outside the copied folder, or where an input's copy goes, are left.
+    sides = []
+    for side, _what in corpus.core.side_files:
+        rel = os.path.relpath(os.path.abspath(side), root)
+        dst = out / rel
+        if rel.startswith(os.pardir) or dst in seen or dst == out / MANIFEST:
+            continue
+        sides.append((side, dst))
     files = []
     for k, (src, dst) in enumerate(zip(sources, targets, strict=True)):
         start, n = int(corpus.starts[k]), int(corpus.counts[k])
@@ -219,6 +230,16 @@ def write_copy(corpus: Any, paths: list[str], drop_rows: Iterable[int], out: Pat
             entry["omitted"] = omitted
         files.append(entry)
     out.mkdir(parents=True, exist_ok=True)
+    for side, dst in sides:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(side, "rb") as src, open(dst, "xb") as w:
+                shutil.copyfileobj(src, w)
+        except FileExistsError:
+            continue  # written by an input's writer (a NumPy folder copies its own other files)
+        except OSError as e:
+            raise UsageError(f"{dst}: cannot copy {side} ({e.strerror or e})") from None
+        files.append({"source": os.path.abspath(side), "output": str(dst), "copied": True})
     return files
 
 
@@ -292,7 +313,9 @@ def _clean(
             _same_samples(report.origin or "the report", corpus, drop)
         # The copy's paths, as the bucket will name them when it goes to one.
         out_bases = [(str(out) + os.sep, out_url)] if out_url else []
-        files = relabel(write_copy(corpus, local, rows, out), [*bases, *out_bases])
+        entries = relabel(write_copy(corpus, local, rows, out), [*bases, *out_bases])
+    files = [f for f in entries if "copied" not in f]
+    copied = [{"source": f["source"], "output": f["output"]} for f in entries if "copied" in f]
     manifest = {
         "tool": {"name": "tokscan", "version": _core.__version__},
         "selection": {"codes": sorted(set(codes))} if codes else {"fail_on": report.judged_by(fail_on, policy)[0]},
@@ -301,6 +324,23 @@ def _clean(
         "kept": sum(f["kept"] for f in files),
         "removed": [{k: f[k] for k in ("row", "sample_id", "source", "category", "codes", "severity")} for f in drop],
     }
+    if copied:
+        manifest["copied"] = copied
+    # A prompts file paired by line pairs the k-th sample of its folder with its k-th record: with samples of
+    # its category removed, the copy's later samples meet other records (the file is copied whole).
+    removed_cats = {f["category"] for f in drop} | ({None} if len(more) else set())
+    shifted = [
+        p["path"]
+        for p in report.data.get("pairing", [])
+        if p.get("matched_by") == "line"
+        and (p.get("category") in removed_cats or p.get("category") is None or None in removed_cats)
+    ]
+    if shifted and len(rows):
+        manifest["warnings"] = [
+            f"{path}: pairs its samples by line and was copied whole; with samples removed, the copy pairs its later "
+            "samples with other records (give the records an `id` to pair by id)"
+            for path in shifted
+        ]
     if len(more):
         # The samples the report kept without detail: counted, not listed one by one.
         manifest["removed_summarized"] = len(np.setdiff1d(more, [int(f["row"]) for f in drop]))

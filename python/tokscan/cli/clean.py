@@ -19,6 +19,7 @@ from .app import (
     corpus_columns,
     out,
     user_errors,
+    warn,
 )
 
 
@@ -73,8 +74,12 @@ def clean(
         lost = m.get("not_copied", 0)
         left_out = f", {lost} malformed line(s) left out with a file that kept no sample" if lost else ""
         if not quiet:
+            copied = f" (and {len(m['copied'])} other file(s) copied as they are)" if m.get("copied") else ""
             out.print(
                 f"kept {m['kept']} of {m['samples']} samples ({removed} removed{left_out}) in {len(m['inputs'])} "
-                f"file(s) -> {out_dir}  ·  manifest: {manifest}",
+                f"file(s){copied} -> {out_dir}  ·  manifest: {manifest}",
                 highlight=False,
+                soft_wrap=not out.is_terminal,  # one line for a log or a pipe: the paths are not broken
             )
+            for line in m.get("warnings", []):
+                warn(line)

@@ -106,6 +106,35 @@ impl PyCorpus {
             .collect()
     }
 
+    /// `(path, what)` for each file discovery found but reads as no input: the prompts files (`what` is
+    /// "prompts") and the files it listed as skipped (`what` is the reason), in that order; not the other
+    /// names of an input's file (a symlink or hard link to a shard it reads).
+    #[getter]
+    fn side_files(&self) -> Vec<(String, String)> {
+        let prompts = self
+            .inner
+            .prompts
+            .iter()
+            .map(|p| (p.path.display().to_string(), "prompts".to_string()));
+        // Metadata follows symlinks: a symlink and a hard link to a shard both have its device and inode.
+        let read: Vec<std::fs::Metadata> = self
+            .inner
+            .sources
+            .iter()
+            .filter_map(|s| std::fs::metadata(s.path()).ok())
+            .collect();
+        let other_name = |p: &std::path::Path| {
+            std::fs::metadata(p).is_ok_and(|m| read.iter().any(|r| same_file(&m, r)))
+        };
+        let skipped = self
+            .inner
+            .skipped
+            .iter()
+            .filter(|s| s.path.is_file() && !other_name(&s.path))
+            .map(|s| (s.path.display().to_string(), s.reason.clone()));
+        prompts.chain(skipped).collect()
+    }
+
     /// One sample by global row: `row`, `local_row`, `source`, `sample_id`, `category`, `prompt_len` (when
     /// the prompt is stored apart), `ids` (int64 array, prompt + completion), `mask` (uint8 array or None).
     fn sample<'py>(&self, py: Python<'py>, row: u64) -> PyResult<Bound<'py, PyDict>> {
@@ -242,4 +271,10 @@ fn id_to_py<'py>(py: Python<'py>, id: &SampleId) -> PyResult<Bound<'py, PyAny>> 
         SampleId::Int(n) => n.into_pyobject(py)?.into_any(),
         SampleId::Text(t) => pyo3::types::PyString::new(py, t).into_any(),
     })
+}
+
+/// Whether two files' metadata are of one file (a hard link): the same device and inode.
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a.dev() == b.dev() && a.ino() == b.ino()
 }
