@@ -597,6 +597,8 @@ struct Walk {
     prompts: Vec<PromptsFile>,
     skipped: Vec<Skipped>,
     dirs: HashSet<PathBuf>,
+    /// Folders met again (named twice, inside or around one named before, or a symlink loop).
+    revisits: u64,
     files: std::collections::HashMap<(u64, u64), PathBuf>,
 }
 
@@ -724,9 +726,11 @@ impl Walk {
                 "not a regular file or directory (a FIFO, socket or device is not read)",
             ));
         }
-        let before = self.inputs.len();
+        // A folder named twice, inside or around one named before, was (partly) read then: its inputs are not
+        // new, and that is no reason to say it holds no corpus.
+        let (before, met_before) = (self.inputs.len(), self.revisits);
         self.dir(root, path)?;
-        if self.inputs.len() == before && path == root {
+        if self.inputs.len() == before && path == root && self.revisits == met_before {
             return Err(Error::invalid(
                 path,
                 format!("no corpus found ({})", format::formats_list()),
@@ -739,6 +743,7 @@ impl Walk {
     fn dir(&mut self, root: &Path, path: &Path) -> Result<()> {
         let canon = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
         if !self.dirs.insert(canon) {
+            self.revisits += 1;
             return Ok(()); // a symlink loop or a directory reached twice
         }
         for f in FORMATS {
@@ -939,5 +944,40 @@ mod create_new_tests {
         let err = create_new(&there).expect_err("refused");
         assert!(err.to_string().contains("already exists"), "{err}");
         assert_eq!(std::fs::read(&there).unwrap(), b"kept");
+    }
+}
+
+#[cfg(test)]
+mod overlap_tests {
+    use super::*;
+
+    /// A folder named twice, or beside a folder inside it (in either order), is read once: the second naming
+    /// was "no corpus found" because it found no input that was not taken already.
+    #[test]
+    fn overlapping_folders_are_read_once_and_not_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(data.join("sub")).unwrap();
+        std::fs::write(
+            data.join("sub").join("a.jsonl"),
+            "{\"input_ids\": [1, 2]}\n",
+        )
+        .unwrap();
+        let (d, sub) = (
+            data.display().to_string(),
+            data.join("sub").display().to_string(),
+        );
+        for paths in [
+            vec![d.clone(), d.clone()],
+            vec![d.clone(), sub.clone()],
+            vec![sub.clone(), d.clone()],
+        ] {
+            let found = discover_all(&paths).expect("read");
+            assert_eq!(found.inputs.len(), 1, "{paths:?}");
+        }
+        let empty = dir.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        let err = discover_all(&[empty.display().to_string()]).expect_err("no corpus");
+        assert!(err.to_string().contains("no corpus found"), "{err}");
     }
 }
