@@ -900,3 +900,20 @@ def test_convert_refuses_an_id_it_cannot_copy_as_it_is(tmp_path, ids):
         assert proc.returncode == 2 and len(lines) == 1, proc.stderr
         assert str(src) in lines[0] and "sample 1 (row 1) holds a negative id" in lines[0], lines[0]
         assert not (tmp_path / to).exists()
+
+
+def test_a_malformed_line_is_only_that_in_the_statistics_and_corpus_checks(tmp_path):
+    """A JSONL line that is not a sample was counted as a sample of 0 tokens: `length_outlier` besides
+    `malformed_line`, a minimum length of 0, and a vote in its category's majorities (which hid a real
+    `departs_from_category`). It is counted as a row and nothing else."""
+    rng = np.random.default_rng(3)
+    lines = [json.dumps({"sample_id": f"s{i}", "input_ids": rng.integers(5, 90, 200 + i).tolist()}) for i in range(30)]
+    lines.insert(11, '{"sample_id": "bad", "prompt_ids": [1, 2, "x"], "output_ids": [3]}')
+    path = tmp_path / "gen.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    (tmp_path / "v100.toml").write_text('base = "plain"\nname = "v100"\nvocab_size = 100\n')
+    r = tokscan.scan(str(path), profile=str(tmp_path / "v100.toml"))
+    assert [(f["row"], f["codes"]) for f in r.flagged] == [(11, ["malformed_line"])]
+    assert r.n_samples == 31 and r.data["categories"]["default"]["samples"] == 31
+    total = r.data["overall"]["lengths"]["total"]
+    assert total["min"] == 200 and total["max"] == 229

@@ -408,6 +408,9 @@ fn row_flags(
     repeat: Option<&Repeat>,
     fences: &Fences,
 ) -> (u64, (u32, u32, u32)) {
+    if r.flags & Code::MalformedLine.bit() != 0 {
+        return (0, (0, 0, 0)); // a line that is not a sample has no length, structure or copies to compare
+    }
     let mut flags = repeat.map_or(0, |x| x.flags);
     if fences.is_outlier(category, r.lengths.total) {
         flags |= Code::LengthOutlier.bit();

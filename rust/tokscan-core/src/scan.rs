@@ -872,8 +872,11 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
         if let Some(found) = b.findings.map(|f| f[i]) {
             apply_finding(&mut facts, found);
         }
+        // A line its input could not read as a sample is only that: it is counted (rows stay numbered) but
+        // neither paired nor measured, and no category statistic takes its empty sequence as a sample's.
+        let unread = facts.flags & Code::MalformedLine.bit() != 0;
         let sample_id = b.sample_ids.and_then(|s| s[i].as_ref());
-        if let Some(pairing) = ctx.pairing {
+        if let Some(pairing) = ctx.pairing.filter(|_| !unread) {
             let fact = pair_sample(
                 pairing,
                 ctx.profile,
@@ -902,13 +905,17 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
         let features = crate::check::features::features(ctx.profile, seq, mask, &ctx.scratch);
         let cat = ctx.partial.category(cat_name);
         let (cs, ce) = (facts.completion.0 as usize, facts.completion.1 as usize);
-        cat.add_features(features);
-        cat.add_lengths(&facts.lengths);
+        if unread {
+            cat.samples += 1;
+        } else {
+            cat.add_features(features);
+            cat.add_lengths(&facts.lengths);
+        }
         cat.add_codes(facts.flags);
         if let Some(c) = facts.cut {
             cat.cut_in[usize::from(c)] += 1;
         }
-        if ctx.coverage {
+        if ctx.coverage && !unread {
             let covered = if ce > cs {
                 ngram_coverage(&seq[cs..ce])
             } else {
