@@ -559,6 +559,13 @@ pub fn discover_all(paths: &[String]) -> Result<Discovery> {
             });
         }
     }
+    // Several folders named, each with its prompts file (`scan data/B1_code data/B2_math`): each is a category,
+    // as it is when their parent is named; one folder named is the whole scan, and its name none.
+    if w.roots > 1 {
+        for p in &mut w.prompts {
+            p.names_category = true;
+        }
+    }
     let mut d = Discovery {
         inputs: w.inputs,
         prompts: w.prompts,
@@ -599,6 +606,8 @@ struct Walk {
     dirs: HashSet<PathBuf>,
     /// Folders met again (named twice, inside or around one named before, or a symlink loop).
     revisits: u64,
+    /// Folders named (each folder a glob matches counts).
+    roots: usize,
     files: std::collections::HashMap<(u64, u64), PathBuf>,
 }
 
@@ -707,6 +716,7 @@ impl Walk {
     /// A path the user named (or a glob matched): strict for a file, laid-out reading for a folder.
     fn path(&mut self, root: &Path, path: &Path) -> Result<()> {
         let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        self.roots += usize::from(meta.is_dir());
         if meta.is_file() {
             // A file named explicitly is recognised by its content, else its name; anything else is refused
             // with the list of formats.
@@ -979,5 +989,37 @@ mod overlap_tests {
         std::fs::create_dir(&empty).unwrap();
         let err = discover_all(&[empty.display().to_string()]).expect_err("no corpus");
         assert!(err.to_string().contains("no corpus found"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod category_folder_tests {
+    use super::*;
+
+    /// Category folders named one by one are categories, as they are when their parent is named; one folder
+    /// named alone names none (it was `default` for both).
+    #[test]
+    fn each_of_several_folders_named_with_a_prompts_file_is_a_category() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut named = Vec::new();
+        for cat in ["B1_code", "B2_math"] {
+            let d = dir.path().join(cat);
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("gen.jsonl"), "{\"input_ids\": [1, 2]}\n").unwrap();
+            std::fs::write(
+                d.join("prompts.jsonl"),
+                "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n",
+            )
+            .unwrap();
+            named.push(d.display().to_string());
+        }
+        let cats = |paths: &[String]| -> Vec<Option<String>> {
+            let found = discover_all(paths).expect("read");
+            found.inputs.into_iter().map(|i| i.hive_category).collect()
+        };
+        let both = vec![Some("B1_code".to_string()), Some("B2_math".to_string())];
+        assert_eq!(cats(&named), both);
+        assert_eq!(cats(&[dir.path().display().to_string()]), both);
+        assert_eq!(cats(&named[..1]), vec![None]);
     }
 }
