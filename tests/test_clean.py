@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -558,3 +559,37 @@ def test_a_prompts_file_paired_by_line_is_copied_with_a_warning_when_samples_go(
     assert res.returncode == 0, res.stderr
     assert "warning:" in res.stderr and "pairs its samples by line" in res.stderr, res.stderr
     assert (tmp_path / "out" / "prompts.jsonl").read_bytes() == (data / "prompts.jsonl").read_bytes()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_a_clean_that_fails_part_way_leaves_nothing_and_can_be_run_again(tmp_path):
+    """On a full disk clean left a finished shard, a half-written one and no manifest, and a second run was
+    refused (`exists and is not an empty directory`)."""
+    import subprocess
+
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    g = np.random.default_rng(0)
+    shards = []
+    for k in range(3):
+        rows = [g.integers(0, 50000, 400).tolist() for _ in range(60)] + [[1, 2, 3], [1, 2, 3]]
+        shards.append(tmp_path / f"shard{k}.arrow")
+        feather.write_feather(pa.table({"input_ids": rows}), shards[-1], compression="uncompressed")
+    report = tmp_path / "r.json"
+    run_cli("scan", *map(str, shards), "-p", "plain", "-q", "--json", str(report), "--fail-on", "warning")
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(small)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        for out in (small / "clean", small):  # a new directory, and an empty one that exists
+            for _ in range(2):
+                res = run_cli(
+                    "clean", *map(str, shards), "--report", str(report), "--out", str(out), "--fail-on", "warning"
+                )
+                lines = res.stderr.strip().splitlines()
+                assert res.returncode == 2 and len(lines) == 1 and "No space left on device" in lines[0], res.stderr
+                assert not any(small.iterdir()), list(small.iterdir())
+    finally:
+        subprocess.run(["umount", str(small)])

@@ -9,7 +9,8 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -300,11 +301,13 @@ def _clean(
     from .samples.corpus import Corpus
 
     codes = list(codes)
+    undo = ExitStack()
     # Object-store URLs are fetched to a temporary directory, read there and named by their URLs.
-    with staged(list(paths)) as (local, bases):
+    with undo, staged(list(paths)) as (local, bases):
         corpus = Corpus(local, columns)
         _same_inputs(report, [(relabel(p, bases), f, c) for p, f, c in corpus.inputs], corpus.counts)
         _check_out(out, local, [p for p, _f, _c in corpus.inputs])
+        undo.enter_context(_removed_on_failure(out))
         with read_as_report(report.origin or "the report"):
             # One entry a row, however often a (hand-edited or merged) report lists it.
             drop = list({int(f["row"]): f for f in selected(report, fail_on, codes, policy)}.values())
@@ -314,6 +317,40 @@ def _clean(
         # The copy's paths, as the bucket will name them when it goes to one.
         out_bases = [(str(out) + os.sep, out_url)] if out_url else []
         entries = relabel(write_copy(corpus, local, rows, out), [*bases, *out_bases])
+        manifest = _manifest(report, entries, drop, more, rows, codes, fail_on, policy)
+        write_file(out / MANIFEST, json.dumps(manifest, indent=2) + "\n", "the manifest")
+    return manifest
+
+
+@contextmanager
+def _removed_on_failure(out: Path) -> Iterator[None]:
+    """Removes what a copy into `out` (new, or an empty directory) wrote when it fails part-way (a full disk,
+    Ctrl-C): no half-written shards without a manifest stay behind, and running it again is not refused."""
+    existed = out.exists()
+    try:
+        yield
+    except BaseException:
+        if not existed:
+            shutil.rmtree(out, ignore_errors=True)
+        elif out.is_dir():
+            for child in out.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
+        raise
+
+
+def _manifest(
+    report: Report,
+    entries: list[dict[str, Any]],
+    drop: list[Any],
+    more: np.ndarray,
+    rows: np.ndarray,
+    codes: list[str],
+    fail_on: str | None,
+    policy: Mapping[str, PolicyValue] | None,
+) -> dict[str, Any]:
     files = [f for f in entries if "copied" not in f]
     copied = [{"source": f["source"], "output": f["output"]} for f in entries if "copied" in f]
     manifest = {
@@ -349,5 +386,4 @@ def _clean(
     not_copied = manifest["samples"] - manifest["kept"] - len(rows)
     if not_copied:
         manifest["not_copied"] = not_copied
-    write_file(out / MANIFEST, json.dumps(manifest, indent=2) + "\n", "the manifest")
     return manifest
