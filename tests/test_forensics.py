@@ -209,3 +209,26 @@ def test_spelled_special_found_where_think_end_was_retokenized_as_text(tmp_path)
     assert with_tok.flagged_rows("spelled_special") == [7]
     assert with_tok.flagged[0]["positions"]["spelled_special"] == len(bad.prompt) + cut
     assert tokscan.scan(path, profile="deepseek").count("spelled_special") == 0  # needs the tokenizer
+
+
+def test_show_says_what_the_source_found_about_the_row(tmp_path):
+    """A cut JSONL line was shown as a valid empty sample (`empty_completion`, or with kimi-k2 `missing_system`,
+    `missing_user`), and a sample whose generator's token count disagrees with its ids as "no per-sample
+    anomalies": `show` checked the ids alone. It now checks the row as the scan does."""
+    x = tmp_path / "x.jsonl"
+    x.write_text('{"id":"a","input_ids":[1,2,3]}\n{"id":"b","input_ids":[1,2,\n{"id":"e","input_ids":[4,5]}\n')
+    y = tmp_path / "y.jsonl"
+    y.write_text(
+        '{"id":"c","prompt_ids":[1],"output_ids":[5,6],"meta_info":{"prompt_tokens":1,"completion_tokens":9}}\n'
+    )
+    for profile in ("plain", "kimi-k2"):
+        res = run_cli("show", str(x), "--row", "1", "-p", profile, "--json", "-")
+        assert res.returncode == 0, res.stderr
+        doc = json.loads(res.stdout)
+        assert doc["codes"] == ["malformed_line"] and doc["positions"]["malformed_line"] == 2, doc
+    res = run_cli("show", str(x), "--row", "1", "-p", "plain")
+    assert "malformed_line at line 2" in res.stdout, res.stdout
+    res = run_cli("show", str(y), "--sample-id", "c", "-p", "plain", "--json", "-")
+    assert "token_count_mismatch" in json.loads(res.stdout)["codes"], res.stdout
+    scanned = tokscan.scan(str(y), profile="plain")
+    assert scanned.flagged[0]["codes"] == json.loads(res.stdout)["codes"]

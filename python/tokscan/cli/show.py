@@ -150,7 +150,7 @@ def show(
 
             _core.fill_row([str(p) for p in path], target, sparse, dict(corpus.columns))
         sample = corpus.fetch(target)
-        explain(sample, prof)
+        explain(sample, prof, corpus)
         tok = load_tokenizer(tok_dir, trust_remote_code) if tok_dir is not None else None
         template = read_chat_template(chat_template) if chat_template is not None else None
         if tok is not None and template is not None:
@@ -224,7 +224,8 @@ def render_sample(doc: dict, record: dict | None, how: str, check: dict | None) 
         for code in doc["codes"]:
             pos = doc["positions"].get(code)
             cut = f" (cut inside {CUT_IN[doc['cut_in']]})" if code == "truncated" and doc.get("cut_in") else ""
-            out.print(f"[bold red]{code}[/]" + (f" at token {pos}" if pos is not None else "") + cut)
+            at = "line" if code == "malformed_line" else "token"  # its position is the line's number
+            out.print(f"[bold red]{code}[/]" + (f" at {at} {pos}" if pos is not None else "") + cut)
     else:
         out.print("[green]no per-sample anomalies[/] (corpus-wide codes need `tokscan scan`)")
     if doc.get("not_checked"):

@@ -144,9 +144,15 @@ def _sample(d: dict[str, Any]) -> Sample:
     )
 
 
-def explain(sample: Sample, profile: _core.Profile) -> dict[str, Any]:
-    mask = None if sample.mask is None else sample.mask.tolist()
-    sample.info = _core.check_one(profile, sample.ids.tolist(), sample.prompt_len, mask)
+def explain(sample: Sample, profile: _core.Profile, corpus: Corpus | None = None) -> dict[str, Any]:
+    """The core's explanation of `sample` (`_core.check_one`); with the `corpus` it was fetched from, checked as
+    the scan checks its row (`Corpus.check_row`: with what its source found about it, such as a malformed line
+    or a finish reason the tokens contradict)."""
+    if corpus is not None:
+        sample.info = corpus.core.check_row(profile, int(sample.row))
+    else:
+        mask = None if sample.mask is None else sample.mask.tolist()
+        sample.info = _core.check_one(profile, sample.ids.tolist(), sample.prompt_len, mask)
     sample.profile = profile
     return sample.info
 

@@ -125,7 +125,10 @@ fn write_all(
         let chunk = corpus.samples(start, n.min(start + CHUNK))?;
         // A line that is not a sample has no tokens to copy: written, it would become an empty sample and its
         // `malformed_line` finding would be lost with it.
-        if let Some((s, line)) = chunk.iter().find_map(|s| s.malformed_line.map(|l| (s, l))) {
+        if let Some((s, line)) = chunk
+            .iter()
+            .find_map(|s| s.malformed_line().map(|l| (s, l)))
+        {
             return Err(Error::invalid(
                 corpus.sources[s.source].path(),
                 format!(

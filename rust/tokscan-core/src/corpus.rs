@@ -34,9 +34,17 @@ pub struct SampleData {
     pub mask: Option<Vec<u8>>,
     pub sample_id: Option<SampleId>,
     pub category: String,
-    /// The row is a line its input could not read as a sample (JSONL): its 1-based line number. Its `ids`
-    /// are then empty, standing for nothing.
-    pub malformed_line: Option<u32>,
+    /// What the source found about the row besides its tokens ([`crate::source::Finding`]): a line it could
+    /// not read as a sample (JSONL: its 1-based line number; its `ids` are then empty, standing for nothing),
+    /// the generator's finish reason and whether its token counts disagree with the ids.
+    pub finding: crate::source::Finding,
+}
+
+impl SampleData {
+    /// The row's 1-based line number when it is a line its input could not read as a sample.
+    pub fn malformed_line(&self) -> Option<u32> {
+        self.finding.malformed_line
+    }
 }
 
 pub struct Corpus {
@@ -307,7 +315,7 @@ fn owned(
             .categories
             .and_then(|c| c[i].clone())
             .unwrap_or_else(|| default.to_string()),
-        malformed_line: b.findings.and_then(|f| f[i].malformed_line),
+        finding: b.findings.map(|f| f[i]).unwrap_or_default(),
     }
 }
 

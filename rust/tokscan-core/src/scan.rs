@@ -796,6 +796,21 @@ fn scan_unit(
     Ok((ctx.partial, ctx.records))
 }
 
+/// Checks one sample read through [`Corpus::samples`] as the scan checks it: its tokens, then what its source
+/// found about it (a malformed line, a finish reason or token counts that disagree with the ids). What `show`
+/// says of a row is then what the scan said of it, corpus-wide codes aside.
+pub fn check_data(
+    profile: &Profile,
+    s: &crate::corpus::SampleData,
+    scratch: &mut Scratch,
+) -> crate::check::SampleFacts {
+    let mut counts = vec![0u64; profile.specials.len()];
+    let mask = s.mask.as_deref().map(crate::token::MaskSlice::U8);
+    let mut facts = check_sample(profile, &s.ids, s.prompt_len, mask, scratch, &mut counts);
+    apply_finding(&mut facts, s.finding);
+    facts
+}
+
 /// Adds what the source found about a row: a malformed line is only that (its empty sequence says nothing
 /// else); a finish reason is checked against whether the completion ended.
 fn apply_finding(facts: &mut crate::check::SampleFacts, found: Finding) {

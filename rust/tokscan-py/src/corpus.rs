@@ -156,6 +156,26 @@ impl PyCorpus {
         detached(py, || v.check_corpus_ids(&self.inner, start, end))
     }
 
+    /// Checks the sample at global row `row` as the scan checks it — its tokens, then what its source found
+    /// about it (a malformed line, a finish reason, token counts) — and explains it: the dict `check_one`
+    /// returns. Corpus-wide codes need a scan and are not included.
+    fn check_row<'py>(
+        &self,
+        py: Python<'py>,
+        profile: &PyProfile,
+        row: u64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let p = profile.inner.clone();
+        let (facts, scratch, segments) = detached(py, || {
+            let s = self.inner.sample(row)?;
+            let mut scratch = tokscan_core::check::Scratch::default();
+            let facts = tokscan_core::scan::check_data(&p, &s, &mut scratch);
+            let segments = tokscan_core::check::segments(&p, &s.ids, &scratch);
+            Ok((facts, scratch, segments))
+        })?;
+        crate::explained(py, profile, &facts, &scratch, &segments)
+    }
+
     /// Global rows `[start, end)` as a list of the dicts `sample` returns, read in one pass.
     fn samples<'py>(
         &self,

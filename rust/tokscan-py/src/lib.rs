@@ -55,6 +55,17 @@ fn check_one<'py>(
         let segments = tokscan_core::check::segments(&p, &ids, &scratch);
         Ok((f, scratch, segments))
     })?;
+    explained(py, profile, &facts, &scratch, &segments)
+}
+
+/// The dict `check_one` (and `Corpus.check_row`) returns for a checked sample.
+pub(crate) fn explained<'py>(
+    py: Python<'py>,
+    profile: &PyProfile,
+    facts: &tokscan_core::check::SampleFacts,
+    scratch: &tokscan_core::check::Scratch,
+    segments: &[tokscan_core::check::Segment],
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     let codes: Vec<&str> = tokscan_core::anomaly::codes_in(facts.flags)
         .map(|c| c.as_str())
