@@ -553,12 +553,15 @@ def test_a_prompts_file_paired_by_line_is_copied_with_a_warning_when_samples_go(
     msg = [{"role": "user", "content": "hi"}]
     (data / "prompts.jsonl").write_text("".join(json.dumps({"messages": msg}) + "\n" for _ in range(3)))
     report = tmp_path / "r.json"
-    run_cli("scan", str(data), "-p", "plain", "-q", "--json", str(report), "--fail-on", "warning")
+    run_cli("scan", "data", "-p", "plain", "-q", "--json", str(report), "--fail-on", "warning", cwd=tmp_path)
     assert json.loads(report.read_text())["pairing"][0]["matched_by"] == "line"
-    res = run_cli("clean", str(data), "--report", str(report), "--out", str(tmp_path / "out"), "--fail-on", "warning")
+    res = run_cli("clean", "data", "--report", str(report), "--out", "out", "--fail-on", "warning", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "warning:" in res.stderr and "pairs its samples by line" in res.stderr, res.stderr
     assert (tmp_path / "out" / "prompts.jsonl").read_bytes() == (data / "prompts.jsonl").read_bytes()
+    # Paths in the manifest are all of one style (the removed samples' sources were the report's relative ones).
+    m = json.loads((tmp_path / "out" / "tokscan-clean.json").read_text())
+    assert m["removed"][0]["source"] == m["inputs"][0]["source"] == str(data / "gen.jsonl")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")

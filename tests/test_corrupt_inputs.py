@@ -917,3 +917,17 @@ def test_a_malformed_line_is_only_that_in_the_statistics_and_corpus_checks(tmp_p
     assert r.n_samples == 31 and r.data["categories"]["default"]["samples"] == 31
     total = r.data["overall"]["lengths"]["total"]
     assert total["min"] == 200 and total["max"] == 229
+
+
+def test_a_byte_order_mark_before_the_first_jsonl_line_is_not_part_of_it(tmp_path):
+    """Some Windows tools open a text file with a UTF-8 byte-order mark: the first sample was `malformed_line`,
+    and a prompts file so opened was not recognised as one."""
+    path = tmp_path / "data" / "gen.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(b'\xef\xbb\xbf{"id": "a", "input_ids": [1, 2, 3]}\n{"id": "b", "input_ids": [4, 5]}\n')
+    msg = [{"role": "user", "content": "hi"}]
+    prompts = "".join(json.dumps({"id": i, "messages": msg}) + "\n" for i in "ab")
+    (tmp_path / "data" / "prompts.jsonl").write_bytes(b"\xef\xbb\xbf" + prompts.encode())
+    r = tokscan.scan(str(tmp_path / "data"), profile="plain")
+    assert r.n_samples == 2 and r.count("malformed_line") == 0
+    assert [p["paired"] for p in r.data["pairing"]] == [2]

@@ -322,6 +322,13 @@ def _clean(
     return manifest
 
 
+def _absolute(source: str) -> str:
+    """A report's input path as the manifest's `inputs` give theirs (absolute; a URL as it is)."""
+    from .remote import is_url
+
+    return source if is_url(source) else os.path.abspath(source)
+
+
 @contextmanager
 def _removed_on_failure(out: Path) -> Iterator[None]:
     """Removes what a copy into `out` (new, or an empty directory) wrote when it fails part-way (a full disk,
@@ -359,7 +366,13 @@ def _manifest(
         "inputs": files,
         "samples": sum(f["samples"] for f in files),
         "kept": sum(f["kept"] for f in files),
-        "removed": [{k: f[k] for k in ("row", "sample_id", "source", "category", "codes", "severity")} for f in drop],
+        "removed": [
+            {
+                **{k: f[k] for k in ("row", "sample_id", "category", "codes", "severity")},
+                "source": _absolute(f["source"]),
+            }
+            for f in drop
+        ],
     }
     if copied:
         manifest["copied"] = copied

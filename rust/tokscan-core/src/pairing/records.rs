@@ -151,6 +151,7 @@ impl PromptSet {
                 format!("not UTF-8 text (at byte {})", e.valid_up_to()),
             )
         })?;
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text); // a byte-order mark is not part of line 1
         let lines: Vec<(u32, &str)> = text
             .split('\n')
             .enumerate()

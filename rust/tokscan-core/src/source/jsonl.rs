@@ -105,7 +105,8 @@ pub fn is_prompts_file(path: &Path) -> Result<bool> {
             Err(_) => return Ok(false),
         }
     }
-    let Ok(obj) = serde_json::from_slice::<HashMap<String, &RawValue>>(&line) else {
+    let line = line.strip_prefix(UTF8_BOM).unwrap_or(&line);
+    let Ok(obj) = serde_json::from_slice::<HashMap<String, &RawValue>>(line) else {
         return Ok(false);
     };
     let is_ids =
@@ -233,6 +234,9 @@ impl<'de> serde::de::Visitor<'de> for LineVisitor<'_> {
         Ok((raw, ints))
     }
 }
+
+/// The UTF-8 byte-order mark, which may open a text file.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// Parses one line; `Err` is the problem of a malformed line.
 fn parse_line(text: &str, f: &Fields<'_>) -> std::result::Result<Line, String> {
@@ -542,6 +546,12 @@ impl JsonlShard {
             .into_iter()
             .map(|(no, r)| {
                 let l = &bytes[r];
+                // A byte-order mark before the first line (some Windows tools write one) is not part of it.
+                let l = if no == 1 {
+                    l.strip_prefix(UTF8_BOM).unwrap_or(l)
+                } else {
+                    l
+                };
                 (no, l.strip_suffix(b"\r").unwrap_or(l))
             })
             .collect();
