@@ -243,3 +243,23 @@ def test_a_profile_without_a_vocabulary_is_refused_before_any_counting(tmp_path,
     prof.write_text('base = "plain"\nname = "plain-kimi"\nvocab_size = 163840\n')
     r = tokscan.scan(str(path), profile=str(prof), draft_vocab=[16])
     assert r.data["draft_vocab"]["vocab_size"] == 163840
+
+
+def test_vocab_takes_the_scans_prompts_template_and_html_options(tmp_path, clean):
+    """`tokscan vocab` is the same scan with the mapping written: it refused --prompts, --chat-template and
+    --html, so its pairing could not render records and it wrote no page."""
+    path = synth.write_parquet_full(clean[:20], tmp_path / "p")
+    prompts = tmp_path / "prompts.jsonl"
+    msg = [{"role": "user", "content": "hi"}]
+    prompts.write_text("".join(json.dumps({"messages": msg}) + "\n" for _ in range(20)))
+    template = tmp_path / "t.jinja"
+    template.write_text("{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    out, page, report = tmp_path / "m.npz", tmp_path / "r.html", tmp_path / "r.json"
+    res = run_cli(
+        "vocab", str(path), "--size", "64", "--out", str(out), "--prompts", str(prompts),
+        "--chat-template", str(template), "--html", str(page), "--json", str(report), "--fail-on", "never", "-q",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert out.is_file() and "draft" in page.read_text().lower()
+    doc = json.loads(report.read_text())
+    assert doc["pairing"][0]["path"] == str(prompts) and doc["draft_vocab"]["sizes"] == [64]

@@ -139,6 +139,21 @@ ConfigOpt = Annotated[
     typer.Option("--config", metavar="FILE", help="Config file (default: tokscan.toml / pyproject.toml upward)."),
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors; the exit code tells.")]
+HtmlOpt = Annotated[Path | None, typer.Option("--html", metavar="FILE", help="Write a self-contained HTML report.")]
+PromptsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        metavar="FILE",
+        help="A prompts.jsonl to pair with the whole corpus (by default, each category folder's own "
+        "prompts file pairs with the shards beside it).",
+    ),
+]
+ChatTemplateOpt = Annotated[
+    Path | None,
+    typer.Option(
+        metavar="FILE", help="A Jinja chat template to render prompt records with, when --tokenizer has none."
+    ),
+]
 
 
 IdsColumnOpt = Annotated[

@@ -14,8 +14,10 @@ from ..api import scan as run_scan
 from ..errors import UsageError
 from .app import (
     CategoryColumnOpt,
+    ChatTemplateOpt,
     ConfigOpt,
     FailOn,
+    HtmlOpt,
     IdColumnOpt,
     IdsColumnOpt,
     JsonOpt,
@@ -24,6 +26,7 @@ from .app import (
     OutputFormat,
     ProfileOpt,
     PromptColumnOpt,
+    PromptsOpt,
     QuietOpt,
     TokenizerOpt,
     TrustRemoteCodeOpt,
@@ -345,9 +348,7 @@ def scan(
         typer.Option(metavar="FILE", help="A previous JSON report: drift from it fails the run (see `tokscan diff`)."),
     ] = None,
     junit_out: Annotated[Path | None, typer.Option("--junit", metavar="FILE", help="Write a JUnit XML report.")] = None,
-    html_out: Annotated[
-        Path | None, typer.Option("--html", metavar="FILE", help="Write a self-contained HTML report.")
-    ] = None,
+    html_out: HtmlOpt = None,
     exclude: Annotated[
         Path | None,
         typer.Option(
@@ -443,21 +444,8 @@ def scan(
             "when it does not fit (see `tokscan vocab`).",
         ),
     ] = None,
-    prompts: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="FILE",
-            help="A prompts.jsonl to pair with the whole corpus (by default, each category folder's own "
-            "prompts file pairs with the shards beside it).",
-        ),
-    ] = None,
-    chat_template: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="FILE",
-            help="A Jinja chat template to render prompt records with, when --tokenizer has none.",
-        ),
-    ] = None,
+    prompts: PromptsOpt = None,
+    chat_template: ChatTemplateOpt = None,
     quiet: QuietOpt = False,
     progress: Annotated[bool, typer.Option(help="Progress bar on stderr (terminals only).")] = True,
     ray: Annotated[

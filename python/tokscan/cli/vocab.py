@@ -9,8 +9,10 @@ import typer
 
 from .app import (
     CategoryColumnOpt,
+    ChatTemplateOpt,
     ConfigOpt,
     FailOn,
+    HtmlOpt,
     IdColumnOpt,
     IdsColumnOpt,
     JsonOpt,
@@ -18,6 +20,7 @@ from .app import (
     OutputColumnOpt,
     ProfileOpt,
     PromptColumnOpt,
+    PromptsOpt,
     QuietOpt,
     TokenizerOpt,
     TrustRemoteCodeOpt,
@@ -50,6 +53,9 @@ def vocab(
     tokenizer: TokenizerOpt = None,
     trust_remote_code: TrustRemoteCodeOpt = False,
     json_out: Annotated[Path | None, JsonOpt("the report")] = None,
+    html_out: HtmlOpt = None,
+    prompts: PromptsOpt = None,
+    chat_template: ChatTemplateOpt = None,
     threads: Annotated[int | None, typer.Option(metavar="N", help="Worker threads (0 = one per core).", min=0)] = None,
     fail_on: Annotated[
         FailOn | None, typer.Option(help="Exit 1 when anything at or above this severity is found [error].")
@@ -72,6 +78,9 @@ def vocab(
                 tokenizer=tokenizer,
                 trust_remote_code=trust_remote_code,
                 json_out=json_out,
+                html_out=html_out,
+                prompts=prompts,
+                chat_template=chat_template,
                 threads=threads,
                 fail_on=fail_on.value if fail_on else None,
                 config=config_file,
