@@ -596,3 +596,26 @@ def test_a_clean_that_fails_part_way_leaves_nothing_and_can_be_run_again(tmp_pat
                 assert not any(small.iterdir()), list(small.iterdir())
     finally:
         subprocess.run(["umount", str(small)])
+
+
+def test_a_parquet_copy_keeps_each_columns_codec(tmp_path):
+    """A file that compresses its columns differently was rewritten with the first column's codec for all."""
+    import pyarrow as pa
+
+    src = tmp_path / "mixed.parquet"
+    table = pa.table({"category": ["a", "b", "a"], "input_ids": [[1, 2, 3], [4, 5, 6], [1, 2, 3]]})
+    pq.write_table(table, src, compression={"category": "NONE", "input_ids.list.element": "ZSTD"})
+    report = tmp_path / "r.json"
+    run_cli("scan", str(src), "-p", "plain", "-q", "--json", str(report), "--fail-on", "warning")
+    res = run_cli("clean", str(src), "--report", str(report), "--out", str(tmp_path / "out"), "--fail-on", "warning")
+    assert res.returncode == 0, res.stderr
+
+    def codecs(p):
+        rg = pq.read_metadata(p).row_group(0)
+        return {rg.column(i).path_in_schema: rg.column(i).compression for i in range(rg.num_columns)}
+
+    assert (
+        codecs(tmp_path / "out" / "mixed.parquet")
+        == codecs(src)
+        == {"category": "UNCOMPRESSED", "input_ids.list.element": "ZSTD"}
+    )

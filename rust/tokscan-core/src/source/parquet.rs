@@ -759,16 +759,24 @@ pub(crate) fn write_filtered_file(
     use parquet::arrow::ArrowWriter;
     use parquet::basic::Compression;
     use parquet::file::properties::WriterProperties;
-    let codec = meta
+    // Each column keeps the codec its first row group was written with (a file may compress its columns
+    // differently: token lists with zstd, a small label column not at all).
+    let columns = meta
         .metadata()
         .row_groups()
         .first()
-        .and_then(|rg| rg.columns().first())
+        .map(|rg| rg.columns().to_vec())
+        .unwrap_or_default();
+    let codec = columns
+        .first()
         .map_or(Compression::ZSTD(Default::default()), |c| c.compression());
-    let props = WriterProperties::builder()
+    let mut props = WriterProperties::builder()
         .set_compression(codec)
-        .set_max_row_group_row_count(None)
-        .build();
+        .set_max_row_group_row_count(None);
+    for c in &columns {
+        props = props.set_column_compression(c.column_path().clone(), c.compression());
+    }
+    let props = props.build();
     let file = super::create_new(out)?;
     let mut w = ArrowWriter::try_new(file, meta.schema().clone(), Some(props))
         .map_err(|e| Error::invalid(out, format!("cannot write Parquet: {e}")))?;
