@@ -619,3 +619,50 @@ def test_a_parquet_copy_keeps_each_columns_codec(tmp_path):
         == codecs(src)
         == {"category": "UNCOMPRESSED", "input_ids.list.element": "ZSTD"}
     )
+
+
+def test_no_data_the_scan_did_not_read_is_copied_beside_the_inputs(tmp_path):
+    """Only prompts files and files of no known format are copied: a `datasets` cache `.arrow` (all the rows,
+    the removed ones too), a hidden file or a refused shard is not data the scan saw."""
+    datasets = pytest.importorskip("datasets")
+    rows = {"input_ids": [[1, 2, 3], [4, 5, 6], [1, 2, 3]]}
+    root = tmp_path / "corpus"
+    datasets.Dataset.from_dict(rows).save_to_disk(str(root / "hf"))
+    ds = datasets.load_from_disk(str(root / "hf")).map(lambda r: r)  # writes hf/cache-*.arrow
+    assert ds.cache_files and list((root / "hf").glob("cache-*.arrow"))
+    (root / ".secret").write_text("x")
+    (root / "notes.txt").write_text("made by hand\n")
+    report = tmp_path / "r.json"
+    run_cli("scan", str(root), "-p", "plain", "-q", "--json", str(report), "--fail-on", "warning")
+    res = run_cli("clean", str(root), "--report", str(report), "--out", str(tmp_path / "out"), "--fail-on", "warning")
+    assert res.returncode == 0, res.stderr
+    names = {p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*")}
+    assert "notes.txt" in names and ".secret" not in names, names
+    assert not any("cache-" in n for n in names), names
+
+
+def test_a_report_made_with_an_id_column_option_cleans_without_it(tmp_path):
+    """The scan read ids from `--id-column uid`; a clean without the option reads none: that is no reason to
+    call the inputs changed."""
+    import pyarrow as pa
+
+    src = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"uid": ["a", "b", "c"], "input_ids": [[1, 2], [3, 4], [1, 2]]}), src)
+    report = tmp_path / "r.json"
+    run_cli("scan", str(src), "-p", "plain", "--id-column", "uid", "-q", "--json", str(report), "--fail-on", "warning")
+    res = run_cli("clean", str(src), "--report", str(report), "--out", str(tmp_path / "out"), "--fail-on", "warning")
+    assert res.returncode == 0, res.stderr
+
+
+def test_a_prompts_file_outside_the_copy_is_not_said_to_be_copied(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "gen.jsonl").write_text(_lines(("a", [1, 2, 3]), ("b", [4, 5, 6]), ("c", [1, 2, 3])))
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n" for _ in "abc"))
+    report = tmp_path / "r.json"
+    run_cli(
+        "scan", str(data), "--prompts", str(prompts), "-p", "plain", "-q", "--json", str(report), "--fail-on", "warning"
+    )
+    res = run_cli("clean", str(data), "--report", str(report), "--out", str(tmp_path / "out"), "--fail-on", "warning")
+    assert res.returncode == 0 and "warning" not in res.stderr, res.stderr

@@ -82,8 +82,6 @@ def test_converted_corpus_reads_back_as_the_samples_written(case, to):
             assert b["sample_id"] == (f"s-{i}" if ids else None)
             if masked:
                 assert list(b["mask"]) == s["mask"]
-            elif split and to == "numpy":  # NumPy has no split layout: the split is kept as a completion mask
-                assert list(b["mask"]) == [0] * len(s["prompt"]) + [1] * len(s["output"])
             else:
                 assert b["mask"] is None
             if to == "parquet" and split:
@@ -93,7 +91,7 @@ def test_converted_corpus_reads_back_as_the_samples_written(case, to):
             widest = max((t for s in samples for t in s["prompt"] + s["output"]), default=0)
             assert tokens.dtype == (np.int32 if widest < 2**31 else np.int64)
             assert sorted(p.name for p in out.iterdir()) == sorted(
-                ["tokens.npy", "offsets.npy", "meta.parquet", *(["loss_mask.npy"] if masked or split else [])]
+                ["tokens.npy", "offsets.npy", "meta.parquet", *(["loss_mask.npy"] if masked else [])]
             )
         assert hashlib.sha256(src.read_bytes()).hexdigest() == digest
 

@@ -887,7 +887,7 @@ def test_a_numpy_meta_label_column_is_checked_as_a_shards_would_be(tmp_path, met
 
 
 @pytest.mark.parametrize(
-    "ids", [pa.array([[5, 7], [2**64 - 1, 7]], pa.list_(pa.uint64())), pa.array([[5, 7], [-3, 7]])], ids=["u64", "neg"]
+    "ids", [pa.array([[5, 7], [2**64 - 1, 7]], pa.list_(pa.uint64())), pa.array([[5, 7], [-1, 7]])], ids=["u64", "-1"]
 )
 def test_convert_refuses_an_id_it_cannot_copy_as_it_is(tmp_path, ids):
     """A uint64 id past 2^63 - 1 (or a Megatron float id that is not a whole number) is read as -1, out of the
@@ -898,8 +898,14 @@ def test_convert_refuses_an_id_it_cannot_copy_as_it_is(tmp_path, ids):
         proc = run_cli("convert", str(src), "--to", to, "--out", str(tmp_path / to), "-q")
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1, proc.stderr
-        assert str(src) in lines[0] and "sample 1 (row 1) holds a negative id" in lines[0], lines[0]
+        assert str(src) in lines[0] and "sample 1 (row 1) holds the id -1" in lines[0], lines[0]
         assert not (tmp_path / to).exists()
+    # Any other negative id is copied as it is.
+    pq.write_table(pa.table({"input_ids": pa.array([[5, 7], [-100, 7]])}), tmp_path / "neg.parquet")
+    assert (
+        run_cli("convert", str(tmp_path / "neg.parquet"), "--to", "numpy", "--out", str(tmp_path / "n")).returncode == 0
+    )
+    assert np.load(tmp_path / "n" / "tokens.npy").tolist() == [5, 7, -100, 7]
 
 
 def test_a_malformed_line_is_only_that_in_the_statistics_and_corpus_checks(tmp_path):
@@ -925,6 +931,9 @@ def test_a_byte_order_mark_before_the_first_jsonl_line_is_not_part_of_it(tmp_pat
     path = tmp_path / "data" / "gen.jsonl"
     path.parent.mkdir()
     path.write_bytes(b'\xef\xbb\xbf{"id": "a", "input_ids": [1, 2, 3]}\n{"id": "b", "input_ids": [4, 5]}\n')
+    blank = tmp_path / "blank.jsonl"  # a first line holding only the mark is blank
+    blank.write_bytes(b'\xef\xbb\xbf\n{"id": "a", "input_ids": [1, 2, 3]}\n')
+    assert tokscan.scan(str(blank), profile="plain").n_samples == 1
     msg = [{"role": "user", "content": "hi"}]
     prompts = "".join(json.dumps({"id": i, "messages": msg}) + "\n" for i in "ab")
     (tmp_path / "data" / "prompts.jsonl").write_bytes(b"\xef\xbb\xbf" + prompts.encode())

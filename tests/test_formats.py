@@ -488,7 +488,7 @@ def test_convert_keeps_what_the_scan_sees(layouts, tmp_path, layout, to):
 def test_convert_of_masked_and_split_shards_keeps_the_split_as_the_mask(tmp_path):
     """A corpus of masked `input_ids` shards and `prompt_ids` + `output_ids` shards: the split samples got a
     mask of ones in the Parquet copy (their prompts trained: `loss_mask_misaligned`, exit 1, where the source
-    passed), and NumPy copies of split shards lost the split. Both now carry the completion as the mask."""
+    passed); in a masked NumPy copy they had zeros. Both now carry the completion as the mask."""
     data = tmp_path / "data"
     data.mkdir()
     prompt, done = [151644, 872, 198, 9707, 151645, 198, 151644, 77091, 198], [9707, 0, 151645]
@@ -501,7 +501,7 @@ def test_convert_of_masked_and_split_shards_keeps_the_split_as_the_mask(tmp_path
         data / "split.parquet",
     )
     assert run_cli("scan", str(data), "-p", "qwen3", "-q").returncode == 0
-    for to, src in (("parquet", data), ("numpy", data), ("numpy", data / "split.parquet")):
+    for to, src in (("parquet", data), ("numpy", data)):
         out = tmp_path / f"{to}-{src.name}"
         assert run_cli("convert", str(src), "--to", to, "--out", str(out), "-q").returncode == 0
         proc = run_cli("scan", str(out), "-p", "qwen3", "-q")
@@ -510,6 +510,22 @@ def test_convert_of_masked_and_split_shards_keeps_the_split_as_the_mask(tmp_path
             s["sample_id"]: s["mask"] for s in tokscan._core.Corpus([str(out)]).samples(0, 3 if src == data else 2)
         }
         assert list(masks["s0"]) == [0] * 9 + [1] * 3
+
+
+def test_a_numpy_copy_of_split_and_plain_shards_scans_as_the_source(tmp_path):
+    """A NumPy copy whose first sample is split but others have no mask and no split: no mask file is written
+    (one of zeros for the others flagged them loss_mask_misaligned)."""
+    data = tmp_path / "d"
+    data.mkdir()
+    (data / "a.jsonl").write_text(
+        "".join(json.dumps({"prompt_ids": [1, 2], "output_ids": [3, 4]}) + "\n" for _ in range(3))
+    )
+    (data / "b.jsonl").write_text("".join(json.dumps({"input_ids": [5 + i, 6, 7]}) + "\n" for i in range(3)))
+    before = tokscan.scan(str(data), profile="plain")
+    out = tmp_path / "np"
+    assert run_cli("convert", str(data), "--to", "numpy", "--out", str(out), "-q").returncode == 0
+    assert not (out / "loss_mask.npy").exists()
+    assert flagged(tokscan.scan(str(out), profile="plain")) == flagged(before)
 
 
 def test_convert_megatron_and_refusals(corpus, tmp_path):

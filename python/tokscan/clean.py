@@ -10,7 +10,7 @@ import os
 import re
 import shutil
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -162,17 +162,16 @@ def _same_inputs(report: Report, inputs: list[tuple[str, str, Any]], counts: lis
 
 def _same_samples(report_origin: str, corpus: Any, drop: Sequence[Mapping[str, Any]]) -> None:
     """Refuses a report whose rows now hold other samples (a shard rewritten in another order since the scan,
-    with as many samples): every sample id the report gives a removed row must be the id at that row."""
-    if not any(f["sample_id"] is not None for f in drop):
+    with as many samples): every sample id the report gives a removed row must be the id read at that row. (A
+    row read without an id — the scan named the id column, this command does not — is not compared.)"""
+    named = sorted((int(f["row"]), f["sample_id"]) for f in drop if f["sample_id"] is not None)
+    if not named:
         return
-    ids = corpus.core.sample_ids()
-    for f in drop:
-        row, want = int(f["row"]), f["sample_id"]
-        if want is None or row >= len(ids):
-            continue
-        if ids[row] is None or str(ids[row]) != str(want):
+    ids = corpus.core.sample_ids_at([row for row, _ in named])
+    for (row, want), have in zip(named, ids, strict=True):
+        if have is not None and str(have) != str(want):
             raise ReportError(
-                f"{report_origin}: row {row} is sample {want!r} in the report but {ids[row]!r} in the corpus: "
+                f"{report_origin}: row {row} is sample {want!r} in the report but {have!r} in the corpus: "
                 "the inputs changed since the scan; scan them again"
             )
 
@@ -187,12 +186,27 @@ def _check_out(out: Path, paths: list[str], sources: list[str]) -> None:
         raise UsageError(f"{out}: exists and is not an empty directory")
 
 
-def write_copy(corpus: Any, paths: list[str], drop_rows: Iterable[int], out: Path) -> list[dict[str, Any]]:
+def _made_dirs(d: Path, made: list[Path]) -> None:
+    """Creates the directory `d` and its missing parents, recording each one it creates in `made`."""
+    missing = []
+    while not d.exists():
+        missing.append(d)
+        d = d.parent
+    for m in reversed(missing):
+        m.mkdir(exist_ok=True)
+        made.append(m)
+
+
+def write_copy(
+    corpus: Any, paths: list[str], drop_rows: Iterable[int], out: Path, made: list[Path] | None = None
+) -> list[dict[str, Any]]:
     """Writes every input of `corpus` (a `tokscan.forensics.Corpus` of `paths`) under `out` without the global rows
     `drop_rows`, each through the core's writer of its format (the reader that numbered the rows), at the
     same place relative to the inputs' common folder. Returns one manifest entry per input: `source`,
     `output`, `samples`, `kept` (rows written); when the format has no valid file for what is kept (JSONL with
-    no sample line) `output` is None, `kept` 0 and `omitted` says why."""
+    no sample line) `output` is None, `kept` 0 and `omitted` says why. Every file and folder it creates is
+    appended to `made` as it goes (what a failure removes)."""
+    made = made if made is not None else []
     sources = [p for p, _f, _c in corpus.inputs]
     root = _common_root(paths, sources)
     rows = np.unique(np.fromiter(drop_rows, dtype=np.int64))
@@ -215,7 +229,7 @@ def write_copy(corpus: Any, paths: list[str], drop_rows: Iterable[int], out: Pat
     for side, _what in corpus.core.side_files:
         rel = os.path.relpath(os.path.abspath(side), root)
         dst = out / rel
-        if rel.startswith(os.pardir) or dst in seen or dst == out / MANIFEST:
+        if rel == os.pardir or rel.startswith(os.pardir + os.sep) or dst in seen or dst == out / MANIFEST:
             continue
         sides.append((side, dst))
     files = []
@@ -223,18 +237,26 @@ def write_copy(corpus: Any, paths: list[str], drop_rows: Iterable[int], out: Pat
         start, n = int(corpus.starts[k]), int(corpus.counts[k])
         keep = np.ones(n, dtype=bool)
         keep[rows[(rows >= start) & (rows < start + n)] - start] = False
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        kept, written, omitted = corpus.core.write_filtered(k, keep, dst)
+        _made_dirs(dst.parent, made)
+        in_place = dst.is_dir()  # a NumPy folder given as `out`, which exists empty (`_check_out`)
+        if not os.path.lexists(dst):
+            made.append(dst)
+        try:
+            kept, written, omitted = corpus.core.write_filtered(k, keep, dst)
+        finally:
+            if in_place:
+                made.extend(dst.iterdir())  # it was empty: all it holds now is this write's
         entry: dict[str, Any] = {"source": os.path.abspath(src), "output": str(dst) if written else None}
         entry.update(samples=n, kept=int(kept))
         if omitted is not None:
             entry["omitted"] = omitted
         files.append(entry)
-    out.mkdir(parents=True, exist_ok=True)
+    _made_dirs(out, made)
     for side, dst in sides:
-        dst.parent.mkdir(parents=True, exist_ok=True)
+        _made_dirs(dst.parent, made)
         try:
             with open(side, "rb") as src, open(dst, "xb") as w:
+                made.append(dst)
                 shutil.copyfileobj(src, w)
         except FileExistsError:
             continue  # written by an input's writer (a NumPy folder copies its own other files)
@@ -307,7 +329,7 @@ def _clean(
         corpus = Corpus(local, columns)
         _same_inputs(report, [(relabel(p, bases), f, c) for p, f, c in corpus.inputs], corpus.counts)
         _check_out(out, local, [p for p, _f, _c in corpus.inputs])
-        undo.enter_context(_removed_on_failure(out))
+        made = undo.enter_context(_removed_on_failure(out))
         with read_as_report(report.origin or "the report"):
             # One entry a row, however often a (hand-edited or merged) report lists it.
             drop = list({int(f["row"]): f for f in selected(report, fail_on, codes, policy)}.values())
@@ -316,8 +338,9 @@ def _clean(
             _same_samples(report.origin or "the report", corpus, drop)
         # The copy's paths, as the bucket will name them when it goes to one.
         out_bases = [(str(out) + os.sep, out_url)] if out_url else []
-        entries = relabel(write_copy(corpus, local, rows, out), [*bases, *out_bases])
+        entries = relabel(write_copy(corpus, local, rows, out, made), [*bases, *out_bases])
         manifest = _manifest(report, entries, drop, more, rows, codes, fail_on, policy)
+        made.append(out / MANIFEST)
         write_file(out / MANIFEST, json.dumps(manifest, indent=2) + "\n", "the manifest")
     return manifest
 
@@ -330,21 +353,21 @@ def _absolute(source: str) -> str:
 
 
 @contextmanager
-def _removed_on_failure(out: Path) -> Iterator[None]:
-    """Removes what a copy into `out` (new, or an empty directory) wrote when it fails part-way (a full disk,
-    Ctrl-C): no half-written shards without a manifest stay behind, and running it again is not refused."""
-    existed = out.exists()
+def _removed_on_failure(out: Path) -> Iterator[list[Path]]:
+    """Yields the list a copy into `out` records what it creates in (files, folders, a NumPy folder the core
+    writes whole), and removes exactly those when the copy fails part-way (a full disk, Ctrl-C): no half-written
+    shards without a manifest stay behind, running it again is not refused, and nothing it did not create is
+    touched."""
+    made: list[Path] = []
     try:
-        yield
+        yield made
     except BaseException:
-        if not existed:
-            shutil.rmtree(out, ignore_errors=True)
-        elif out.is_dir():
-            for child in out.iterdir():
-                if child.is_dir() and not child.is_symlink():
-                    shutil.rmtree(child, ignore_errors=True)
-                else:
-                    child.unlink(missing_ok=True)
+        for p in reversed(made):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                with suppress(OSError):
+                    p.unlink()
         raise
 
 
@@ -376,14 +399,14 @@ def _manifest(
     }
     if copied:
         manifest["copied"] = copied
-    # A prompts file paired by line pairs the k-th sample of its folder with its k-th record: with samples of
-    # its category removed, the copy's later samples meet other records (the file is copied whole).
-    removed_cats = {f["category"] for f in drop} | ({None} if len(more) else set())
+    # A prompts file paired by line pairs the k-th sample of its folder with its k-th record: copied whole into
+    # a copy with samples removed, it pairs the later ones with other records. (Said of every such file copied
+    # when any sample goes: a category column may file a folder's samples under other names.)
+    copied_from = {c["source"] for c in copied}
     shifted = [
         p["path"]
         for p in report.data.get("pairing", [])
-        if p.get("matched_by") == "line"
-        and (p.get("category") in removed_cats or p.get("category") is None or None in removed_cats)
+        if p.get("matched_by") == "line" and _absolute(p["path"]) in copied_from
     ]
     if shifted and len(rows):
         manifest["warnings"] = [

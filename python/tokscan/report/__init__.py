@@ -308,20 +308,17 @@ class Report:
         """How many drift checks went past their thresholds against the baseline of `attach_drift` (0 without
         one): any fails the run, whatever `fail_on`."""
         drift = self.data.get("drift")
-        return len(drift["drifted"]) if drift else 0
+        found = drift.get("drifted") if isinstance(drift, dict) else None
+        return len(found) if isinstance(found, list) else 0
 
     def attach_drift(self, baseline: str | Path, drifts: Sequence[Any]) -> None:
         """Records the comparison with a baseline report (`report.drift.compare`'s findings) in the report:
         `drift` {`baseline`, `drifted`}, and a failed `verdict` (with `verdict.drift`, their count) when
         anything drifted, so that the JSON, the HTML, the terminal and the exit code agree."""
-        import math
-        from dataclasses import asdict
-
-        def finite(d: dict[str, Any]) -> dict[str, Any]:  # JSON has no infinity (a count that grew from 0)
-            return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in d.items()}
+        from .drift import to_json
 
         data = self.data
-        data["drift"] = {"baseline": str(baseline), "drifted": [finite(asdict(d)) for d in drifts]}
+        data["drift"] = {"baseline": str(baseline), "drifted": to_json(list(drifts))}
         if drifts:
             data["verdict"]["passed"] = False
             data["verdict"]["drift"] = len(drifts)

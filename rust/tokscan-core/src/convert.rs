@@ -138,16 +138,14 @@ fn write_all(
             ));
         }
         // Readers give an id they cannot hold (a float that is not a whole number, a uint64 past 2^63) as -1, out
-        // of the vocabulary for the scan; a copy would keep the -1 in its place and lose the value.
-        if let Some((s, id)) = chunk
-            .iter()
-            .find_map(|s| s.ids.iter().find(|&&id| id < 0).map(|&id| (s, id)))
-        {
+        // of the vocabulary for the scan; a copy would keep the -1 in its place and lose the value. (Any other
+        // id, negative ones too, is copied as it is.)
+        if let Some(s) = chunk.iter().find(|s| s.ids.contains(&-1)) {
             return Err(Error::invalid(
                 corpus.sources[s.source].path(),
                 format!(
-                    "sample {} (row {}) holds a negative id ({id}; an id that is not a whole number, or is past \
-                     2^63 - 1, is read as -1): convert cannot copy it as it is; drop such samples first with \
+                    "sample {} (row {}) holds the id -1, which is also how an id that is not a whole number, or is \
+                     past 2^63 - 1, is read: convert cannot copy it as it is; drop such samples first with \
                      `tokscan clean --code out_of_vocab`",
                     s.local_row, s.row
                 ),
@@ -390,8 +388,7 @@ const HEADER: usize = 128;
 impl Sink for NumpySink {
     fn add(&mut self, chunk: &[SampleData], written: &mut Vec<PathBuf>) -> Result<()> {
         if self.masked.is_none() {
-            // A source split into prompt and completion keeps the split as a mask (NumPy has no split layout).
-            let masked = chunk[0].mask.is_some() || chunk[0].prompt_len.is_some();
+            let masked = chunk[0].mask.is_some();
             self.masked = Some(masked);
             if masked {
                 let p = self.out.join("loss_mask.npy");

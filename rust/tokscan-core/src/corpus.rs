@@ -230,6 +230,28 @@ impl Corpus {
         Ok(out)
     }
 
+    /// The ids of the global rows `rows` (ascending), None where a sample has none: each input's id column is
+    /// read only when it holds one of the rows, and only those ids are kept.
+    pub fn sample_ids_at(&self, rows: &[u64]) -> Result<Vec<Option<SampleId>>> {
+        let mut out = Vec::with_capacity(rows.len());
+        let mut at = 0;
+        for (k, s) in self.sources.iter().enumerate() {
+            let end = self.starts[k + 1];
+            let mine = rows[at..].iter().take_while(|&&r| r < end).count();
+            if mine == 0 {
+                continue;
+            }
+            let ids = s.sample_ids()?;
+            for &r in &rows[at..at + mine] {
+                let local = (r - self.starts[k]) as usize;
+                out.push(ids.as_ref().and_then(|v| v.get(local).cloned().flatten()));
+            }
+            at += mine;
+        }
+        out.resize(rows.len(), None); // rows past the end have no sample
+        Ok(out)
+    }
+
     /// Every sample's id (None where a sample has none), in global row order.
     pub fn sample_ids(&self) -> Result<Vec<Option<SampleId>>> {
         let mut out = Vec::with_capacity((self.len() as usize).min(1 << 16));

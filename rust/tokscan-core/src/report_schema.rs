@@ -80,7 +80,7 @@ pub const FIELDS: &[Field] = &[
         names: &["drift"],
         shown: r#"`drift`"#,
         always: false,
-        content: r#"with `--baseline`: {`baseline` (the file), `drifted` [{`check`, `category`, `subject`, `base`, `new`, `threshold`, `message`}]}: the drift checks past their thresholds (a value that grew from 0 is `null`); any fails the run, whatever `fail_on`"#,
+        content: r#"with `--baseline`: {`baseline` (the file), `drifted` [{`check`, `category`, `subject`, `base`, `new`, `threshold`, `message`}]}: the drift checks past their thresholds (`base` and `new` the two reports' values); any fails the run, whatever `fail_on`"#,
     },
     Field {
         names: &["decoded"],

@@ -106,9 +106,10 @@ impl PyCorpus {
             .collect()
     }
 
-    /// `(path, what)` for each file discovery found but reads as no input: the prompts files (`what` is
-    /// "prompts") and the files it listed as skipped (`what` is the reason), in that order; not the other
-    /// names of an input's file (a symlink or hard link to a shard it reads).
+    /// `(path, what)` for the files beside the inputs that hold no corpus data: the prompts files (`what` is
+    /// "prompts"), then the files discovery skipped as no known format (notes, configs, a `dataset_dict.json`;
+    /// `what` is the reason). Not hidden files, files a format's folder leaves unread (an `.arrow` cache file
+    /// of a `datasets` folder), refused shards, nor other names of an input's file.
     #[getter]
     fn side_files(&self) -> Vec<(String, String)> {
         let prompts = self
@@ -130,6 +131,7 @@ impl PyCorpus {
             .inner
             .skipped
             .iter()
+            .filter(|s| s.reason == tokscan_core::source::NOT_A_CORPUS_FILE)
             .filter(|s| s.path.is_file() && !other_name(&s.path))
             .map(|s| (s.path.display().to_string(), s.reason.clone()));
         prompts.chain(skipped).collect()
@@ -174,6 +176,19 @@ impl PyCorpus {
             Ok((facts, scratch, segments))
         })?;
         crate::explained(py, profile, &facts, &scratch, &segments)
+    }
+
+    /// The sample ids of the global rows `rows` (ascending), None where a sample has none; reads only the id
+    /// columns of the inputs that hold them.
+    fn sample_ids_at<'py>(
+        &self,
+        py: Python<'py>,
+        rows: Vec<u64>,
+    ) -> PyResult<Vec<Option<Bound<'py, PyAny>>>> {
+        let ids = detached(py, || self.inner.sample_ids_at(&rows))?;
+        ids.iter()
+            .map(|id| id.as_ref().map(|id| id_to_py(py, id)).transpose())
+            .collect()
     }
 
     /// Global rows `[start, end)` as a list of the dicts `sample` returns, read in one pass.

@@ -500,6 +500,12 @@ fn sample_lines(bytes: &[u8]) -> Vec<(u32, std::ops::Range<usize>)> {
         let range = at..at + l.len();
         at += l.len() + 1;
         let content = l.strip_suffix(b"\r").unwrap_or(l);
+        // A byte-order mark opening the file is not content: a first line holding only it is blank.
+        let content = if i == 0 {
+            content.strip_prefix(UTF8_BOM).unwrap_or(content)
+        } else {
+            content
+        };
         if !content.iter().all(u8::is_ascii_whitespace) {
             lines.push(((i + 1).min(u32::MAX as usize) as u32, range));
         }

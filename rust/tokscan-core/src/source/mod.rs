@@ -495,6 +495,10 @@ pub struct Skipped {
     pub reason: String,
 }
 
+/// Why a file in a folder is skipped when no format reads it: a note, a config, a `dataset_dict.json` (what
+/// `clean` copies beside the cleaned inputs, unlike the other files discovery leaves aside).
+pub const NOT_A_CORPUS_FILE: &str = "not a corpus file (no known format)";
+
 /// A prompts file found beside the shards (`{"id"?, "messages": [...], "tools"?: [...]}` per line): it pairs
 /// with the inputs under its folder.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -561,7 +565,7 @@ pub fn discover_all(paths: &[String]) -> Result<Discovery> {
     }
     // Several folders named, each with its prompts file (`scan data/B1_code data/B2_math`): each is a category,
     // as it is when their parent is named; one folder named is the whole scan, and its name none.
-    if w.roots > 1 {
+    if w.roots.len() > 1 {
         for p in &mut w.prompts {
             p.names_category = true;
         }
@@ -603,11 +607,14 @@ struct Walk {
     inputs: Vec<Input>,
     prompts: Vec<PromptsFile>,
     skipped: Vec<Skipped>,
-    dirs: HashSet<PathBuf>,
-    /// Folders met again (named twice, inside or around one named before, or a symlink loop).
+    /// Each folder walked (canonical), with the named path whose walk met it first (its index in `named`).
+    dirs: std::collections::HashMap<PathBuf, usize>,
+    /// Folders met again that an earlier named path's walk had met (named twice, inside or around a folder
+    /// named before); a symlink loop within one walk is not counted.
     revisits: u64,
-    /// Folders named (each folder a glob matches counts).
-    roots: usize,
+    /// The folders named (canonical; each folder a glob matches counts), and how many paths were named.
+    roots: HashSet<PathBuf>,
+    named: usize,
     files: std::collections::HashMap<(u64, u64), PathBuf>,
 }
 
@@ -716,7 +723,11 @@ impl Walk {
     /// A path the user named (or a glob matched): strict for a file, laid-out reading for a folder.
     fn path(&mut self, root: &Path, path: &Path) -> Result<()> {
         let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-        self.roots += usize::from(meta.is_dir());
+        self.named += 1;
+        if meta.is_dir() {
+            self.roots
+                .insert(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()));
+        }
         if meta.is_file() {
             // A file named explicitly is recognised by its content, else its name; anything else is refused
             // with the list of formats.
@@ -752,10 +763,12 @@ impl Walk {
     /// A folder, read as it is laid out.
     fn dir(&mut self, root: &Path, path: &Path) -> Result<()> {
         let canon = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
-        if !self.dirs.insert(canon) {
-            self.revisits += 1;
-            return Ok(()); // a symlink loop or a directory reached twice
+        if let Some(&first) = self.dirs.get(&canon) {
+            // A directory reached twice: through overlapping named paths, or a symlink loop in this walk.
+            self.revisits += u64::from(first + 1 != self.named);
+            return Ok(());
         }
+        self.dirs.insert(canon, self.named - 1);
         for f in FORMATS {
             if let Some(inputs) = (f.folder)(path)? {
                 for input in &inputs {
@@ -823,7 +836,7 @@ impl Walk {
             }
             return Ok(());
         }
-        self.skip(entry, "not a corpus file (no known format)");
+        self.skip(entry, NOT_A_CORPUS_FILE);
         Ok(())
     }
 }
@@ -989,6 +1002,21 @@ mod overlap_tests {
         std::fs::create_dir(&empty).unwrap();
         let err = discover_all(&[empty.display().to_string()]).expect_err("no corpus");
         assert!(err.to_string().contains("no corpus found"), "{err}");
+        // A folder holding only a symlink to itself holds no corpus, alone or beside one that does.
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(".", empty.join("self")).unwrap();
+            for paths in [
+                vec![empty.display().to_string()],
+                vec![sub.clone(), empty.display().to_string()],
+            ] {
+                let err = discover_all(&paths).expect_err("no corpus");
+                assert!(
+                    err.to_string().contains("no corpus found"),
+                    "{paths:?}: {err}"
+                );
+            }
+        }
     }
 }
 
@@ -1021,5 +1049,7 @@ mod category_folder_tests {
         assert_eq!(cats(&named), both);
         assert_eq!(cats(&[dir.path().display().to_string()]), both);
         assert_eq!(cats(&named[..1]), vec![None]);
+        // One folder named twice is still one folder: no category.
+        assert_eq!(cats(&[named[0].clone(), named[0].clone()]), vec![None]);
     }
 }
