@@ -197,7 +197,6 @@ fn id_lists<'a>(rows: impl Iterator<Item = &'a [i64]>) -> ArrayRef {
     ))
 }
 
-/// A `large_list<uint8>` column of `rows`.
 /// The mask `s` is written with in a masked copy: its own, else its completion when the source stores the prompt
 /// apart (what the scan trains when there is no mask), else `fill` on every token.
 fn mask_of(s: &SampleData, fill: u8) -> Vec<u8> {
@@ -212,6 +211,7 @@ fn mask_of(s: &SampleData, fill: u8) -> Vec<u8> {
     }
 }
 
+/// A `large_list<uint8>` column of `rows`.
 fn mask_lists(rows: Vec<Vec<u8>>) -> ArrayRef {
     let lengths: Vec<usize> = rows.iter().map(Vec::len).collect();
     Arc::new(LargeListArray::new(

@@ -497,15 +497,18 @@ fn sample_lines(bytes: &[u8]) -> Vec<(u32, std::ops::Range<usize>)> {
     let mut lines = Vec::new();
     let mut at = 0;
     for (i, l) in bytes.split(|&b| b == b'\n').enumerate() {
-        let range = at..at + l.len();
+        let mut range = at..at + l.len();
         at += l.len() + 1;
-        let content = l.strip_suffix(b"\r").unwrap_or(l);
-        // A byte-order mark opening the file is not content: a first line holding only it is blank.
-        let content = if i == 0 {
-            content.strip_prefix(UTF8_BOM).unwrap_or(content)
-        } else {
-            content
+        // A byte-order mark opening the file (some Windows tools write one) is not part of the first line: a
+        // line holding only it is blank, and a copy without that line keeps the mark where it was.
+        let l = match l.strip_prefix(UTF8_BOM) {
+            Some(rest) if i == 0 => {
+                range.start += UTF8_BOM.len();
+                rest
+            }
+            _ => l,
         };
+        let content = l.strip_suffix(b"\r").unwrap_or(l);
         if !content.iter().all(u8::is_ascii_whitespace) {
             lines.push(((i + 1).min(u32::MAX as usize) as u32, range));
         }
@@ -552,12 +555,6 @@ impl JsonlShard {
             .into_iter()
             .map(|(no, r)| {
                 let l = &bytes[r];
-                // A byte-order mark before the first line (some Windows tools write one) is not part of it.
-                let l = if no == 1 {
-                    l.strip_prefix(UTF8_BOM).unwrap_or(l)
-                } else {
-                    l
-                };
                 (no, l.strip_suffix(b"\r").unwrap_or(l))
             })
             .collect();
