@@ -226,7 +226,7 @@ def write_copy(
     # the samples; a DatasetDict's dataset_dict.json; notes): copied as they are, so that the copy stands in for
     # the source. Those outside the copied folder, or where an input's copy goes, are left.
     sides = []
-    for side, _what in corpus.core.side_files:
+    for side in corpus.core.side_files:
         rel = os.path.relpath(os.path.abspath(side), root)
         dst = out / rel
         if rel == os.pardir or rel.startswith(os.pardir + os.sep) or dst in seen or dst == out / MANIFEST:

@@ -106,7 +106,7 @@ def show(
     from ..errors import UsageError
     from ..outputs import profile_file, refuse_clobbering
     from ..remote import relabel, staged_footers
-    from ..samples.corpus import Corpus, describe, explain
+    from ..samples.corpus import Corpus, describe
     from ..samples.tokenizer import load_tokenizer, read_chat_template
     from .app import corpus_columns
 
@@ -149,8 +149,7 @@ def show(
             from .. import _core
 
             _core.fill_row([str(p) for p in path], target, sparse, dict(corpus.columns))
-        sample = corpus.fetch(target)
-        explain(sample, prof, corpus)
+        sample = corpus.fetch_explained(target, prof)
         tok = load_tokenizer(tok_dir, trust_remote_code) if tok_dir is not None else None
         template = read_chat_template(chat_template) if chat_template is not None else None
         if tok is not None and template is not None:

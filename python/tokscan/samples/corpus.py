@@ -129,9 +129,21 @@ class Corpus:
         return [int(r) for r in rows]
 
     def fetch(self, row: int) -> Sample:
+        self._in_range(row)
+        return _sample(self.core.sample(int(row)))
+
+    def fetch_explained(self, row: int, profile: _core.Profile) -> Sample:
+        """The sample at `row`, read once, with `info` as the scan checks its row (`_core.Corpus.check_row`: with
+        what its source found about it, such as a malformed line or a finish reason the tokens contradict)."""
+        self._in_range(row)
+        d, info = self.core.check_row(profile, int(row))
+        sample = _sample(d)
+        sample.info, sample.profile = info, profile
+        return sample
+
+    def _in_range(self, row: int) -> None:
         if not 0 <= int(row) < len(self.core):
             raise UsageError(f"row {row} is out of range (the corpus has {len(self.core)} samples)")
-        return _sample(self.core.sample(int(row)))
 
     def fetch_range(self, start: int, end: int) -> list[Sample]:
         """Global rows `[start, end)` in one pass."""
@@ -144,15 +156,9 @@ def _sample(d: dict[str, Any]) -> Sample:
     )
 
 
-def explain(sample: Sample, profile: _core.Profile, corpus: Corpus | None = None) -> dict[str, Any]:
-    """The core's explanation of `sample` (`_core.check_one`); with the `corpus` it was fetched from, checked as
-    the scan checks its row (`Corpus.check_row`: with what its source found about it, such as a malformed line
-    or a finish reason the tokens contradict)."""
-    if corpus is not None:
-        sample.info = corpus.core.check_row(profile, int(sample.row))
-    else:
-        mask = None if sample.mask is None else sample.mask.tolist()
-        sample.info = _core.check_one(profile, sample.ids.tolist(), sample.prompt_len, mask)
+def explain(sample: Sample, profile: _core.Profile) -> dict[str, Any]:
+    mask = None if sample.mask is None else sample.mask.tolist()
+    sample.info = _core.check_one(profile, sample.ids.tolist(), sample.prompt_len, mask)
     sample.profile = profile
     return sample.info
 

@@ -2,7 +2,7 @@
 //! order. The scan plans its units from it; `show`, `align`, `clean` and `--decode` fetch samples through
 //! it, so every command reads every format the same way and honours the same column overrides.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::sample_id::SampleId;
@@ -250,6 +250,38 @@ impl Corpus {
         }
         out.resize(rows.len(), None); // rows past the end have no sample
         Ok(out)
+    }
+
+    /// The files beside the inputs that hold no corpus data, which a copy that stands in for the corpus keeps
+    /// (`clean`): the prompts files, then the files discovery skipped as of no known format (notes, configs, a
+    /// `dataset_dict.json`). Not hidden files, files a format's folder leaves unread (a `datasets` cache
+    /// `.arrow`), refused shards, nor another name of an input's file (a `notes.txt` symlink to a shard).
+    pub fn side_files(&self) -> Vec<PathBuf> {
+        let read: std::collections::HashSet<(u64, u64)> = self
+            .sources
+            .iter()
+            .filter_map(|s| {
+                let p = s.path();
+                std::fs::metadata(p)
+                    .ok()
+                    .map(|m| crate::source::file_key(p, &m))
+            })
+            .collect();
+        let skipped = self
+            .skipped
+            .iter()
+            .filter(|s| s.reason == crate::source::NOT_A_CORPUS_FILE)
+            .filter(|s| {
+                std::fs::metadata(&s.path).is_ok_and(|m| {
+                    m.is_file() && !read.contains(&crate::source::file_key(&s.path, &m))
+                })
+            })
+            .map(|s| s.path.clone());
+        self.prompts
+            .iter()
+            .map(|p| p.path.clone())
+            .chain(skipped)
+            .collect()
     }
 
     /// Every sample's id (None where a sample has none), in global row order.

@@ -106,35 +106,15 @@ impl PyCorpus {
             .collect()
     }
 
-    /// `(path, what)` for the files beside the inputs that hold no corpus data: the prompts files (`what` is
-    /// "prompts"), then the files discovery skipped as no known format (notes, configs, a `dataset_dict.json`;
-    /// `what` is the reason). Not hidden files, files a format's folder leaves unread (an `.arrow` cache file
-    /// of a `datasets` folder), refused shards, nor other names of an input's file.
+    /// The files beside the inputs that hold no corpus data (`Corpus::side_files`: prompts files, then files
+    /// of no known format), as paths.
     #[getter]
-    fn side_files(&self) -> Vec<(String, String)> {
-        let prompts = self
-            .inner
-            .prompts
+    fn side_files(&self) -> Vec<String> {
+        self.inner
+            .side_files()
             .iter()
-            .map(|p| (p.path.display().to_string(), "prompts".to_string()));
-        // Metadata follows symlinks: a symlink and a hard link to a shard both have its device and inode.
-        let read: Vec<std::fs::Metadata> = self
-            .inner
-            .sources
-            .iter()
-            .filter_map(|s| std::fs::metadata(s.path()).ok())
-            .collect();
-        let other_name = |p: &std::path::Path| {
-            std::fs::metadata(p).is_ok_and(|m| read.iter().any(|r| same_file(&m, r)))
-        };
-        let skipped = self
-            .inner
-            .skipped
-            .iter()
-            .filter(|s| s.reason == tokscan_core::source::NOT_A_CORPUS_FILE)
-            .filter(|s| s.path.is_file() && !other_name(&s.path))
-            .map(|s| (s.path.display().to_string(), s.reason.clone()));
-        prompts.chain(skipped).collect()
+            .map(|p| p.display().to_string())
+            .collect()
     }
 
     /// One sample by global row: `row`, `local_row`, `source`, `sample_id`, `category`, `prompt_len` (when
@@ -158,24 +138,25 @@ impl PyCorpus {
         detached(py, || v.check_corpus_ids(&self.inner, start, end))
     }
 
-    /// Checks the sample at global row `row` as the scan checks it — its tokens, then what its source found
-    /// about it (a malformed line, a finish reason, token counts) — and explains it: the dict `check_one`
-    /// returns. Corpus-wide codes need a scan and are not included.
+    /// The sample at global row `row` (the dict `sample` returns) and, read once with it, its explanation as
+    /// the scan checks it — its tokens, then what its source found about it (a malformed line, a finish
+    /// reason, token counts): the dict `check_one` returns. Corpus-wide codes need a scan and are not included.
     fn check_row<'py>(
         &self,
         py: Python<'py>,
         profile: &PyProfile,
         row: u64,
-    ) -> PyResult<Bound<'py, PyDict>> {
+    ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
         let p = profile.inner.clone();
-        let (facts, scratch, segments) = detached(py, || {
+        let (s, facts, scratch, segments) = detached(py, || {
             let s = self.inner.sample(row)?;
             let mut scratch = tokscan_core::check::Scratch::default();
             let facts = tokscan_core::scan::check_data(&p, &s, &mut scratch);
             let segments = tokscan_core::check::segments(&p, &s.ids, &scratch);
-            Ok((facts, scratch, segments))
+            Ok((s, facts, scratch, segments))
         })?;
-        crate::explained(py, profile, &facts, &scratch, &segments)
+        let info = crate::explained(py, profile, &facts, &scratch, &segments)?;
+        Ok((to_dict(py, &self.inner, s)?, info))
     }
 
     /// The sample ids of the global rows `rows` (ascending), None where a sample has none; reads only the id
@@ -306,10 +287,4 @@ fn id_to_py<'py>(py: Python<'py>, id: &SampleId) -> PyResult<Bound<'py, PyAny>> 
         SampleId::Int(n) => n.into_pyobject(py)?.into_any(),
         SampleId::Text(t) => pyo3::types::PyString::new(py, t).into_any(),
     })
-}
-
-/// Whether two files' metadata are of one file (a hard link): the same device and inode.
-fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    a.dev() == b.dev() && a.ino() == b.ino()
 }

@@ -619,7 +619,7 @@ struct Walk {
 }
 
 /// A file's identity: `(device, inode)` where the platform has them, else its canonical path's hash.
-fn file_key(path: &Path, meta: &std::fs::Metadata) -> (u64, u64) {
+pub(crate) fn file_key(path: &Path, meta: &std::fs::Metadata) -> (u64, u64) {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
