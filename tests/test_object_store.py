@@ -621,3 +621,140 @@ def test_a_url_naming_a_category_folder_keeps_the_category(s3_env, corpus, tmp_p
     one, here = tokscan.scan(url + first.name, "kimi-k2"), tokscan.scan(str(first), "kimi-k2")
     assert list(one.data["categories"]) == list(here.data["categories"])
     assert one.findings == _as_url(here.findings, folder, url)
+
+
+# --- Settings the client cannot use, and a server whose listing never ends (issue 46, item 8) -------------------
+
+_BAD_SETTINGS = [
+    ("AWS_ENDPOINT_URL", ""),
+    ("AWS_ENDPOINT_URL", "not a url"),
+    ("AWS_ENDPOINT_URL", "http://[::1"),
+    ("AWS_ENDPOINT_URL", "http://127.0.0.1:99999"),
+    ("AWS_ENDPOINT_URL", "ftp://127.0.0.1:9000"),
+    ("AWS_REGION", "us-east-1\nx"),
+    ("AWS_REGION", "us east 1"),
+    ("AWS_SESSION_TOKEN", f"{SECRET}\nX-Injected: 1"),
+    ("AWS_ACCESS_KEY_ID", f"{SECRET}\n"),
+]
+
+
+@pytest.mark.parametrize(("var", "value"), _BAD_SETTINGS)
+def test_a_setting_the_client_cannot_use_is_a_usage_error_naming_it(var, value):
+    """Each of these made the S3 client panic ("internal error (please report)"): a one-line usage error naming the
+    variable instead, never its secret value."""
+    env = {
+        "AWS_ACCESS_KEY_ID": KEY_ID,
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+        "AWS_ALLOW_HTTP": "true",
+        "TOKSCAN_OBJECT_RETRIES": "0",
+        var: value,
+    }
+    r = cli("scan", "s3://bucket/prefix/", env=env)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and var in lines[0] and "internal error" not in r.stderr, r.stderr
+    assert SECRET not in r.stderr + r.stdout
+
+
+class _ListingServer:
+    """An S3-compatible server on a loopback port that answers every ListObjectsV2 with `IsTruncated=true`: the same
+    continuation token each time (`fresh=False`), or a new one each time (one more object per page)."""
+
+    def __init__(self, fresh: bool):
+        import http.server
+        import threading
+
+        self.requests = 0
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                owner.requests += 1
+                n = owner.requests
+                token = f"page-{n}" if fresh else "same-token"
+                body = (
+                    '<?xml version="1.0" encoding="UTF-8"?>'
+                    '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+                    "<Name>bucket</Name><Prefix>prefix/</Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys>"
+                    f"<IsTruncated>true</IsTruncated><NextContinuationToken>{token}</NextContinuationToken>"
+                    f"<Contents><Key>prefix/part-{n if fresh else 0}.parquet</Key>"
+                    "<LastModified>2024-01-01T00:00:00.000Z</LastModified><ETag>&quot;e&quot;</ETag>"
+                    "<Size>10</Size><StorageClass>STANDARD</StorageClass></Contents>"
+                    "</ListBucketResult>"
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_a_listing_that_never_ends_is_an_error_and_leaves_no_staging_directory(tmp_path, fresh):
+    """A repeated continuation token is found on the second page; fresh tokens stop at `TOKSCAN_MAX_OBJECTS`. Either
+    way: a one-line error naming the URL, within seconds, and the `tokscan-objects-*` directory removed."""
+    server = _ListingServer(fresh)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {
+        "AWS_ACCESS_KEY_ID": KEY_ID,
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": server.url,
+        "AWS_ALLOW_HTTP": "true",
+        "TOKSCAN_OBJECT_RETRIES": "0",
+        "TOKSCAN_MAX_OBJECTS": "50",
+        "TMPDIR": str(tmp),
+    }
+    try:
+        t0 = time.perf_counter()
+        try:
+            r = subprocess.run(
+                [sys.executable, "-m", "tokscan", "scan", "s3://bucket/prefix/"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**os.environ, **env},
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the listing went on for 60 s ({server.requests} requests)")
+        line = _one_line_exit_2(r, "s3://bucket/prefix/")
+        assert time.perf_counter() - t0 < 30
+        if fresh:
+            assert "more than 50 objects" in line and "TOKSCAN_MAX_OBJECTS" in line
+            assert server.requests <= 51
+        else:
+            assert "continuation token" in line
+            assert server.requests == 2
+        assert not list(tmp.glob("tokscan-objects-*"))
+    finally:
+        server.close()
+
+
+def test_a_staging_error_names_the_object_not_the_staged_copy(s3_env, corpus, tmp_path):
+    """Keys `clash/a` and `clash/a/b.parquet` cannot both be files on disk: the error names the object's URL, not the
+    temporary directory it was being staged in, and that directory is removed."""
+    client = boto3.client("s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    client.put_object(Bucket=BUCKET, Key="clash/a", Body=b"x" * 100)
+    client.put_object(Bucket=BUCKET, Key="clash/a/b.parquet", Body=b"y" * 100)
+    url = f"s3://{BUCKET}/clash/"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    line = _one_line_exit_2(cli("scan", url, env={"TMPDIR": str(tmp)}), url)
+    assert "tokscan-objects-" not in line and str(tmp) not in line, line
+    assert f"{url}a" in line, line
+    assert not list(tmp.glob("tokscan-objects-*"))

@@ -149,30 +149,122 @@ fn install_tls() {
     });
 }
 
+/// Variables holding the URL of an endpoint the S3 client talks to.
+const AWS_URL_VARS: &[&str] = &[
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_ENDPOINT_URL_STS",
+    "AWS_METADATA_ENDPOINT",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+];
+/// Variables whose value the S3 client sends in a request header.
+const AWS_HEADER_VARS: &[&str] = &["AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN", "AWS_TOKEN"];
+/// Variables naming a region (part of the host name and of every signature).
+const AWS_REGION_VARS: &[&str] = &["AWS_REGION", "AWS_DEFAULT_REGION"];
+
+/// Refuses, naming the variable, an S3 setting the client cannot use: it would panic on building a request
+/// (an endpoint that is not a URL, a header value holding a newline) rather than return an error. A
+/// credential's value is never shown.
+fn check_aws_settings() -> Result<()> {
+    let set = |var: &str| std::env::var_os(var).map(|v| (var.to_string(), v));
+    for (var, value) in AWS_URL_VARS.iter().filter_map(|v| set(v)) {
+        let value = value.to_string_lossy();
+        let bad = |why: &str| {
+            Err(Error::Usage(format!(
+                "{var}={value:?}: {why}; set it to the store's http:// or https:// URL, or unset it"
+            )))
+        };
+        if value.trim().is_empty() {
+            return bad("empty");
+        }
+        if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return bad("holds a space or a control character");
+        }
+        match Url::parse(&value) {
+            Err(e) => return bad(&format!("not a URL ({e})")),
+            Ok(u) if !matches!(u.scheme(), "http" | "https") => {
+                return bad("not an http:// or https:// URL")
+            }
+            Ok(u) if u.host_str().is_none_or(str::is_empty) => return bad("names no host"),
+            Ok(_) => {}
+        }
+    }
+    for (var, value) in AWS_HEADER_VARS.iter().filter_map(|v| set(v)) {
+        let ok = value
+            .to_str()
+            .is_some_and(|v| !v.chars().any(|c| c.is_control()));
+        if !ok {
+            return Err(Error::Usage(format!(
+                "{var} holds a control character (a newline?) or bytes that are not UTF-8: set it to the \
+                 credential alone"
+            )));
+        }
+    }
+    for (var, value) in AWS_REGION_VARS.iter().filter_map(|v| set(v)) {
+        let text = value.to_string_lossy();
+        let ok = !text.is_empty()
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !ok {
+            return Err(Error::Usage(format!(
+                "{var}={text:?}: not a region name (letters, digits, '-', '_' and '.', as in us-east-1); \
+                 set it to the bucket's region, or unset it"
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn store_for(url: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath)> {
+    let (store, path, _) = stores_for(url)?;
+    Ok((store, path))
+}
+
+/// The store of `url` as an object store and as a paginated lister (for a bounded listing), and the path under it.
+fn stores_for(
+    url: &str,
+) -> Result<(
+    Arc<dyn ObjectStore>,
+    ObjectPath,
+    Arc<dyn object_store::list::PaginatedListStore>,
+)> {
     install_tls();
     let parsed =
         Url::parse(url).map_err(|e| remote_error(url, format!("not a valid URL ({e})")))?;
     let (scheme, path) = ObjectStoreScheme::parse(&parsed)
         .map_err(|e| remote_error(url, format!("not an object-store URL ({e})")))?;
+    fn both<S: ObjectStore + object_store::list::PaginatedListStore>(
+        s: S,
+    ) -> (
+        Arc<dyn ObjectStore>,
+        Arc<dyn object_store::list::PaginatedListStore>,
+    ) {
+        let s = Arc::new(s);
+        (s.clone(), s)
+    }
     let built = match scheme {
-        ObjectStoreScheme::AmazonS3 => object_store::aws::AmazonS3Builder::from_env()
-            .with_url(url)
-            .with_retry(retry_config())
-            .build()
-            .map(|s| Arc::new(s) as Arc<dyn ObjectStore>),
+        ObjectStoreScheme::AmazonS3 => {
+            check_aws_settings()?;
+            object_store::aws::AmazonS3Builder::from_env()
+                .with_url(url)
+                .with_retry(retry_config())
+                .build()
+                .map(both)
+        }
         ObjectStoreScheme::GoogleCloudStorage => {
             object_store::gcp::GoogleCloudStorageBuilder::from_env()
                 .with_url(url)
                 .with_retry(retry_config())
                 .build()
-                .map(|s| Arc::new(s) as Arc<dyn ObjectStore>)
+                .map(both)
         }
         ObjectStoreScheme::MicrosoftAzure => object_store::azure::MicrosoftAzureBuilder::from_env()
             .with_url(url)
             .with_retry(retry_config())
             .build()
-            .map(|s| Arc::new(s) as Arc<dyn ObjectStore>),
+            .map(both),
         _ => {
             return Err(remote_error(
                 url,
@@ -180,8 +272,8 @@ fn store_for(url: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath)> {
             ))
         }
     };
-    let store = built.map_err(|e| describe(url, &e))?;
-    Ok((store, path))
+    let (store, pages) = built.map_err(|e| describe(url, &e))?;
+    Ok((store, path, pages))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -204,9 +296,77 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 /// Opening the corpus reads nothing else, and [`fill_files`] fetches what some rows need (`show --row`, a Ray
 /// task's units).
 pub fn fetch(url: &str, dest: &Path, footers: bool) -> Result<Staged> {
-    let (store, path) = store_for(url)?;
+    let (store, path, pages) = stores_for(url)?;
     let rt = runtime()?;
-    rt.block_on(fetch_async(url, store, path, dest, footers))
+    rt.block_on(fetch_async(url, store, pages, path, dest, footers))
+}
+
+/// The setting that bounds a listing: at most this many objects (default [`MAX_OBJECTS`]), in at most a hundredth
+/// as many pages (and at least [`MIN_PAGES`]).
+pub const MAX_OBJECTS_VAR: &str = "TOKSCAN_MAX_OBJECTS";
+pub const MAX_OBJECTS: u64 = 1_000_000;
+const MIN_PAGES: u64 = 1_000;
+
+/// Every object under `path` (the prefix `url` names), page by page: a server that hands back a continuation
+/// token it gave before (its listing would never end), or more objects or pages than [`MAX_OBJECTS_VAR`] allows,
+/// is an error naming `url`, never an endless loop.
+async fn list_bounded(
+    url: &str,
+    pages: &dyn object_store::list::PaginatedListStore,
+    path: &ObjectPath,
+) -> Result<Vec<object_store::ObjectMeta>> {
+    let max_objects = crate::settings::count(MAX_OBJECTS_VAR)?.unwrap_or(MAX_OBJECTS);
+    let max_pages = (max_objects / 100).max(MIN_PAGES);
+    // The trailing `/` that `ObjectStore::list` adds: `prefix` lists `prefix/…`, not `prefix-other/…`.
+    let prefix = (!path.as_ref().is_empty()).then(|| format!("{}/", path.as_ref()));
+    let mut listing = Vec::new();
+    let mut tokens = std::collections::HashSet::new();
+    let mut token: Option<String> = None;
+    for page in 1.. {
+        let got = pages
+            .list_paginated(
+                prefix.as_deref(),
+                object_store::list::PaginatedListOptions {
+                    page_token: token.take(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| describe(url, &e))?;
+        listing.extend(got.result.objects);
+        if listing.len() as u64 > max_objects {
+            return Err(remote_error(
+                url,
+                format!(
+                    "the listing holds more than {max_objects} objects ({MAX_OBJECTS_VAR}=N reads a larger prefix)"
+                ),
+            ));
+        }
+        let Some(next) = got.page_token.filter(|t| !t.is_empty()) else {
+            break;
+        };
+        if !tokens.insert(next.clone()) {
+            return Err(remote_error(
+                url,
+                format!(
+                    "the server's listing does not end: page {} repeats a continuation token it gave before",
+                    page + 1
+                ),
+            ));
+        }
+        if page >= max_pages {
+            return Err(remote_error(
+                url,
+                format!(
+                    "the listing goes on past {max_pages} pages ({} objects so far; {MAX_OBJECTS_VAR}=N allows N \
+                     objects in N/100 pages)",
+                    listing.len()
+                ),
+            ));
+        }
+        token = Some(next);
+    }
+    Ok(listing)
 }
 
 /// Stages `objects` (listed by an earlier [`fetch`] whose URL base was `url_base`) into `dest` at their relative
@@ -228,7 +388,9 @@ pub fn fetch_listed(
         })
         .collect::<Result<Vec<_>>>()?;
     let rt = runtime()?;
-    let (bytes, sparse, listed) = rt.block_on(stage(store, listing, url_base, dest, footers))?;
+    let (bytes, sparse, listed) = rt
+        .block_on(stage(store, listing, url_base, dest, footers))
+        .map_err(|e| named_by_url(e, &[(dest.to_path_buf(), url_base.to_string())]))?;
     Ok(Staged {
         local: dest.to_path_buf(),
         local_base: dest.to_path_buf(),
@@ -374,6 +536,7 @@ async fn fetch_footer(store: &dyn ObjectStore, object: &Object) -> Result<u64> {
 async fn fetch_async(
     url: &str,
     store: Arc<dyn ObjectStore>,
+    pages: Arc<dyn object_store::list::PaginatedListStore>,
     path: ObjectPath,
     dest: &Path,
     footers: bool,
@@ -398,11 +561,7 @@ async fn fetch_async(
             (vec![meta], base_len, url_base)
         }
         None => {
-            let mut listing: Vec<object_store::ObjectMeta> = store
-                .list(Some(&path))
-                .try_collect()
-                .await
-                .map_err(|e| describe(url, &e))?;
+            let mut listing = list_bounded(url, pages.as_ref(), &path).await?;
             let (url_base, prefix_len) = prefix_of(url, &path);
             // A console's "folder" markers (empty objects named like the prefix or a folder under it) name no
             // file.
@@ -438,7 +597,10 @@ async fn fetch_async(
         .split('/')
         .filter(|part| !part.is_empty())
         .fold(dest.to_path_buf(), |p, part| p.join(part));
-    let (bytes, sparse, listed) = stage(store, listing, &url_base, &base, footers).await?;
+    // An error on a staged file (a key that cannot be a file beside another, a full disk) names the object.
+    let (bytes, sparse, listed) = stage(store, listing, &url_base, &base, footers)
+        .await
+        .map_err(|e| named_by_url(e, &[(base.clone(), url_base.clone())]))?;
     let local = match is_single {
         true => base.join(path.filename().expect("a single object has a file name")),
         false => base.clone(),
@@ -972,11 +1134,13 @@ mod tests {
             .build()
             .unwrap();
         let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(store);
         runtime()
             .unwrap()
             .block_on(fetch_async(
                 url,
-                Arc::new(store),
+                store.clone(),
+                store,
                 ObjectPath::from(object),
                 dir.path(),
                 false,

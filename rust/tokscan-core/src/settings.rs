@@ -6,16 +6,25 @@ use crate::error::{Error, Result};
 
 /// The value of `var` as a count of bytes (a non-negative integer), or `None` when it is unset or empty.
 pub fn bytes(var: &str) -> Result<Option<u64>> {
+    integer(var, "a number of bytes")
+}
+
+/// The value of `var` as a count (a non-negative integer), or `None` when it is unset or empty.
+pub fn count(var: &str) -> Result<Option<u64>> {
+    integer(var, "a count")
+}
+
+fn integer(var: &str, what: &str) -> Result<Option<u64>> {
     match std::env::var(var) {
         Ok(v) if v.trim().is_empty() => Ok(None),
-        Ok(v) => v.trim().parse().map(Some).map_err(|_| {
-            Error::Usage(format!(
-                "{var}={v:?}: not a number of bytes (a non-negative integer)"
-            ))
-        }),
+        Ok(v) => {
+            v.trim().parse().map(Some).map_err(|_| {
+                Error::Usage(format!("{var}={v:?}: not {what} (a non-negative integer)"))
+            })
+        }
         Err(std::env::VarError::NotPresent) => Ok(None),
         Err(std::env::VarError::NotUnicode(v)) => Err(Error::Usage(format!(
-            "{var}={v:?}: not a number of bytes (a non-negative integer)"
+            "{var}={v:?}: not {what} (a non-negative integer)"
         ))),
     }
 }
