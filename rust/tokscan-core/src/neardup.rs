@@ -11,9 +11,14 @@
 //!
 //! Per sample the scan keeps the signature (`K` × 4 bytes: 512 for the defaults) in its record; the n-gram sets
 //! of candidates exist only while they are compared.
+//!
+//! Memory is bounded by [`MEMORY_VAR`]: the signatures of the corpus's samples (known at open) must fit it, or
+//! the scan is refused before it starts ([`Params::check_memory`]); candidates are gathered band by band and kept
+//! deduplicated, and more distinct pairs than fit the rest of the budget is an error ([`candidates`]).
 
 use std::collections::{BTreeMap, HashMap};
 
+use rayon::slice::ParallelSliceMut;
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
@@ -43,6 +48,29 @@ impl Default for Params {
     }
 }
 
+/// The setting that bounds near-duplicate detection's memory (bytes): signatures and candidate pairs.
+pub const MEMORY_VAR: &str = "TOKSCAN_NEAR_DUP_MEMORY";
+/// Its default: 2 GiB, the signatures of 4M samples at the default 16 × 8 bins.
+pub const DEFAULT_MEMORY: u64 = 2 << 30;
+/// Bytes a candidate pair takes.
+const PAIR_BYTES: u64 = 16;
+/// Copies of the kept pairs a merge of new pairs holds at its peak ([`PairSet`]: the kept, the new, the merged).
+const MERGE_COPIES: u64 = 3;
+
+/// The memory budget of near-duplicate detection ([`MEMORY_VAR`], else [`DEFAULT_MEMORY`]).
+pub fn memory_budget() -> crate::error::Result<u64> {
+    Ok(crate::settings::bytes(MEMORY_VAR)?.unwrap_or(DEFAULT_MEMORY))
+}
+
+/// `bytes` for a message: MiB below a GiB, else GiB.
+fn mib(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{:.1} GiB", bytes as f64 / f64::from(1u32 << 30))
+    } else {
+        format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
+    }
+}
+
 /// Groups larger than this in one band compare each member with the first [`WIDE_GROUP_HEADS`] only.
 pub const WIDE_GROUP: usize = 64;
 pub const WIDE_GROUP_HEADS: usize = 8;
@@ -60,6 +88,30 @@ impl Params {
     /// The probability that a pair of Jaccard `j` becomes a candidate.
     pub fn candidate_probability(&self, j: f64) -> f64 {
         1.0 - (1.0 - j.powi(self.rows as i32)).powi(self.bands as i32)
+    }
+
+    /// Bytes the signatures of `samples` samples take in their records: 4 per bin, and the 16 of the boxed slice.
+    pub fn signature_bytes(&self, samples: u64) -> u64 {
+        samples.saturating_mul(self.bins() as u64 * 4 + 16)
+    }
+
+    /// Refuses parameters whose signatures for the corpus's `samples` would not fit `budget` bytes (a usage error
+    /// naming the options and the budget); else the bytes left for candidate pairs.
+    pub fn check_memory(&self, samples: u64, budget: u64) -> crate::error::Result<u64> {
+        let need = self.signature_bytes(samples);
+        if need > budget {
+            return Err(crate::error::Error::Usage(format!(
+                "--near-dup-bands {} × --near-dup-rows {}: {} bins of 4 bytes per sample × {samples} samples = {} \
+                 of signatures, over the near-duplicate memory budget of {} ({MEMORY_VAR}=BYTES raises it); use \
+                 fewer bands × rows",
+                self.bands,
+                self.rows,
+                self.bins(),
+                mib(need),
+                mib(budget)
+            )));
+        }
+        Ok(budget - need)
     }
 
     pub fn check(&self) -> crate::error::Result<()> {
@@ -162,17 +214,22 @@ pub fn signature<T: TokenId>(ids: &[T], p: &Params) -> Option<Box<[u32]>> {
 /// One key per band: equal bands give equal keys.
 pub fn band_keys<'a>(sig: &'a [u32], p: &Params) -> impl Iterator<Item = u64> + 'a {
     let r = p.rows as usize;
-    sig.chunks_exact(r).enumerate().map(|(b, band)| {
-        let mut bytes = [0u8; 4 * 64];
-        let mut h = b as u64;
-        for chunk in band.chunks(64) {
-            for (dst, v) in bytes.chunks_exact_mut(4).zip(chunk) {
-                dst.copy_from_slice(&v.to_le_bytes());
-            }
-            h = xxh3_64_with_seed(&bytes[..chunk.len() * 4], h);
+    sig.chunks_exact(r)
+        .enumerate()
+        .map(|(b, band)| band_key(band, b))
+}
+
+/// The key of band `b` holding the signature values `band`.
+fn band_key(band: &[u32], b: usize) -> u64 {
+    let mut bytes = [0u8; 4 * 64];
+    let mut h = b as u64;
+    for chunk in band.chunks(64) {
+        for (dst, v) in bytes.chunks_exact_mut(4).zip(chunk) {
+            dst.copy_from_slice(&v.to_le_bytes());
         }
-        h
-    })
+        h = xxh3_64_with_seed(&bytes[..chunk.len() * 4], h);
+    }
+    h
 }
 
 /// The sorted distinct n-gram hashes of a completion.
@@ -203,16 +260,71 @@ pub fn jaccard(a: &[u64], b: &[u64]) -> f64 {
     inter as f64 / (a.len() + b.len() - inter) as f64
 }
 
-/// Candidate pairs `(a, b)`, `a < b`, sorted, from `(row, signature)`s: rows that share a band.
+/// Candidate pairs `(a, b)`, `a < b`, sorted, from `(row, signature)`s: rows that share a band. Bands are paired
+/// one at a time (the keys of one band in memory, not of all) and the pairs kept deduplicated ([`PairSet`]): a
+/// corpus of similar samples gives the same pairs in every band, and they were held once per band (16 bytes ×
+/// 8 heads × samples × bands). More than `budget` bytes of distinct pairs is a usage error naming the options.
 pub fn candidates<'a>(
     sigs: impl IntoIterator<Item = (u64, &'a [u32])>,
     p: &Params,
-) -> Vec<(u64, u64)> {
-    let mut keys: Vec<(u64, u64)> = Vec::new();
-    for (row, sig) in sigs {
-        keys.extend(band_keys(sig, p).map(|k| (k, row)));
+    budget: u64,
+) -> crate::error::Result<Vec<(u64, u64)>> {
+    // In row order, so that a sample's index orders as its row (a wide group's heads are its lowest rows).
+    let mut sigs: Vec<(u64, &[u32])> = sigs.into_iter().collect();
+    sigs.sort_unstable_by_key(|&(row, _)| row);
+    let r = p.rows as usize;
+    let mut pairs = PairSet::new(budget / PAIR_BYTES / MERGE_COPIES);
+    let mut keys: Vec<(u64, u64)> = Vec::with_capacity(sigs.len());
+    // Per sample, the heads of the last wide group it was paired with: similar samples meet the same heads in
+    // band after band, and the pairs made once need not be made again.
+    let mut paired_with = vec![u64::MAX; sigs.len()];
+    for b in 0..p.bands as usize {
+        keys.clear();
+        keys.extend(sigs.iter().enumerate().filter_map(|(i, &(_, sig))| {
+            sig.get(b * r..(b + 1) * r)
+                .map(|band| (band_key(band, b), i as u64))
+        }));
+        keys.sort_unstable();
+        for group in keys.chunk_by(|a, b| a.0 == b.0) {
+            let row = |k: &(u64, u64)| sigs[k.1 as usize].0;
+            if group.len() <= WIDE_GROUP {
+                for (i, a) in group.iter().enumerate() {
+                    for g in &group[i + 1..] {
+                        pairs.push((row(a), row(g)));
+                    }
+                }
+                continue;
+            }
+            let heads = &group[..WIDE_GROUP_HEADS];
+            let id = heads.iter().fold(MIX, |h, &(_, i)| fmix(h ^ i));
+            for (pos, g) in group.iter().enumerate().skip(1) {
+                let seen = &mut paired_with[g.1 as usize];
+                if *seen == id {
+                    continue;
+                }
+                *seen = id;
+                for h in &heads[..pos.min(WIDE_GROUP_HEADS)] {
+                    pairs.push((row(h), row(g)));
+                }
+            }
+        }
+        if pairs.over() {
+            return Err(too_many_pairs(p, budget));
+        }
     }
-    pairs_of_bands(keys)
+    pairs.finish().ok_or_else(|| too_many_pairs(p, budget))
+}
+
+fn too_many_pairs(p: &Params, budget: u64) -> crate::error::Error {
+    crate::error::Error::Usage(format!(
+        "--near-dup-bands {} × --near-dup-rows {}: more than {} distinct candidate pairs ({PAIR_BYTES} bytes each), \
+         over what the near-duplicate memory budget leaves after the signatures ({}; {MEMORY_VAR}=BYTES raises \
+         it); use more rows per band (fewer, likelier candidates)",
+        p.bands,
+        p.rows,
+        budget / PAIR_BYTES / MERGE_COPIES,
+        mib(budget)
+    ))
 }
 
 /// Candidate pairs `(a, b)`, `a < b`, sorted, from `(band key, row)`s: the rows of each key, every one
@@ -220,9 +332,15 @@ pub fn candidates<'a>(
 /// key's rows must be here together: a cluster scan routes each band key to one bucket
 /// ([`crate::corpus_checks::route`]), so the union of its buckets' pairs is the corpus's.
 pub fn pairs_of_bands(mut keys: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    let mut pairs = PairSet::new(u64::MAX);
+    group_pairs(&mut keys, &mut pairs);
+    pairs.finish().unwrap_or_default()
+}
+
+/// Adds the pairs of each key's rows among `keys` (sorted here) to `pairs`.
+fn group_pairs(keys: &mut Vec<(u64, u64)>, pairs: &mut PairSet) {
     keys.sort_unstable();
     keys.dedup();
-    let mut pairs = Vec::new();
     for group in keys.chunk_by(|a, b| a.0 == b.0) {
         let heads = if group.len() > WIDE_GROUP {
             WIDE_GROUP_HEADS
@@ -235,9 +353,83 @@ pub fn pairs_of_bands(mut keys: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
             }
         }
     }
-    pairs.sort_unstable();
-    pairs.dedup();
-    pairs
+}
+
+/// Pairs kept sorted and deduplicated as they come: new pairs wait in a buffer until they outnumber the kept ones
+/// (or a million), then merge, so memory follows the distinct pairs. `over` once more than `max` are kept.
+struct PairSet {
+    kept: Vec<(u64, u64)>,
+    new: Vec<(u64, u64)>,
+    max: u64,
+}
+
+impl PairSet {
+    fn new(max: u64) -> PairSet {
+        PairSet {
+            kept: Vec::new(),
+            new: Vec::new(),
+            max,
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, pair: (u64, u64)) {
+        self.new.push(pair);
+        if self.new.len() >= self.kept.len().max(1 << 20) {
+            self.merge();
+        }
+    }
+
+    fn merge(&mut self) {
+        if self.new.is_empty() {
+            return;
+        }
+        self.new.par_sort_unstable();
+        self.new.dedup();
+        if self.kept.is_empty() {
+            std::mem::swap(&mut self.kept, &mut self.new);
+            return;
+        }
+        // Both sorted: one linear merge (re-sorting the kept pairs at every merge cost most of the time).
+        let (kept, new) = (
+            std::mem::take(&mut self.kept),
+            std::mem::take(&mut self.new),
+        );
+        let mut out = Vec::with_capacity(kept.len() + new.len());
+        let (mut i, mut j) = (0, 0);
+        while i < kept.len() && j < new.len() {
+            match kept[i].cmp(&new[j]) {
+                std::cmp::Ordering::Less => {
+                    out.push(kept[i]);
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    out.push(new[j]);
+                    j += 1;
+                }
+                std::cmp::Ordering::Equal => {
+                    out.push(kept[i]);
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        out.extend_from_slice(&kept[i..]);
+        out.extend_from_slice(&new[j..]);
+        self.kept = out;
+        self.new = new;
+        self.new.clear();
+    }
+
+    fn over(&self) -> bool {
+        self.kept.len() as u64 > self.max
+    }
+
+    /// Every distinct pair, sorted; `None` when more than `max`.
+    fn finish(mut self) -> Option<Vec<(u64, u64)>> {
+        self.merge();
+        (!self.over()).then_some(self.kept)
+    }
 }
 
 /// Candidate pairs in the compact form that crosses processes.
@@ -373,8 +565,62 @@ mod tests {
             sa.iter().zip(sb.iter()).filter(|(x, y)| x == y).count() as f64 / p.bins() as f64;
         let j = jaccard(&ngram_set(&a, 5), &ngram_set(&b, 5));
         assert!((agree - j).abs() < 0.1, "{agree} vs {j}");
-        assert_eq!(candidates([(0, &sa[..]), (1, &sb[..])], &p), vec![(0, 1)]);
+        assert_eq!(
+            candidates([(0, &sa[..]), (1, &sb[..])], &p, u64::MAX).unwrap(),
+            vec![(0, 1)]
+        );
         assert!(signature(&a[..4], &p).is_none());
+    }
+
+    /// Similar samples share most bands: their pairs are held once, not once per band, and the budget bounds the
+    /// distinct ones; parameters whose signatures do not fit the budget are refused before a scan, naming them.
+    #[test]
+    fn candidates_are_bounded_by_the_budget() {
+        let p = Params {
+            bands: 512,
+            rows: 1,
+            ..Params::default()
+        };
+        let base: Vec<u32> = (0..300).map(|i| (i * 7919 % 100_003) as u32).collect();
+        let sigs: Vec<Box<[u32]>> = (0..2000u32)
+            .map(|k| {
+                let mut ids = base.clone();
+                ids[(k % 300) as usize] = 1_000_000 + k;
+                signature(&ids, &p).unwrap()
+            })
+            .collect();
+        let rows = || sigs.iter().enumerate().map(|(i, s)| (i as u64, &s[..]));
+        // The reference: every band's keys at once.
+        let all: Vec<(u64, u64)> = rows()
+            .flat_map(|(row, s)| band_keys(s, &p).map(move |k| (k, row)).collect::<Vec<_>>())
+            .collect();
+        let want = pairs_of_bands(all);
+        assert!(want.len() > 2000, "{}", want.len());
+        assert_eq!(candidates(rows(), &p, u64::MAX).unwrap(), want);
+        let e = candidates(rows(), &p, 1000 * PAIR_BYTES * MERGE_COPIES)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--near-dup-bands 512") && e.contains(MEMORY_VAR),
+            "{e}"
+        );
+        // 4096 bins of 4 bytes for 100,000 samples: 1.6 GB of signatures, over a 1 GiB budget.
+        let wide = Params {
+            bands: 4096,
+            rows: 1,
+            ..Params::default()
+        };
+        let e = wide.check_memory(100_000, 1 << 30).unwrap_err().to_string();
+        assert!(
+            e.contains("--near-dup-bands 4096 × --near-dup-rows 1")
+                && e.contains("1.0 GiB")
+                && e.contains(MEMORY_VAR),
+            "{e}"
+        );
+        assert_eq!(
+            Params::default().check_memory(1000, 1 << 30).unwrap(),
+            (1 << 30) - 1000 * 528
+        );
     }
 
     proptest! {

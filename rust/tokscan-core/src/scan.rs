@@ -143,6 +143,15 @@ fn scan_in_pool(
             Err(why) => note = Some(format!("tokens not compared: {why}")),
         }
     }
+    // Near duplicates keep every sample's signature: parameters whose signatures would not fit the budget are
+    // refused before the scan; what is left bounds the candidate pairs.
+    let near_budget = match &opts.near_dup {
+        Some(p) => p.check_memory(
+            corpus.starts.last().copied().unwrap_or(0),
+            crate::neardup::memory_budget()?,
+        )?,
+        None => 0,
+    };
     let mut pairing = Pairing::of(corpus, &opts.prompts, encoder)?;
     if let Some(p) = pairing.as_mut() {
         p.note = note;
@@ -183,7 +192,7 @@ fn scan_in_pool(
                 .iter()
                 .flat_map(|r| r.rows.iter())
                 .filter_map(|r| r.sketch.as_deref().map(|s| (r.row, s)));
-            let pairs = crate::neardup::candidates(sketches, p);
+            let pairs = crate::neardup::candidates(sketches, p, near_budget)?;
             Some(near_duplicates(corpus, profile, &pairs, &partial, p)?)
         }
         None => None,

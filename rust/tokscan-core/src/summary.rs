@@ -42,7 +42,7 @@ pub struct CategoryPartial {
     pub features: BTreeMap<u16, u64>,
     /// Loss-bearing tokens per vocabulary id, when the scan counts them ([`crate::vocab`]); empty otherwise.
     #[serde(default)]
-    pub loss_counts: Vec<u64>,
+    pub loss_counts: crate::vocab::IdCounts,
     /// `truncated` samples by where they were cut, per [`crate::check::CutIn`].
     #[serde(default)]
     pub cut_in: [u64; 3],
@@ -96,7 +96,7 @@ impl CategoryPartial {
         add_into(&mut self.special_counts, &other.special_counts);
         add_into(&mut self.codes, &other.codes);
         crate::stats::merge_counts(&mut self.features, &other.features);
-        add_into(&mut self.loss_counts, &other.loss_counts);
+        self.loss_counts.add(&other.loss_counts);
         for (a, b) in self.cut_in.iter_mut().zip(other.cut_in) {
             *a += b;
         }

@@ -2,8 +2,10 @@
 //! and the EAGLE-3 `d2t` / `t2d` mapping of a draft vocabulary, built and checked.
 //!
 //! A token is loss-bearing when its mask is on; with no mask, when it is in the completion. Ids outside the
-//! profile's vocabulary are not counted (they are flagged `out_of_vocab`). Counts are dense (one slot per
-//! id of the vocabulary, per category) and merge by addition, so any grouping of the units gives the same.
+//! profile's vocabulary are not counted (they are flagged `out_of_vocab`). A category's counts are sparse (id →
+//! count) while it has counted few distinct ids and dense (one slot per id of the vocabulary) past that, so that
+//! thousands of small categories cost what they counted, not a vocabulary each; counts merge by addition, so any
+//! grouping of the units gives the same.
 //!
 //! The ranking follows SpecForge's `process_token_dict_to_mappings` (and the counting loop that feeds it):
 //! ids by count, descending; ties in the order the ids first entered SpecForge's `Counter`, that is the first
@@ -13,7 +15,8 @@
 //! after every seen id. The draft ids are the chosen target ids in ascending order: `d2t[i]` is the chosen
 //! target id minus `i`, `t2d[t]` is true for a chosen target id.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasherDefault;
 
 use serde::{Deserialize, Serialize};
 
@@ -148,28 +151,212 @@ pub struct Counts {
     unordered: bool,
 }
 
-/// One category's counts: `low` wraps at 2^8, counted in `wraps`.
+/// One category's counts: `sparse` (id → count) until it has counted [`DENSE_AT`] of the vocabulary's ids, then
+/// dense: `low` wraps at 2^8, counted in `wraps`. (Dense from the first token, 3,000 one-sample categories held a
+/// vocabulary-sized array each: 3.3 GB for a scan that needs 134 MB.)
 #[derive(Debug)]
 pub struct CategoryCounts {
+    vocab_size: usize,
+    /// Empty while sparse.
     low: Vec<u8>,
     wraps: Vec<u32>,
+    /// Empty once dense.
+    sparse: IdMap,
 }
+
+/// A category's counts turn dense once it has counted this share of the vocabulary's ids (1 in 16): a sparse
+/// entry costs about 16 bytes, a dense slot 1 (and 4 more for the ids counted past 255).
+const DENSE_AT: usize = 16;
+
+/// A hash of ids for [`IdMap`]: a multiply and a fold (ids are small integers; no adversary picks them to collide
+/// in a table that turns dense at a few thousand entries).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IdHash(u64);
+
+impl std::hash::Hasher for IdHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u32(u32::from(b) ^ (self.0 as u32));
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        let h = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = h ^ (h >> 29);
+    }
+}
+
+type IdMap = HashMap<u32, u64, BuildHasherDefault<IdHash>>;
 
 impl CategoryCounts {
     fn new(vocab_size: usize) -> CategoryCounts {
         CategoryCounts {
-            low: vec![0; vocab_size],
-            wraps: vec![0; vocab_size],
+            vocab_size,
+            low: Vec::new(),
+            wraps: Vec::new(),
+            sparse: IdMap::default(),
         }
     }
 
-    /// Adds the counts, one `u64` per id, to `out` (made as long as the vocabulary when shorter).
-    pub fn add_to(&self, out: &mut Vec<u64>) {
-        if out.len() < self.low.len() {
-            out.resize(self.low.len(), 0);
+    fn is_dense(&self) -> bool {
+        !self.low.is_empty()
+    }
+
+    /// Turns dense once the sparse table holds [`DENSE_AT`] of the vocabulary's ids.
+    fn maybe_densify(&mut self) {
+        if self.is_dense() || self.sparse.len() * DENSE_AT < self.vocab_size {
+            return;
         }
-        for ((o, &l), &w) in out.iter_mut().zip(&self.low).zip(&self.wraps) {
-            *o += (u64::from(w) << 8) + u64::from(l);
+        self.low = vec![0; self.vocab_size];
+        self.wraps = vec![0; self.vocab_size];
+        for (&id, &c) in &self.sparse {
+            self.low[id as usize] = c as u8;
+            self.wraps[id as usize] = (c >> 8) as u32;
+        }
+        self.sparse = IdMap::default();
+    }
+
+    /// Adds the counts to `out`.
+    pub fn add_to(&self, out: &mut IdCounts) {
+        if self.is_dense() {
+            out.add_dense(
+                self.low
+                    .iter()
+                    .zip(&self.wraps)
+                    .map(|(&l, &w)| (u64::from(w) << 8) + u64::from(l)),
+            );
+        } else {
+            let mut pairs: Vec<(u32, u64)> = self.sparse.iter().map(|(&i, &c)| (i, c)).collect();
+            pairs.sort_unstable();
+            out.add(&IdCounts {
+                dense: Vec::new(),
+                sparse: pairs,
+            });
+        }
+    }
+}
+
+/// Loss-bearing tokens per vocabulary id of one category, as a partial summary carries them: `(id, count)` pairs
+/// sorted by id while few ids were counted, one count per id once the pairs would take more room than that.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdCounts {
+    /// One count per id from 0 (empty while sparse).
+    #[serde(default)]
+    dense: Vec<u64>,
+    /// `(id, count)`, ascending ids, counts > 0 (empty once dense).
+    #[serde(default)]
+    sparse: Vec<(u32, u64)>,
+}
+
+impl From<Vec<u64>> for IdCounts {
+    fn from(dense: Vec<u64>) -> IdCounts {
+        IdCounts {
+            dense,
+            sparse: Vec::new(),
+        }
+    }
+}
+
+impl IdCounts {
+    /// Each id counted and its count (> 0), ascending ids.
+    pub fn each(&self) -> Box<dyn Iterator<Item = (usize, u64)> + '_> {
+        if self.dense.is_empty() {
+            Box::new(self.sparse.iter().map(|&(i, c)| (i as usize, c)))
+        } else {
+            Box::new(
+                self.dense
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &c)| c > 0)
+                    .map(|(i, &c)| (i, c)),
+            )
+        }
+    }
+
+    /// The counts of ids `0..len`, one per id.
+    pub fn to_dense(&self, len: usize) -> Vec<u64> {
+        let mut out = vec![0u64; len];
+        for (i, c) in self.each() {
+            if let Some(o) = out.get_mut(i) {
+                *o += c;
+            }
+        }
+        out
+    }
+
+    /// Adds one count per id from 0.
+    fn add_dense(&mut self, counts: impl ExactSizeIterator<Item = u64>) {
+        self.make_dense(counts.len());
+        for (o, c) in self.dense.iter_mut().zip(counts) {
+            *o += c;
+        }
+    }
+
+    /// Turns dense, at least `len` long.
+    fn make_dense(&mut self, len: usize) {
+        if self.dense.is_empty() {
+            let end = self.sparse.last().map_or(0, |&(i, _)| i as usize + 1);
+            self.dense = vec![0; len.max(end)];
+            for &(i, c) in &self.sparse {
+                self.dense[i as usize] += c;
+            }
+            self.sparse = Vec::new();
+        } else if self.dense.len() < len {
+            self.dense.resize(len, 0);
+        }
+    }
+
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &IdCounts) {
+        if !other.dense.is_empty() {
+            self.make_dense(other.dense.len());
+            for (o, c) in self.dense.iter_mut().zip(&other.dense) {
+                *o += c;
+            }
+            return;
+        }
+        if !self.dense.is_empty() {
+            let end = other.sparse.last().map_or(0, |&(i, _)| i as usize + 1);
+            self.make_dense(end);
+            for &(i, c) in &other.sparse {
+                self.dense[i as usize] += c;
+            }
+            return;
+        }
+        let (a, b) = (std::mem::take(&mut self.sparse), &other.sparse);
+        let mut merged = Vec::with_capacity(a.len() + b.len());
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() || j < b.len() {
+            match (a.get(i), b.get(j)) {
+                (Some(x), Some(y)) if x.0 == y.0 => {
+                    merged.push((x.0, x.1 + y.1));
+                    i += 1;
+                    j += 1;
+                }
+                (Some(x), Some(y)) if x.0 < y.0 => {
+                    merged.push(*x);
+                    i += 1;
+                }
+                (Some(x), None) => {
+                    merged.push(*x);
+                    i += 1;
+                }
+                (_, Some(y)) => {
+                    merged.push(*y);
+                    j += 1;
+                }
+                (None, None) => unreachable!("the loop runs while either has one"),
+            }
+        }
+        self.sparse = merged;
+        // Dense once the pairs (16 bytes each) would take more than the counts (8 bytes per id up to the last).
+        let end = self.sparse.last().map_or(0, |&(i, _)| i as usize + 1);
+        if self.sparse.len() * 2 > end {
+            self.make_dense(end);
         }
     }
 }
@@ -203,6 +390,15 @@ fn count_into<const EVERY_KEY: bool, T: TokenId>(
     mask: Option<MaskSlice<'_>>,
     completion: (usize, usize),
 ) {
+    if !cat.is_dense() {
+        let v = cat.vocab_size.min(first.len()).min(seen.len() * 64);
+        let map = &mut cat.sparse;
+        each_loss_run(seq.len(), mask, completion, |s, e| {
+            count_run_sparse::<EVERY_KEY, T>(map, v, first, seen, key, &seq[s..e]);
+        });
+        cat.maybe_densify();
+        return;
+    }
     let v = cat
         .low
         .len()
@@ -248,6 +444,34 @@ fn count_run<const EVERY_KEY: bool, T: TokenId>(
                         seen[word] |= bit;
                         first[id] = key;
                     }
+                }
+            }
+        }
+    }
+}
+
+/// [`count_run`] into a sparse category: the same counts and first-seen keys, by id in a table.
+#[inline]
+fn count_run_sparse<const EVERY_KEY: bool, T: TokenId>(
+    map: &mut IdMap,
+    v: usize,
+    first: &mut [u32],
+    seen: &mut [u64],
+    key: u32,
+    ids: &[T],
+) {
+    for t in ids {
+        let id = t.index();
+        if id < v {
+            let c = map.entry(id as u32).or_insert(0);
+            *c += 1;
+            if EVERY_KEY {
+                first[id] = first[id].max(key);
+            } else if *c == 1 {
+                let (word, bit) = (id / 64, 1u64 << (id % 64));
+                if seen[word] & bit == 0 {
+                    seen[word] |= bit;
+                    first[id] = key;
                 }
             }
         }
@@ -521,10 +745,15 @@ fn first_k_holding(order: &[u32], ks: &[u32], vocab_size: usize) -> Vec<u32> {
 
 /// Coverage of `counts` by the first K ranked ids, for each K of `ks` (ascending); `holding` is
 /// [`first_k_holding`] of the ranking.
-fn coverage_at(counts: &[u64], holding: &[u32], ks: &[u32]) -> (u64, u64, Vec<f64>) {
+fn coverage_at(
+    counts: impl Iterator<Item = (usize, u64)>,
+    holding: &[u32],
+    ks: &[u32],
+) -> (u64, u64, Vec<f64>) {
     let mut bucket = vec![0u64; ks.len() + 1];
     let (mut total, mut distinct) = (0u64, 0u64);
-    for (&c, &h) in counts.iter().zip(holding) {
+    for (id, c) in counts {
+        let Some(&h) = holding.get(id) else { continue };
         total += c;
         distinct += u64::from(c > 0);
         bucket[h as usize] += c;
@@ -551,7 +780,7 @@ fn share(part: u64, whole: u64) -> f64 {
 
 /// Builds the `draft_vocab` section from the merged counts per category and first-seen keys.
 pub fn build(
-    categories: &BTreeMap<String, Vec<u64>>,
+    categories: &BTreeMap<String, IdCounts>,
     first: &[u64],
     vocab_size: u32,
     opts: &VocabOptions,
@@ -559,8 +788,10 @@ pub fn build(
     let v = vocab_size as usize;
     let mut all = vec![0u64; v];
     for c in categories.values() {
-        for (a, b) in all.iter_mut().zip(c) {
-            *a += b;
+        for (i, n) in c.each() {
+            if let Some(a) = all.get_mut(i) {
+                *a += n;
+            }
         }
     }
     let order = ranked(&all, first);
@@ -569,7 +800,7 @@ pub fn build(
     sizes.dedup();
     let ks = curve_sizes(&sizes, vocab_size);
     let holding = first_k_holding(&order, &ks, v);
-    let cov = |counts: &[u64]| {
+    let cov = |counts: &mut dyn Iterator<Item = (usize, u64)>| {
         let (loss_tokens, distinct, curve) = coverage_at(counts, &holding, &ks);
         VocabCoverage {
             loss_tokens,
@@ -586,7 +817,7 @@ pub fn build(
             curve,
         }
     };
-    let overall = cov(&all);
+    let overall = cov(&mut all.iter().copied().enumerate());
     let check = opts.check.as_ref().map(|m| {
         check_mapping(
             m,
@@ -610,7 +841,7 @@ pub fn build(
     DraftVocabReport {
         categories: categories
             .iter()
-            .map(|(name, c)| (name.clone(), cov(c)))
+            .map(|(name, c)| (name.clone(), cov(&mut c.each())))
             .collect(),
         overall,
         top_ids: order
@@ -840,9 +1071,9 @@ mod tests {
     fn check_flags_wrong_size_disagreement_and_low_coverage() {
         let samples = vec![vec![1, 1, 1, 2, 2, 3]];
         let (c, f) = counted(&samples, 8);
+        let fresh = mapping_of(&chosen_ids(&ranked(&c, &f), 2), 8);
         let mut cats = BTreeMap::new();
-        cats.insert("a".to_string(), c);
-        let fresh = mapping_of(&chosen_ids(&ranked(&cats["a"], &f), 2), 8);
+        cats.insert("a".to_string(), IdCounts::from(c));
         let opts = |m: Mapping| VocabOptions {
             sizes: vec![2],
             check: Some(m),
@@ -935,7 +1166,11 @@ mod tests {
             let mut partial = crate::summary::Partial::default();
             partial.add_token_counts(&fast);
             for (cat, c) in &want {
-                assert_eq!(&partial.categories[*cat].loss_counts, c, "{cat} {rows:?}");
+                assert_eq!(
+                    &partial.categories[*cat].loss_counts.to_dense(v),
+                    c,
+                    "{cat} {rows:?}"
+                );
             }
             // Exact keys for rows below u32::MAX - 1; the later ones clamp to that row's key.
             let clamp = |k: u64| k.max(u64::MAX - u64::from(u32::MAX - 1));
@@ -945,6 +1180,62 @@ mod tests {
                 .collect();
             assert_eq!(partial.first_seen, want_first, "{rows:?}");
         }
+    }
+
+    /// Small categories count sparsely (an id table, not a vocabulary-sized array each) and give the same counts
+    /// and first-seen keys as [`count_sample`]; a category that counts many ids turns dense on the way; the
+    /// summary's counts stay sparse for the small ones, and merge to the same sums in any grouping.
+    #[test]
+    fn small_categories_are_counted_sparsely() {
+        let v = 1 << 17;
+        let mut fast = Counts::new(v as u32);
+        let mut want: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        let mut want_first = vec![0u64; v];
+        for i in 0..300u64 {
+            // 297 one-sample categories of 40 ids, and one of three samples of 5,000 distinct ids.
+            let cat = if i % 100 == 7 {
+                "big".to_string()
+            } else {
+                format!("c{i}")
+            };
+            let n = if cat == "big" { 5_000 } else { 40 };
+            let ids: Vec<u32> = (0..n)
+                .map(|k| ((i * 7_919 + k * 104_729) % v as u64) as u32)
+                .collect();
+            fast.add(&cat, i, &ids, None, (0, ids.len()));
+            let c = want.entry(cat).or_insert_with(|| vec![0; v]);
+            count_sample(c, &mut want_first, i, &ids, None, (0, ids.len()));
+        }
+        assert!(fast.categories["big"].is_dense() && !fast.categories["c0"].is_dense());
+        let mut partial = crate::summary::Partial::default();
+        partial.add_token_counts(&fast);
+        for (cat, c) in &want {
+            let got = &partial.categories[cat].loss_counts;
+            assert_eq!(&got.to_dense(v), c, "{cat}");
+            assert_eq!(got.dense.is_empty(), cat != "big", "{cat}");
+        }
+        let mut first = Vec::new();
+        fast.merge_first_into(&mut first);
+        assert_eq!(first, want_first);
+        // Sparse + sparse, sparse + dense, dense + sparse give the sums.
+        let a = IdCounts {
+            dense: Vec::new(),
+            sparse: vec![(3, 1), (90, 2)],
+        };
+        let b = IdCounts {
+            dense: Vec::new(),
+            sparse: vec![(1, 5), (90, 1), (200, 1)],
+        };
+        let mut ab = a.clone();
+        ab.add(&b);
+        assert_eq!(ab.sparse, vec![(1, 5), (3, 1), (90, 3), (200, 1)]);
+        let mut d = IdCounts::from(vec![1u64; 4]);
+        d.add(&ab);
+        let mut e = ab.clone();
+        e.add(&IdCounts::from(vec![1u64; 4]));
+        assert_eq!(d.to_dense(256), e.to_dense(256));
+        assert_eq!(d.to_dense(256)[90], 3);
+        assert_eq!(d.to_dense(256)[1], 6);
     }
 
     /// The pool hands a unit an accumulator that has only counted earlier rows, or a new one.

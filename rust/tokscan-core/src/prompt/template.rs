@@ -16,9 +16,26 @@ use minijinja::{Environment, ErrorKind, Value};
 use crate::error::{Error, Result};
 use crate::profile::tokenizer_files::{read_json, TokenizerFiles};
 
-/// Work one render may do (minijinja fuel: about one unit per instruction or per 64 bytes of data). A chat
-/// prompt of a few hundred kilobytes takes well under a million; a runaway loop stops here in about a second.
-pub const RENDER_FUEL: u64 = 50_000_000;
+/// Work one render may do (minijinja fuel: one unit per instruction or per 64 bytes of data a template makes,
+/// so also a bound on what it allocates: 256 MB). A chat prompt of a few hundred kilobytes takes well under a
+/// million; a runaway loop stops here in about a fifth of a second.
+pub const RENDER_FUEL: u64 = 4_000_000;
+
+/// Renders that may run out of their budget before the template is not rendered again (every later render
+/// fails at once with the same message): a runaway template costs a scan a few renders' budget, not one per
+/// record.
+pub const RUNAWAY_RENDERS: u32 = 2;
+
+/// Largest chat template taken (real ones are a few kilobytes; a template is code, not data).
+pub const MAX_TEMPLATE_BYTES: usize = 1 << 20;
+
+/// Stack of the thread a template is compiled on (address space: only what the compiler touches is used).
+const COMPILE_STACK: usize = 512 << 20;
+
+/// Widest indentation `tojson` takes, and the widest width or precision `str.format` may ask for (Python takes
+/// any; a template asking for more is a runaway, not a layout). minijinja's own `indent` and `format` check
+/// what they would allocate against the budget first.
+pub const MAX_FORMAT_WIDTH: usize = 4096;
 
 /// Named special tokens transformers passes to every template (`special_tokens_map`), when set.
 const SPECIAL_TOKEN_NAMES: [&str; 7] = [
@@ -42,6 +59,9 @@ pub struct ChatTemplate {
     has_tool_use: bool,
     /// Where the template came from, for error messages.
     origin: PathBuf,
+    /// Renders that ran out of their budget so far, and once [`RUNAWAY_RENDERS`] did, why no render is tried.
+    exhausted: std::sync::atomic::AtomicU32,
+    runaway: std::sync::OnceLock<String>,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -122,9 +142,13 @@ impl ChatTemplate {
             .collect();
         let config_path = || files.config.clone().unwrap_or_else(|| files.named.clone());
         let (default, tool_use, origin) = if let Some(s) = override_source {
-            (s.to_string(), None, PathBuf::from("<template override>"))
+            (
+                s.to_string(),
+                None,
+                PathBuf::from("given with --chat-template"),
+            )
         } else if let Some(p) = &files.chat_template {
-            let s = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
+            let s = crate::files::read_to_string(p)?;
             (s, None, p.clone())
         } else {
             match config.as_ref().and_then(|c| c.get("chat_template")) {
@@ -173,7 +197,14 @@ impl ChatTemplate {
                 .expect("the default delimiters are valid"),
         );
         env.set_fuel(Some(RENDER_FUEL));
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.set_unknown_method_callback(|state, value, method, args| {
+            if method == "format" {
+                if let Some(s) = value.as_str() {
+                    check_format_widths(s)?;
+                }
+            }
+            minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
+        });
         env.set_formatter(|out, _state, value| {
             let mut s = String::new();
             py_str(&mut s, value);
@@ -189,16 +220,39 @@ impl ChatTemplate {
             path: origin.clone(),
             message: format!("chat template does not parse: {}", one_line(&e)),
         };
-        env.add_template_owned("default", without_generation_tags(source).into_owned())
-            .map_err(bad)?;
-        if let Some(t) = tool_use {
-            env.add_template_owned("tool_use", without_generation_tags(t).into_owned())
-                .map_err(bad)?;
+        for (name, src) in [("default", Some(source)), ("tool_use", tool_use)] {
+            let Some(src) = src else { continue };
+            if src.len() > MAX_TEMPLATE_BYTES {
+                return Err(Error::Tokenizer {
+                    path: origin.clone(),
+                    message: format!(
+                        "a chat template of {} bytes (at most {MAX_TEMPLATE_BYTES}; real ones are a few kilobytes)",
+                        src.len()
+                    ),
+                });
+            }
+            // Parsed and compiled on a thread of its own with a deep stack: a long expression (`1 + 1 + …`) is
+            // a deep tree the compiler walks recursively, which overflowed a scan worker's stack. What it
+            // compiles to is flat; rendering it needs no deep stack.
+            let text = without_generation_tags(src).into_owned();
+            std::thread::scope(|scope| {
+                std::thread::Builder::new()
+                    .stack_size(COMPILE_STACK)
+                    .spawn_scoped(scope, || env.add_template_owned(name, text))
+                    .map_err(|e| {
+                        Error::Template(format!("cannot start the template compiler: {e}"))
+                    })?
+                    .join()
+                    .map_err(|_| Error::Template("the template compiler failed".into()))?
+                    .map_err(bad)
+            })?;
         }
         Ok(ChatTemplate {
             env,
             has_tool_use: tool_use.is_some(),
             origin,
+            exhausted: std::sync::atomic::AtomicU32::new(0),
+            runaway: std::sync::OnceLock::new(),
         })
     }
 
@@ -217,6 +271,9 @@ impl ChatTemplate {
         } else {
             "default"
         };
+        if let Some(why) = self.runaway.get() {
+            return Err(Error::Template(why.clone()));
+        }
         let template = self.env.get_template(name).map_err(template_error)?;
         let ctx = minijinja::context! {
             messages => messages,
@@ -224,7 +281,22 @@ impl ChatTemplate {
             documents => Value::from(()),
             add_generation_prompt => true,
         };
-        template.render(ctx).map_err(template_error)
+        template.render(ctx).map_err(|e| {
+            if e.kind() == ErrorKind::OutOfFuel || is_too_large(&e) {
+                let n = self
+                    .exhausted
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                    + 1;
+                if n >= RUNAWAY_RENDERS {
+                    let _ = self.runaway.set(format!(
+                        "{} (the chat template {} did so on {n} records and is not rendered again)",
+                        one_line(&e),
+                        crate::source::path_text(&self.origin)
+                    ));
+                }
+            }
+            template_error(e)
+        })
     }
 }
 
@@ -243,6 +315,58 @@ fn one_line(e: &minijinja::Error) -> String {
         write!(s, " (line {line})").expect("string");
     }
     s.replace('\n', "\\n")
+}
+
+/// The start of the message of a render that asked for more than [`MAX_FORMAT_WIDTH`] or its budget allows.
+const TOO_LARGE: &str = "too large for a chat prompt";
+
+fn too_large(what: String) -> minijinja::Error {
+    minijinja::Error::new(ErrorKind::InvalidOperation, format!("{what}: {TOO_LARGE}"))
+}
+
+fn is_too_large(e: &minijinja::Error) -> bool {
+    e.detail().is_some_and(|d| d.contains(TOO_LARGE))
+}
+
+/// Refuses a format string (`%`-style or `str.format`) whose width or precision exceeds [`MAX_FORMAT_WIDTH`]:
+/// `"%3000000000d"` would allocate gigabytes before the budget could see them.
+fn check_format_widths(format: &str) -> std::result::Result<(), minijinja::Error> {
+    let b = format.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let spec_end = match b[i] {
+            b'%' => Some(
+                b[i + 1..]
+                    .iter()
+                    .position(|c| c.is_ascii_alphabetic() || *c == b'%')
+                    .map_or(b.len(), |k| i + 1 + k),
+            ),
+            b'{' => b[i + 1..]
+                .iter()
+                .position(|c| *c == b'}')
+                .map(|k| i + 1 + k),
+            _ => None,
+        };
+        let Some(end) = spec_end else {
+            i += 1;
+            continue;
+        };
+        let spec = &format[i + 1..end];
+        let spec = if b[i] == b'{' {
+            spec.split_once(':').map_or("", |(_, f)| f)
+        } else {
+            spec
+        };
+        for run in spec.split(|c: char| !c.is_ascii_digit()) {
+            if run.len() > 4 || run.parse::<usize>().is_ok_and(|n| n > MAX_FORMAT_WIDTH) {
+                return Err(too_large(format!(
+                    "a format width or precision of {run} (at most {MAX_FORMAT_WIDTH})"
+                )));
+            }
+        }
+        i = end + 1;
+    }
+    Ok(())
 }
 
 fn template_error(e: minijinja::Error) -> Error {
@@ -551,11 +675,14 @@ struct JsonStyle {
     item_sep: String,
     key_sep: String,
     sort_keys: bool,
+    /// Bytes the output may hold.
+    limit: usize,
 }
 
 /// transformers' `tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)`: Python's
 /// `json.dumps` (no HTML escaping, unlike Jinja's own filter).
 fn tojson(
+    state: &minijinja::State,
     value: &Value,
     args: Rest<Value>,
     kwargs: Kwargs,
@@ -577,10 +704,19 @@ fn tojson(
     let indent = match arg(1)? {
         None => None,
         Some(v) if v.is_none() => None,
-        Some(v) if v.kind() == ValueKind::String => {
-            Some(v.as_str().unwrap_or_default().to_string())
+        Some(v) => {
+            let wide = match v.as_str() {
+                Some(s) => s.len() > MAX_FORMAT_WIDTH,
+                None => v.as_i64().is_some_and(|n| n > MAX_FORMAT_WIDTH as i64),
+            };
+            if wide {
+                return Err(too_large(format!("tojson(indent={v})")));
+            }
+            match v.as_str() {
+                Some(s) => Some(s.to_string()),
+                None => Some(" ".repeat(v.as_i64().unwrap_or(0).max(0) as usize)),
+            }
         }
-        Some(v) => Some(" ".repeat(v.as_i64().unwrap_or(0).max(0) as usize)),
     };
     let (item_sep, key_sep) = match arg(2)? {
         Some(v) if !v.is_none() => {
@@ -603,12 +739,17 @@ fn tojson(
     };
     let sort_keys = arg(3)?.is_some_and(|v| v.is_true());
     kwargs.assert_all_used()?;
+    // What the budget can still pay for: the engine charges the result only once it exists.
+    let limit = state
+        .fuel_levels()
+        .map_or(usize::MAX, |(_, left)| (left as usize).saturating_mul(64));
     let style = JsonStyle {
         ensure_ascii,
         indent,
         item_sep,
         key_sep,
         sort_keys,
+        limit,
     };
     let mut out = String::new();
     json_dump(&mut out, value, &style, 0)?;
@@ -660,6 +801,12 @@ fn json_dump(
             ErrorKind::InvalidOperation,
             "tojson: value nested too deeply",
         ));
+    }
+    if out.len() > style.limit {
+        return Err(too_large(format!(
+            "tojson output past {} bytes (the render's budget)",
+            style.limit
+        )));
     }
     match v.kind() {
         ValueKind::None => out.push_str("null"),
@@ -854,6 +1001,80 @@ mod tests {
         let e = render(src, HI, None).unwrap_err().to_string();
         assert!(e.contains("budget"), "{e}");
         assert!(started.elapsed().as_secs() < 60);
+    }
+
+    #[test]
+    fn what_a_render_may_allocate_is_bounded_and_a_runaway_template_stops_being_rendered() {
+        // Each asked for gigabytes at once and aborted the process ("memory allocation of N bytes failed").
+        for src in [
+            "{% set ns = namespace(s='xxxxxxxx') %}{% for i in range(60) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s|length }}",
+            "{{ messages | tojson(indent=100000000) }}",
+            "{{ '{:>3000000000}'.format('x') }}",
+            "{{ '{0:.3000000000f}'.format(1.5) }}",
+            "{{ 'a\nb' | indent(3000000000) }}",
+            "{{ '%3000000000d' | format(1) }}",
+            "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = [ns.s, ns.s] %}{% endfor %}{{ ns.s | tojson(indent=4) }}",
+        ] {
+            let e = render(src, HI, None).expect_err(src).to_string();
+            assert!(e.contains("budget") || e.contains(TOO_LARGE), "{src}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+        // Widths a layout uses still work.
+        assert_eq!(
+            render(
+                "{{ '{:>4}|%-3s|'.format('x') }}{{ 'ab'|indent(2, true) }}",
+                HI,
+                None
+            )
+            .unwrap(),
+            "   x|%-3s|  ab"
+        );
+        // Once a template has run out of its budget on RUNAWAY_RENDERS records, every later render fails at
+        // once with a message naming the template, instead of spending the budget again.
+        let t = template("{% for i in range(100000) %}{% for j in range(100000) %}{{ '' }}{% endfor %}{% endfor %}");
+        for _ in 0..RUNAWAY_RENDERS {
+            assert!(t.render(&msgs(HI), None).is_err());
+        }
+        let started = std::time::Instant::now();
+        for _ in 0..1000 {
+            let e = t.render(&msgs(HI), None).unwrap_err().to_string();
+            assert!(
+                e.contains("is not rendered again") && e.contains("budget"),
+                "{e}"
+            );
+        }
+        assert!(started.elapsed().as_millis() < 2000);
+        // A template error of the record's own (raise_exception) does not stop the template.
+        let t = template(
+            "{% if messages[0].content == 'no' %}{{ raise_exception('boom') }}{% endif %}ok",
+        );
+        for _ in 0..5 {
+            assert!(t
+                .render(&msgs(r#"[{"role": "user", "content": "no"}]"#), None)
+                .is_err());
+        }
+        assert_eq!(t.render(&msgs(HI), None).unwrap(), "ok");
+    }
+
+    #[test]
+    fn a_deeply_nested_expression_is_refused_or_rendered_on_a_worker_thread() {
+        // 20,000 terms overflowed a scan worker's stack (a segfault).
+        let src = format!("{{{{ 1{} }}}}", " + 1".repeat(20_000));
+        let out = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let specials = [("bos_token".to_string(), "<s>".to_string())];
+                ChatTemplate::new(&src, None, &specials, "t".into())
+                    .and_then(|t| t.render(&msgs(HI), None))
+                    .map_err(|e| e.to_string())
+            })
+            .unwrap()
+            .join()
+            .expect("no stack overflow");
+        match out {
+            Ok(text) => assert_eq!(text, "20001"),
+            Err(e) => assert!(e.contains("nested") || e.contains("deep"), "{e}"),
+        }
     }
 
     #[test]
