@@ -433,6 +433,50 @@ def test_a_report_whose_rows_now_hold_other_samples_is_refused(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("detail", ["1000", "1"])
+def test_a_report_whose_rows_now_hold_other_samples_is_refused_without_ids(tmp_path, detail):
+    """Issue 45: a JSONL corpus without ids whose lines were reordered after the scan (same size, same count)
+    was cleaned with exit 0, the flagged samples kept and clean ones removed; the same with a Megatron pair
+    rewritten in reverse order. The report keeps a key of each flagged row's tokens (of the rows it lists in
+    full and of those past `--flagged-detail`), and `clean` reads each row again before it writes anything."""
+    import synth
+
+    def write_megatron(prefix: Path, rs: list[list[int]]) -> None:
+        Path(f"{prefix}.bin").write_bytes(np.concatenate([np.asarray(r, np.int32) for r in rs]).tobytes())
+        lengths = np.array([len(r) for r in rs])
+        synth.write_megatron_index(Path(f"{prefix}.idx"), np.int32, lengths, np.arange(len(rs) + 1))
+
+    (tmp_path / "v100.toml").write_text(V100)
+    profile = str(tmp_path / "v100.toml")
+    rows = [[1, 2, 3], [4, 500, 6], [7, 8, 9], [10, 11, 12], [13, 600, 15], [16, 17, 18]]
+
+    def write(data: Path, layout: str, rs: list[list[int]]) -> None:
+        if layout == "jsonl":
+            (data / "x.jsonl").write_text("".join(json.dumps({"input_ids": r}) + "\n" for r in rs))
+        else:
+            write_megatron(data / "corpus", rs)
+
+    for layout in ("jsonl", "megatron"):
+        data = tmp_path / layout
+        data.mkdir()
+        write(data, layout, rows)
+        report = tmp_path / f"{layout}.json"
+        proc = run_cli("scan", str(data), "-p", profile, "-q", "--json", str(report), "--flagged-detail", detail)
+        assert proc.returncode == 1, proc.stderr
+        doc = json.loads(report.read_text())
+        assert all(len(f["content"]) == 16 for f in doc["flagged"])
+        write(data, layout, rows[::-1])
+        res = run_cli("clean", str(data), "--report", str(report), "--out", str(tmp_path / f"out-{layout}"))
+        lines = res.stderr.strip().splitlines()
+        assert res.returncode == 2 and len(lines) == 1, (layout, res.stderr)
+        assert "holds another sample than the one the scan flagged there" in lines[0], lines[0]
+        assert not (tmp_path / f"out-{layout}").exists()
+        # Unchanged, the same report cleans.
+        write(data, layout, rows)
+        res = run_cli("clean", str(data), "--report", str(report), "--out", str(tmp_path / f"ok-{layout}"))
+        assert res.returncode == 0, res.stderr
+
+
 def test_a_report_of_other_inputs_names_itself_and_the_input(tmp_path):
     """Run from another directory, the report's relative paths name other files: the error said neither which
     report nor which input."""

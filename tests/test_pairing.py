@@ -217,6 +217,41 @@ def test_a_prompts_file_named_explicitly_stays_strict(tmp_path, data):
     assert "prompts.jsonl" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_one_prompts_file_pairs_per_folder_and_the_others_are_listed(tmp_path, data):
+    """Issue 45: an old copy kept beside the real prompts file (rotated by one line, and an edited one) does not
+    pair: `prompts.jsonl` does, the others are listed as skipped with the reason, no sample is shifted, and
+    `clean` keeps them all. A prompts file that is a symbolic link loop is skipped with its reason."""
+    tree = write_tree(tmp_path, data, "parquet")
+    d = tree / CATEGORIES[0]
+    lines = (d / "prompts.jsonl").read_text().splitlines()
+    (d / "prompts_rotated.jsonl").write_text("\n".join(lines[1:] + lines[:1]) + "\n")
+    (d / "prompts_edited.jsonl").write_text("\n".join(lines[:-1]) + "\n")
+    (tree / CATEGORIES[1] / "prompts_loop.jsonl").symlink_to("prompts_loop.jsonl")
+    r = tokscan.scan(tree, "deepseek")
+    assert not [f for f in r.flagged if PAIRING_CODES & set(f["codes"])], r.flagged[:3]
+    assert [(p["category"], p["paired"]) for p in r.data["pairing"]] == [(c, N_PER_CATEGORY) for c in CATEGORIES]
+    skipped = {Path(s["path"]).name: s["reason"] for s in r.data["skipped"]}
+    for name in ("prompts_rotated.jsonl", "prompts_edited.jsonl"):
+        assert "prompts.jsonl is this folder's prompts file; pass --prompts to use this one" in skipped[name]
+    assert skipped["prompts_loop.jsonl"] == "a symbolic link loop"
+    r.write_json(tmp_path / "r.json")
+    out = tmp_path / "clean"
+    proc = run_cli("clean", str(tree), "--report", str(tmp_path / "r.json"), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    copied = {p.name for p in (out / CATEGORIES[0]).iterdir()}
+    assert {"prompts.jsonl", "prompts_rotated.jsonl", "prompts_edited.jsonl"} <= copied, copied
+
+
+def test_a_prompts_file_whose_ids_are_all_null_pairs_by_line(tmp_path, data):
+    def null_ids(category, records):
+        return [{**r, "id": None} for r in records]
+
+    tree = write_tree(tmp_path, data, "parquet", records_of=null_ids)
+    r = tokscan.scan(tree, "deepseek")
+    assert not [f for f in r.flagged if PAIRING_CODES & set(f["codes"])], r.flagged[:3]
+    assert {p["matched_by"] for p in r.data["pairing"]} == {"line"}
+
+
 def test_prompts_option_pairs_the_whole_corpus(tmp_path, data):
     rows = data[CATEGORIES[0]]
     synth.write_parquet_full([s for s, _ in rows], tmp_path / "c", n_shards=1)
@@ -235,7 +270,7 @@ def test_what_a_category_agrees_on_each_sample_is_held_to(tmp_path):
     tok = _tokenizer()
     rng = random.Random(3)
     samples = []
-    n, without = 400, {7, 150, 311}  # 99.25 % have one: above the default 99 % majority
+    n, without = 400, {7, 150, 311}  # 99.25 % have one: above the default 95 % majority
     for i in range(n):
         system = "" if i in without else demo.SYSTEMS[0]
         user = " ".join(rng.choice(SENTENCES) for _ in range(rng.randint(1, 6)))
@@ -253,15 +288,54 @@ def test_what_a_category_agrees_on_each_sample_is_held_to(tmp_path):
     assert table["system"] == {"present": n - 3, "absent": 3}
     assert table["mask_start"] == {"at_completion": n} and table["end_of_turn_trained"] == {"yes": n}
     assert r.anomalies["departs_from_category"]["severity"] == "warning"
-    # Under a threshold the corpus does not reach, nothing departs.
+    # Under a threshold the corpus does not reach, nothing departs: the category is split on the feature.
     profile = tmp_path / "p.toml"
     profile.write_text('base = "deepseek"\nname = "lenient"\n\n[rules]\nconsistency_majority = 0.999\n')
     r = tokscan.scan(tmp_path / "c", profile)
-    assert r.count("departs_from_category") == 0
+    assert r.count("departs_from_category") == 0 and r.count("category_split") == 1
     # The terminal summary shows the category's structure on one line.
     proc = run_cli("scan", str(tmp_path / "c"), "-p", "deepseek")
     out = " ".join(proc.stdout.split())
     assert "structure B5_math: " in out and "system=present 99." in out and "thinking=present" in out
+
+
+def _system_category(tmp_path, n: int, without: set[int]):
+    """A DeepSeek category `B5_math` of `n` samples, all with a system prompt but the rows in `without`."""
+    tok = _tokenizer()
+    rng = random.Random(5)
+    samples = []
+    for i in range(n):
+        system = "" if i in without else demo.SYSTEMS[0]
+        user = " ".join(rng.choice(SENTENCES) for _ in range(rng.randint(1, 6)))
+        prompt = f"{demo.BOS}{system}{demo.USER}{user}{demo.ASSISTANT}{demo.THINK}"
+        completion = f"Thinking about {i}.{demo.UNTHINK}{rng.choice(SENTENCES)} ({i}){demo.EOS}"
+        p = list(tok.encode(prompt, add_special_tokens=False))
+        c = list(tok.encode(completion, add_special_tokens=False))
+        samples.append(synth.Sample(f"s{i}", "B5_math", p, c, 0, 0))
+    synth.write_parquet_full(samples, tmp_path / "c", n_shards=1)
+    return tmp_path / "c"
+
+
+def test_a_few_deviants_in_a_category_are_found_and_a_split_is_said_as_such(tmp_path):
+    """Issue 45: two samples of 133 without the system prompt the others carry (98.5 %) are flagged (the
+    majority needed is 95 %, not 99 %); a category split 70/30 flags no sample but warns for the category,
+    naming the feature and the split, in the JSON, the terminal and the HTML."""
+    corpus = _system_category(tmp_path / "few", 133, {40, 90})
+    r = tokscan.scan(corpus, "deepseek")
+    assert {f["row"] for f in r.flagged if "departs_from_category" in f["codes"]} == {40, 90}
+    assert r.count("category_split") == 0
+    corpus = _system_category(tmp_path / "split", 130, set(range(0, 130, 3)))
+    r = tokscan.scan(corpus, "deepseek")
+    assert r.count("departs_from_category") == 0
+    assert r.count("category_split") == 1 and r.anomalies["category_split"]["severity"] == "warning"
+    cat = r.data["categories"]["B5_math"]
+    assert cat["splits"] == ["system"] and cat["anomalies"]["category_split"] == 1
+    assert cat["consistency"]["system"] == {"present": 86, "absent": 44}
+    assert not any("category_split" in f["codes"] for f in r.flagged)
+    proc = run_cli("scan", str(corpus), "-p", "deepseek", "--html", str(tmp_path / "r.html"))
+    out = " ".join(proc.stdout.split())
+    assert "system split: present 66.2% / absent 33.8%" in out, out
+    assert "<b>split</b>" in (tmp_path / "r.html").read_text(encoding="utf-8")
 
 
 def test_show_finds_the_prompt_by_itself(tmp_path, data):
@@ -334,6 +408,48 @@ def test_with_a_tokenizer_a_shift_covers_the_whole_run(tmp_path, data):
     base, last = N_PER_CATEGORY, 2 * N_PER_CATEGORY - 1
     assert [(s["offset"], s["from_row"], s["to_row"]) for s in b2["shifts"]] == [(-1, base + 41, last - 1)]
     assert b2["shifted"] == N_PER_CATEGORY - 42 and b2["mismatched"] == 1 and b2["samples_without_record"] == 1
+
+
+def test_a_template_that_raises_is_its_own_finding_with_its_message(tmp_path, data):
+    """Issue 45: a chat template calling `raise_exception("boom")` (as real templates do on a conversation they
+    do not support) gave every sample `prompt_mismatch@0` and no trace of "boom"; `align` said "differs at token
+    None". It is `prompt_unrenderable`, with the template's message in the report, the terminal and `align`."""
+    tree = write_tree(tmp_path, data, "parquet")
+    boom = tmp_path / "boom.jinja"
+    boom.write_text(
+        "{% if messages[1].content.endswith('(ticket 3)') %}{{ raise_exception('boom') }}{% endif %}"
+        + TEMPLATE.read_text()
+    )
+    r = tokscan.scan(tree, "deepseek", tokenizer=TOK_DIR, chat_template=boom)
+    p = {x["category"]: x for x in r.data["pairing"]}[CATEGORIES[0]]
+    assert r.count("prompt_mismatch") == 0 and r.count("prompt_unrenderable") == 2
+    assert p["unrenderable"] == 1 and "boom" in p["render_error"] and p["render_error"].startswith("line 4: ")
+    assert p["paired"] == N_PER_CATEGORY - 1
+    proc = run_cli("scan", str(tree), "-p", "deepseek", "--tokenizer", str(TOK_DIR), "--chat-template", str(boom))
+    assert "the chat template failed on line 4:" in proc.stdout and "boom" in proc.stdout, proc.stdout
+    proc = run_cli(
+        "align", str(tree / CATEGORIES[0]), "--prompts", str(tree / CATEGORIES[0] / "prompts.jsonl"),
+        "--tokenizer", str(TOK_DIR), "--chat-template", str(boom), "-p", "deepseek",
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "the chat template failed on record line 4" in proc.stdout and "boom" in proc.stdout, proc.stdout
+
+
+def test_a_runaway_template_costs_a_scan_a_few_renders_not_one_per_record(tmp_path, data):
+    """Issue 46: a template looping 10^10 times kept a 134-sample scan running past 120 s (each render ran its
+    whole budget, a mismatching sample renders 7 records). Now it stops being rendered after two exhausted
+    renders: every sample is `prompt_unrenderable`, with a message naming the template."""
+    import time
+
+    tree = write_tree(tmp_path, data, "parquet")
+    slow = tmp_path / "slow.jinja"
+    slow.write_text("{% for i in range(100000) %}{% for j in range(100000) %}{{ '' }}{% endfor %}{% endfor %}")
+    started = time.monotonic()
+    r = tokscan.scan(tree, "deepseek", tokenizer=TOK_DIR, chat_template=slow)
+    assert time.monotonic() - started < 30
+    assert r.count("prompt_unrenderable") == len(CATEGORIES) * N_PER_CATEGORY
+    errors = [x["render_error"] for x in r.data["pairing"]]
+    assert any("budget" in e and "is not rendered again" in e and "--chat-template" in e for e in errors), errors
 
 
 def test_a_tokenizer_without_a_template_falls_back_to_shapes_and_says_why(tmp_path, data):

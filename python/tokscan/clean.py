@@ -176,6 +176,40 @@ def _same_samples(report_origin: str, corpus: Any, drop: Sequence[Mapping[str, A
             )
 
 
+def _same_content(report: Report, corpus: Any, drop: Sequence[Mapping[str, Any]], more: np.ndarray) -> None:
+    """Refuses a report whose rows to remove now hold other samples, by their content: the scan recorded a key of
+    each flagged row's ids (`content`), and each row is read again and compared before anything is written (a
+    corpus without ids whose lines were reordered since the scan: `_same_samples` has no id to compare). A report
+    written before keys were recorded is not compared."""
+    origin = report.origin or "the report"
+    rows, keys = [], []
+    for f in drop:
+        key = f.get("content")
+        if key:
+            try:
+                keys.append(int(key, 16))
+            except (TypeError, ValueError):
+                raise ReportError(f"{origin}: row {f['row']}: content {key!r} is not a content key") from None
+            rows.append(int(f["row"]))
+    contents = report.summarized_contents()
+    if contents is not None and len(more):
+        listed, _masks, _codes = report.summarized()
+        rows.extend(int(r) for r in more)
+        keys.extend(int(k) for k in contents[np.searchsorted(listed, more)])
+    if not rows:
+        return
+    order = np.argsort(np.array(rows, dtype=np.int64), kind="stable")
+    rows = [rows[i] for i in order]
+    keys = [keys[i] for i in order]
+    have = corpus.core.content_keys_at(rows)
+    for row, want, got in zip(rows, keys, have, strict=True):
+        if want != got:
+            raise ReportError(
+                f"{origin}: row {row} holds another sample than the one the scan flagged there (its tokens differ): "
+                "the inputs changed since the scan; scan them again"
+            )
+
+
 def _check_out(out: Path, paths: list[str], sources: list[str]) -> None:
     """Refuses an output directory that overlaps an input (inside a scanned directory the copy would be
     scanned with it next time; around it, it would mix) or that is not new or empty."""
@@ -336,6 +370,7 @@ def _clean(
             more = selected_summarized(report, fail_on, codes, policy)
             rows = np.union1d(np.array([int(f["row"]) for f in drop], dtype=np.int64), more)
             _same_samples(report.origin or "the report", corpus, drop)
+            _same_content(report, corpus, drop, more)
         # The copy's paths, as the bucket will name them when it goes to one.
         out_bases = [(str(out) + os.sep, out_url)] if out_url else []
         entries = relabel(write_copy(corpus, local, rows, out, made), [*bases, *out_bases])

@@ -30,7 +30,7 @@ from .app import (
 )
 
 #: The pairing codes: a sample without its record, a record that is not the sample's prompt, a shifted file.
-PAIRING_CODES = ("prompt_missing", "prompt_mismatch", "prompts_shifted")
+PAIRING_CODES = ("prompt_missing", "prompt_mismatch", "prompts_shifted", "prompt_unrenderable")
 #: Mismatches decoded into the result (every mismatched row is listed in `mismatched_rows`).
 DECODED = 10
 
@@ -119,7 +119,8 @@ def align(
             where = "" if str(tokenizer) in why else f"{tokenizer}: "
             raise UsageError(f"{where}{why} (give --chat-template FILE for a tokenizer without one)")
         entry = entries[0]
-        rows = sorted({r for code in ("prompt_mismatch", "prompts_shifted") for r in report.flagged_rows(code)})
+        codes = ("prompt_mismatch", "prompts_shifted", "prompt_unrenderable")
+        rows = sorted({r for code in codes for r in report.flagged_rows(code)})
         missing = report.flagged_rows("prompt_missing")
         by_row = {f["row"]: f for f in report.flagged}
         mismatches = []
@@ -133,16 +134,18 @@ def align(
             diff = paired.get("first_difference")
             rendered = paired.get("rendered") or []
             a, b = max(0, (diff or 0) - 8), (diff or 0) + 8
-            mismatches.append(
-                {
-                    "row": row,
-                    "sample_id": by_row[row]["sample_id"] if row in by_row else None,
-                    "record": paired.get("line"),
-                    "first_difference": diff,
-                    "sample_text": decode_text(tok, list(sample["ids"][a:b])),
-                    "rendered_text": decode_text(tok, rendered[a:b]),
-                }
-            )
+            entry_of_row = {
+                "row": row,
+                "sample_id": by_row[row]["sample_id"] if row in by_row else None,
+                "record": paired.get("line"),
+                "first_difference": diff,
+                "sample_text": decode_text(tok, list(sample["ids"][a:b])),
+                "rendered_text": decode_text(tok, rendered[a:b]),
+            }
+            if "prompt_unrenderable" in (by_row.get(row) or {}).get("codes", ()):
+                # The template's own message (`raise_exception`), not a difference at no token.
+                entry_of_row["render_error"] = paired.get("note") or "the chat template failed"
+            mismatches.append(entry_of_row)
         shifts = [{**s, "message": _shift_message(s, report)} for e in entries for s in e["shifts"]]
         counts = {c: report.count(c) for c in PAIRING_CODES}
         ok = not any(counts.values())
@@ -153,6 +156,7 @@ def align(
             "aligned": sum(e["paired"] for e in entries),
             "mismatched": counts["prompt_mismatch"],
             "shifted": counts["prompts_shifted"],
+            "unrenderable": counts["prompt_unrenderable"],
             "missing": missing,
             "mismatched_rows": rows,
             "mismatches": mismatches,
@@ -172,6 +176,12 @@ def align(
                 out.print(f"[bold red]{s['message']}[/]", highlight=False)
             for m in mismatches:
                 who = m["sample_id"] if m["sample_id"] is not None else f"#{m['row']}"
+                if "render_error" in m:
+                    out.print(
+                        f"[bold]{who}[/]: the chat template failed on record line {m['record']}: {m['render_error']}",
+                        highlight=False,
+                    )
+                    continue
                 out.print(
                     f"[bold]{who}[/] differs from record line {m['record']} at token {m['first_difference']}:",
                     highlight=False,

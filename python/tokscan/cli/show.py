@@ -227,6 +227,11 @@ def render_sample(doc: dict, record: dict | None, how: str, check: dict | None) 
             out.print(f"[bold red]{code}[/]" + (f" at {at} {pos}" if pos is not None else "") + cut)
     else:
         out.print("[green]no per-sample anomalies[/] (corpus-wide codes need `tokscan scan`)")
+    if doc.get("loss_mask"):
+        from ..samples.corpus import mask_line
+
+        colour = "bold red" if "loss_mask_misaligned" in doc["codes"] else "dim"
+        out.print(f"[{colour}]{mask_line(doc['loss_mask'])}[/]", highlight=False)
     if doc.get("not_checked"):
         out.print(
             "[dim]not checked for this sample: "

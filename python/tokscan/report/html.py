@@ -381,12 +381,15 @@ def _structure(report: Report) -> str:
                 f"<span class='{'dep' if n < top else ''}'>{_e(v)} {_pct(n, total)}</span>"
                 for v, n in sorted(counts.items(), key=lambda kv: -kv[1])
             ]
+            if f in (report.data["categories"][name].get("splits") or ()):
+                parts.insert(0, "<b>split</b>")
             cells.append(f"<td class='l'>{'<br>'.join(parts) or '–'}</td>")
         rows.append(f"<tr><td class='l'>{_e(name)}</td>{''.join(cells)}</tr>")
     return (
         "<section id='structure'><h2>Structure by category</h2><p class='note'>Share of each category's samples per "
-        "structural feature; a sample off a ≥ 99 % majority of 100+ samples is flagged <code>departs_from_category"
-        "</code>.</p><div class='scroll'><table><thead><tr><th class='l'>category</th>"
+        "structural feature; a sample off a ≥ 95 % majority of 100+ samples is flagged <code>departs_from_category"
+        "</code>, a feature with no such majority is a <code>category_split</code> (marked <b>split</b>).</p>"
+        "<div class='scroll'><table><thead><tr><th class='l'>category</th>"
         f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
 

@@ -206,6 +206,14 @@ def print_decoded(decoded: dict, console: Console) -> None:
             else:
                 line.append(f": starts {e['first']!r} … ends {e['last']!r}", style="")
             console.print(line)
+            hit = e.get("contamination") or {}
+            if hit.get("text"):
+                console.print(
+                    Text(
+                        f"    shares {hit.get('item_matched', 0):,} of the {hit.get('item_ngrams', 0):,} n-grams of "
+                        f"{hit['item']} ({hit['part']}): {hit['text']!r}"
+                    )
+                )
 
 
 def print_drift(drifts, console: Console, baseline: object) -> None:
@@ -228,9 +236,14 @@ def print_consistency(categories: dict, console: Console) -> None:
         table = c.get("consistency") or {}
         if not table:
             continue
+        splits = set(c.get("splits") or ())
         parts = []
         for feature, counts in table.items():
             total = sum(counts.values())
+            if feature in splits:
+                shares = " / ".join(f"{v} {n / total:.1%}" for v, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+                parts.append(f"[yellow]{feature} split: {shares}[/]")
+                continue
             value, n = max(counts.items(), key=lambda kv: kv[1])
             part = f"{feature}={value}"
             if n < total:
@@ -250,8 +263,9 @@ def print_pairing(pairing: list[dict], console: Console) -> None:
             ("shifted", "shifted"),
             ("records_without_sample", "record(s) without a sample"),
             ("duplicate_ids", "duplicate id(s)"),
+            ("unrenderable", "the chat template could not render"),
         ):
-            if p[key]:
+            if p.get(key):
                 parts.append(f"[red]{_num(p[key])} {label}[/]")
         how = "by id" if p["matched_by"] == "id" else "by line"
         basis = "tokens" if p["compared"] == "tokens" else "turns and sizes"
@@ -261,6 +275,8 @@ def print_pairing(pairing: list[dict], console: Console) -> None:
             f"[bold]prompts[/] {escape(p['path'])} ({escape(what)}, {how}, {basis}): " + ", ".join(parts),
             highlight=False,
         )
+        if p.get("render_error"):
+            console.print(f"  [red]the chat template failed[/] on {escape(p['render_error'])}", highlight=False)
         for s in p["shifts"][:3]:
             console.print(
                 f"  [red]shifted by {s['offset']:+d}[/] from row {s['from_row']} to {s['to_row']} "

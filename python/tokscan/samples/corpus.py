@@ -237,7 +237,49 @@ def describe(sample: Sample, tok: Decoder | None, raw: bool = False, elide: bool
         "thinking": list(info["thinking"]),
         "segments": segs,
         "excerpts": {code: excerpt(sample.ids, pos, dec, vocab_size=vocab) for code, pos in info["positions"].items()},
+        "loss_mask": mask_summary(sample.mask, info["completion"]),
     }
+
+
+def mask_summary(mask: np.ndarray | None, completion: list[int] | tuple[int, int]) -> dict[str, Any] | None:
+    """Where a sample's loss mask trains, against its completion `[start, end)`: the runs of 1s, where the
+    first starts and the last ends relative to the completion's start and end (`start_offset` 3: three tokens
+    late; -2: two early, in the prompt), and the mask itself. `None` without a mask."""
+    if mask is None:
+        return None
+    m = np.asarray(mask).astype(bool, copy=False).ravel()
+    edges = np.flatnonzero(np.diff(np.concatenate(([False], m, [False])).astype(np.int8)))
+    spans = [[int(a), int(b)] for a, b in zip(edges[0::2], edges[1::2], strict=True)]
+    cs, ce = int(completion[0]), int(completion[1])
+    return {
+        "length": int(m.size),
+        "trained": int(m.sum()),
+        "spans": spans,
+        "completion": [cs, ce],
+        "start_offset": spans[0][0] - cs if spans else None,
+        "end_offset": spans[-1][1] - ce if spans else None,
+        "values": m.astype(np.int8).tolist(),
+    }
+
+
+def mask_line(summary: dict[str, Any]) -> str:
+    """One line saying where the loss mask trains against the completion (the terminal view of `show`)."""
+    cs, ce = summary["completion"]
+    if not summary["spans"]:
+        return f"loss mask: no token trained ({summary['length']} tokens); completion [{cs}, {ce})"
+
+    def off(n: int, what: str, edge: str, late: str, early: str) -> str:
+        if n == 0:
+            return f"{what} at the completion's {edge}"
+        return f"{what} {abs(n)} token(s) {late if n > 0 else early} the completion's {edge}"
+
+    spans = summary["spans"]
+    shown = ", ".join(f"[{a}, {b})" for a, b in spans[:6]) + (f" and {len(spans) - 6} more" if len(spans) > 6 else "")
+    return (
+        f"loss mask: trains {summary['trained']} of {summary['length']} tokens in {shown}; completion [{cs}, {ce}): "
+        f"{off(summary['start_offset'], 'starts', 'start', 'after', 'before')}, "
+        f"{off(summary['end_offset'], 'ends', 'end', 'after', 'before')}"
+    )
 
 
 def _window_segments(sample: Sample, dec: Decoder, pos: int, vocab: int | None, with_ids: bool) -> list[dict[str, Any]]:
@@ -277,6 +319,9 @@ def _entry(
         "length": len(ids),
     }
 
+
+#: Tokens of a benchmark match decoded for a `contaminated` sample.
+MATCHED_TOKENS = 400
 
 #: Tokens of a completion's start shown for a near-duplicate and its representative.
 COMPLETION_TOKENS = 48
@@ -373,6 +418,12 @@ def decode_flagged(
                 entry["near_duplicate_of"] = f["near_duplicate_of"]
             if f.get("contamination") is not None:
                 entry["contamination"] = f["contamination"]
+                a, b = (f["contamination"].get("span") or [0, 0])[:2]
+                if b > a:
+                    # The text the sample shares with the benchmark item, so a person can judge the match.
+                    shown = sample.ids[a : min(b, a + MATCHED_TOKENS)].tolist()
+                    more = f" … ({b - a - MATCHED_TOKENS:,} more tokens)" if b - a > MATCHED_TOKENS else ""
+                    entry["contamination"] = {**entry["contamination"], "text": decode_text(dec, shown, vocab) + more}
             if pos is not None and profile is not None:
                 if not sample.info:
                     explain(sample, profile)

@@ -8,6 +8,12 @@
 //! GPT-3's contamination study) goes into one index; a sample's prompt and completion are each looked up
 //! window by window, and a hash hit is confirmed by comparing the `n` tokens, so a match is exact.
 //!
+//! A match must mean the benchmark, not boilerplate both share (`[1, 2, 3, 4, 5]`, a licence line, a common
+//! signature): an n-gram found in [`COMMON_ITEMS`] or more items is not counted, and a sample is flagged only
+//! when it holds at least [`MIN_MATCHED`] distinct n-grams of one field of an item and at least
+//! [`ITEM_SHARE`] of that field's n-grams (a benchmark prompt pasted into a user turn holds all of them).
+//! Benchmark files may be compressed (`.gz`, `.zst`) as they are distributed (`HumanEval.jsonl.gz`).
+//!
 //! The index is built once per process (on Ray, once per task) and costs ~24 bytes per distinct n-gram.
 
 use std::collections::HashMap;
@@ -22,6 +28,13 @@ use crate::token::TokenId;
 
 /// The default n-gram length, in tokens.
 pub const DEFAULT_N: usize = 13;
+
+/// An n-gram shared by this many benchmark items is boilerplate, not the benchmark: it is not counted.
+pub const COMMON_ITEMS: u16 = 3;
+/// Distinct n-grams of one item field a part must hold to be flagged.
+pub const MIN_MATCHED: u32 = 8;
+/// Share of the item field's n-grams a part must hold to be flagged.
+pub const ITEM_SHARE: f64 = 0.5;
 
 /// Fields that name an item rather than hold its text.
 const NAME_FIELDS: &[&str] = &["task_id", "id", "question_id", "problem_id", "idx", "name"];
@@ -127,10 +140,20 @@ pub struct Contamination {
     files: Vec<BenchmarkInfo>,
     /// `(file, name)` per item.
     items: Vec<(u32, String)>,
+    /// `(item, distinct n-grams)` per field of every item.
+    fields: Vec<(u32, u32)>,
     /// Every field's tokens, concatenated; the index points into it.
     tokens: Vec<u32>,
-    /// n-gram hash → (offset into `tokens`, item).
-    index: HashMap<u64, (u32, u32), xxhash_rust::xxh3::Xxh3DefaultBuilder>,
+    /// n-gram hash → where it first is.
+    index: HashMap<u64, Gram, xxhash_rust::xxh3::Xxh3DefaultBuilder>,
+}
+
+/// One n-gram of the index: its first occurrence (offset into `tokens`, field) and how many items hold it.
+#[derive(Debug, Clone, Copy)]
+struct Gram {
+    off: u32,
+    field: u32,
+    items: u16,
 }
 
 /// An n-gram's hash: [`crate::neardup::ngram_hashes`] of the n-gram alone.
@@ -185,12 +208,30 @@ impl Contamination {
                 }
                 for f in fields {
                     let base = c.tokens.len();
+                    let field = c.fields.len() as u32;
+                    let mut distinct = 0u32;
                     c.tokens.extend_from_slice(&f);
                     for (i, w) in f.windows(n).enumerate() {
-                        c.index
-                            .entry(ngram_hash(w))
-                            .or_insert(((base + i) as u32, index));
+                        match c.index.entry(ngram_hash(w)) {
+                            std::collections::hash_map::Entry::Vacant(v) => {
+                                v.insert(Gram {
+                                    off: (base + i) as u32,
+                                    field,
+                                    items: 1,
+                                });
+                                distinct += 1;
+                            }
+                            std::collections::hash_map::Entry::Occupied(mut o) => {
+                                // Held by an earlier item too: one more item shares it (a hit counts for
+                                // the field that holds it first).
+                                let g = o.get_mut();
+                                if g.field != field && c.fields[g.field as usize].0 != index {
+                                    g.items = g.items.saturating_add(1);
+                                }
+                            }
+                        }
                     }
+                    c.fields.push((index, distinct));
                 }
             }
             c.files.push(BenchmarkInfo {
@@ -219,31 +260,55 @@ impl Contamination {
         }
     }
 
-    /// The item whose n-gram `w` (of hash `h`) is, confirmed token by token.
-    fn lookup(&self, w: &[u32], h: u64) -> Option<u32> {
-        let &(off, item) = self.index.get(&h)?;
-        let off = off as usize;
-        (self.tokens[off..off + self.n] == *w).then_some(item)
+    /// The n-gram `w` (of hash `h`) when the index holds it (confirmed token by token) and it is not
+    /// boilerplate ([`COMMON_ITEMS`]).
+    fn lookup(&self, w: &[u32], h: u64) -> Option<Gram> {
+        let g = *self.index.get(&h)?;
+        let off = g.off as usize;
+        (g.items < COMMON_ITEMS && self.tokens[off..off + self.n] == *w).then_some(g)
     }
 
-    /// Matches in `ids[range]`: `(matching windows, windows, first match position, its item)`.
-    fn scan_part(
-        &self,
-        ids: &[u32],
-        range: std::ops::Range<usize>,
-    ) -> (u32, u32, Option<(usize, u32)>) {
+    /// Matches in `ids[range]`: the matching windows, the windows, and of the item fields it holds enough of
+    /// ([`MIN_MATCHED`], [`ITEM_SHARE`]) the one it holds most n-grams of: `(field, distinct n-grams of it
+    /// held, first and last matching position)`.
+    fn scan_part(&self, ids: &[u32], range: std::ops::Range<usize>) -> PartMatch {
         let part = &ids[range.clone()];
-        let mut hits = 0u32;
-        let mut first = None;
-        let windows = part.len().saturating_sub(self.n - 1);
+        let windows = part.len().saturating_sub(self.n - 1) as u32;
         let hashes = crate::neardup::ngram_hashes(part, self.n);
+        let mut hits: Vec<(u32, u32, usize)> = Vec::new(); // (field, offset, position)
         for (i, (w, h)) in part.windows(self.n).zip(hashes).enumerate() {
-            if let Some(item) = self.lookup(w, h) {
-                hits += 1;
-                first.get_or_insert((range.start + i, item));
+            if let Some(g) = self.lookup(w, h) {
+                hits.push((g.field, g.off, range.start + i));
             }
         }
-        (hits, windows as u32, first)
+        let matched = hits.len() as u32;
+        hits.sort_unstable();
+        let mut best: Option<(u32, u32, usize, usize)> = None; // (field, distinct, first, last)
+        let mut k = 0;
+        while k < hits.len() {
+            let field = hits[k].0;
+            let (mut distinct, mut first, mut last, mut prev) = (0u32, usize::MAX, 0, None);
+            while k < hits.len() && hits[k].0 == field {
+                if prev != Some(hits[k].1) {
+                    distinct += 1;
+                    prev = Some(hits[k].1);
+                }
+                first = first.min(hits[k].2);
+                last = last.max(hits[k].2);
+                k += 1;
+            }
+            // A field counts when the part holds enough of it; of those, the one it holds most n-grams of.
+            let grams = f64::from(self.fields[field as usize].1);
+            let holds = distinct >= MIN_MATCHED && f64::from(distinct) >= ITEM_SHARE * grams;
+            if holds && best.is_none_or(|b| distinct > b.1) {
+                best = Some((field, distinct, first, last));
+            }
+        }
+        PartMatch {
+            matched,
+            windows,
+            best,
+        }
     }
 
     /// The sample's match, if its prompt `[0, cs)` or completion `[cs, ce)` shares enough n-grams: the
@@ -262,22 +327,26 @@ impl Contamination {
         buf.extend(tokens.iter().map(|t| t.id()));
         let (cs, ce) = (cs.min(buf.len()), ce.min(buf.len()));
         for (name, range) in [("prompt", 0..cs), ("completion", cs..ce.max(cs))] {
-            let (hits, windows, first) = self.scan_part(buf, range);
-            let enough = if self.min_share > 0.0 {
-                windows > 0 && f64::from(hits) >= self.min_share * f64::from(windows)
-            } else {
-                hits > 0
+            let m = self.scan_part(buf, range);
+            let Some((field, distinct, first, last)) = m.best else {
+                continue;
             };
-            if let (true, Some((pos, item))) = (enough, first) {
+            let (item, field_grams) = self.fields[field as usize];
+            let enough = self.min_share == 0.0
+                || (m.windows > 0 && f64::from(m.matched) >= self.min_share * f64::from(m.windows));
+            if enough {
                 let (file, item_name) = &self.items[item as usize];
                 return Some((
-                    pos,
+                    first,
                     Hit {
                         file: self.files[*file as usize].path.clone(),
                         item: item_name.clone(),
                         part: name.to_string(),
-                        ngrams: hits,
-                        windows,
+                        ngrams: m.matched,
+                        windows: m.windows,
+                        item_ngrams: field_grams,
+                        item_matched: distinct,
+                        span: [first as u32, (last + self.n) as u32],
                     },
                 ));
             }
@@ -286,13 +355,66 @@ impl Contamination {
     }
 }
 
-/// The items of a benchmark file: JSONL (`.jsonl`, `.json`) or Parquet (`.parquet`).
+/// What one part of a sample holds of the index ([`Contamination::scan_part`]).
+struct PartMatch {
+    matched: u32,
+    windows: u32,
+    best: Option<(u32, u32, usize, usize)>,
+}
+
+/// The text of a JSONL benchmark file, decompressed when its name says `.gz` or `.zst` (as `HumanEval.jsonl.gz`
+/// is distributed), at most [`crate::files::max_bytes`] of it.
+fn benchmark_text(path: &Path, name: &str) -> Result<String> {
+    use std::io::Read;
+    let codec = if name.ends_with(".gz") {
+        "gz"
+    } else if name.ends_with(".zst") || name.ends_with(".zstd") {
+        "zst"
+    } else {
+        return crate::files::read_to_string(path);
+    };
+    let (f, _) = crate::files::open(path)?;
+    let limit = crate::files::max_bytes()?;
+    let reader: Box<dyn Read> = if codec == "gz" {
+        Box::new(flate2::read::MultiGzDecoder::new(f))
+    } else {
+        Box::new(
+            zstd::stream::read::Decoder::new(f)
+                .map_err(|e| Error::invalid(path, format!("not a readable zstd file: {e}")))?,
+        )
+    };
+    let mut bytes = Vec::new();
+    reader
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::invalid(path, format!("not a readable {codec} file: {e}")))?;
+    if bytes.len() as u64 > limit {
+        return Err(Error::invalid(
+            path,
+            format!(
+                "inflates past {limit} bytes ({}=N raises the limit)",
+                crate::files::MAX_FILE_BYTES_VAR
+            ),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        Error::invalid(
+            path,
+            format!(
+                "not UTF-8 text once decompressed (at byte {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
+}
+
+/// The items of a benchmark file: JSONL (`.jsonl`, `.json`, optionally `.gz` / `.zst`) or Parquet (`.parquet`).
 pub fn read_items(path: &Path) -> Result<Vec<Item>> {
     let name = path.to_string_lossy().to_lowercase();
     if name.ends_with(".parquet") {
         return read_parquet(path);
     }
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = benchmark_text(path, &name)?;
     let mut items = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -362,7 +484,7 @@ fn read_parquet(path: &Path) -> Result<Vec<Item>> {
         path: path.to_path_buf(),
         message: format!("not a readable Parquet benchmark file: {e}"),
     };
-    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let (f, _) = crate::files::open(path)?;
     let reader = crate::source::parquet::unpanicked(|| ParquetRecordBatchReaderBuilder::try_new(f))
         .map_err(|e| bad(&e))?
         .build()
@@ -418,6 +540,13 @@ fn read_parquet(path: &Path) -> Result<Vec<Item>> {
                 named |= is_name;
                 continue;
             }
+            if nested_strings(field.data_type()) {
+                // Strings inside structs and lists are the item's text, as nested JSON strings are.
+                for (r, item) in items[base..].iter_mut().enumerate() {
+                    strings_at(col.as_ref(), r, &mut item.texts);
+                }
+                continue;
+            }
             if let DataType::List(_) | DataType::LargeList(_) = field.data_type() {
                 let list_type = DataType::List(std::sync::Arc::new(arrow_schema::Field::new(
                     "item",
@@ -443,6 +572,56 @@ fn read_parquet(path: &Path) -> Result<Vec<Item>> {
     Ok(items)
 }
 
+/// Does a column of this type hold strings below its top level (a struct or list of them)?
+fn nested_strings(t: &arrow_schema::DataType) -> bool {
+    use arrow_schema::DataType;
+    match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+        DataType::Struct(fields) => fields.iter().any(|f| nested_strings(f.data_type())),
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            nested_strings(f.data_type())
+        }
+        _ => false,
+    }
+}
+
+/// The non-empty strings of row `r` of `a`, however deep in structs and lists.
+fn strings_at(a: &dyn arrow_array::Array, r: usize, out: &mut Vec<String>) {
+    use arrow_array::cast::AsArray;
+    use arrow_schema::DataType;
+    if r >= a.len() || a.is_null(r) {
+        return;
+    }
+    let mut push = |s: &str| {
+        if !s.is_empty() {
+            out.push(s.to_string());
+        }
+    };
+    match a.data_type() {
+        DataType::Utf8 => push(a.as_string::<i32>().value(r)),
+        DataType::LargeUtf8 => push(a.as_string::<i64>().value(r)),
+        DataType::Utf8View => push(a.as_string_view().value(r)),
+        DataType::Struct(_) => {
+            for c in a.as_struct().columns() {
+                strings_at(c.as_ref(), r, out);
+            }
+        }
+        DataType::List(_) => {
+            let v = a.as_list::<i32>().value(r);
+            (0..v.len()).for_each(|i| strings_at(v.as_ref(), i, out));
+        }
+        DataType::LargeList(_) => {
+            let v = a.as_list::<i64>().value(r);
+            (0..v.len()).for_each(|i| strings_at(v.as_ref(), i, out));
+        }
+        DataType::FixedSizeList(_, _) => {
+            let v = a.as_fixed_size_list().value(r);
+            (0..v.len()).for_each(|i| strings_at(v.as_ref(), i, out));
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,35 +632,141 @@ mod tests {
         p
     }
 
+    fn ids_line(name: &str, ids: impl Iterator<Item = u32>) -> String {
+        let ids: Vec<String> = ids.map(|i| i.to_string()).collect();
+        format!(
+            "{{\"task_id\": \"{name}\", \"ids\": [{}]}}\n",
+            ids.join(",")
+        )
+    }
+
     #[test]
-    fn a_shared_ngram_is_found_with_its_item_and_an_unrelated_sample_is_not() {
+    fn a_benchmark_item_inside_a_sample_is_found_with_its_item_and_span() {
         let dir = tempfile::tempdir().unwrap();
-        let p = write(
-            dir.path(),
-            "b.jsonl",
-            "{\"task_id\": \"T/0\", \"ids\": [1,2,3,4,5,6]}\n{\"task_id\": \"T/1\", \"ids\": [10,11,12,13]}\n",
-        );
+        let text = ids_line("T/0", 1..31) + &ids_line("T/1", 200..240);
+        let p = write(dir.path(), "b.jsonl", &text);
         let c = Contamination::build(&[p], 4, 0.0, None).unwrap();
         let mut buf = Vec::new();
-        // prompt [0, 3), completion [3, 9): the completion holds 11..13 and more.
-        let seq: Vec<u32> = vec![7, 8, 9, 10, 11, 12, 13, 99, 98];
-        let (pos, hit) = c.check(&seq, 3, 9, &mut buf).unwrap();
+        // prompt [0, 3), completion [3, ...): the completion holds all of T/1's field.
+        let seq: Vec<u32> = [7, 8, 9]
+            .into_iter()
+            .chain(200..240)
+            .chain([99, 98])
+            .collect();
+        let (pos, hit) = c.check(&seq, 3, seq.len(), &mut buf).unwrap();
         assert_eq!(
             (pos, hit.item.as_str(), hit.part.as_str()),
             (3, "T/1", "completion")
         );
-        assert_eq!((hit.ngrams, hit.windows), (1, 3));
-        assert!(c.check(&[1u32, 2, 3, 9, 4, 5, 6], 7, 7, &mut buf).is_none());
-        let (pos, hit) = c.check(&[0u32, 2, 3, 4, 5, 0], 6, 6, &mut buf).unwrap();
+        assert_eq!((hit.item_matched, hit.item_ngrams), (37, 37));
+        assert_eq!(hit.span, [3, 43]);
+        // The prompt holds T/0 whole.
+        let seq: Vec<u32> = (1..31).chain([5000]).collect();
+        let (pos, hit) = c.check(&seq, 30, 31, &mut buf).unwrap();
         assert_eq!(
             (pos, hit.item.as_str(), hit.part.as_str()),
-            (1, "T/0", "prompt")
+            (0, "T/0", "prompt")
         );
-        // A share: the prompt's one matching window of three is below 1/2.
+        // A few n-grams (fewer than MIN_MATCHED), or under half of the field, are not the benchmark.
+        let few: Vec<u32> = (1..9).collect(); // 5 windows
+        assert!(c.check(&few, 8, 8, &mut buf).is_none());
+        let third: Vec<u32> = (1..14).collect(); // 10 of 27 windows
+        assert!(c.check(&third, 13, 13, &mut buf).is_none());
+        // A share of the part's windows on top (`--contamination-share`): 37 of 100 windows is below 1/2.
         let strict = Contamination::build(&[dir.path().join("b.jsonl")], 4, 0.5, None).unwrap();
-        assert!(strict
-            .check(&[0u32, 2, 3, 4, 5, 0], 6, 6, &mut buf)
-            .is_none());
+        let long: Vec<u32> = (200..240).chain(1000..1063).collect();
+        assert!(strict.check(&long, 0, long.len(), &mut buf).is_none());
+        assert!(c.check(&long, 0, long.len(), &mut buf).is_some());
+    }
+
+    #[test]
+    fn boilerplate_many_items_share_is_not_contamination() {
+        let dir = tempfile::tempdir().unwrap();
+        // Three items end with the same 12-token list (`[1, 2, 3, 4, 5]`-like boilerplate).
+        let common = || 500..512u32;
+        let text = ids_line("A", (10..20).chain(common()))
+            + &ids_line("B", (30..40).chain(common()))
+            + &ids_line("C", (50..52).chain(common()));
+        let p = write(dir.path(), "b.jsonl", &text);
+        let c = Contamination::build(&[p], 4, 0.0, None).unwrap();
+        let mut buf = Vec::new();
+        let seq: Vec<u32> = common().chain(common()).collect();
+        assert!(c.check(&seq, 0, seq.len(), &mut buf).is_none());
+        // C's own tokens and the boilerplate: C's field has too few n-grams of its own to be matched.
+        let seq: Vec<u32> = (50..52).chain(common()).collect();
+        assert!(c.check(&seq, 0, seq.len(), &mut buf).is_none());
+        // A's unique part with the list is A.
+        let seq: Vec<u32> = (10..20).chain(common()).collect();
+        let (_, hit) = c.check(&seq, 0, seq.len(), &mut buf).unwrap();
+        assert_eq!(hit.item, "A");
+    }
+
+    #[test]
+    fn benchmarks_as_they_are_distributed_compressed_and_nested() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let text = ids_line("T/0", 1..31);
+        let gz = dir.path().join("HumanEval.jsonl.gz");
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(text.as_bytes()).unwrap();
+        std::fs::write(&gz, e.finish().unwrap()).unwrap();
+        let zst = dir.path().join("b.jsonl.zst");
+        std::fs::write(&zst, zstd::encode_all(text.as_bytes(), 0).unwrap()).unwrap();
+        for p in [gz, zst] {
+            let items = read_items(&p).unwrap();
+            assert_eq!(items.len(), 1, "{}", p.display());
+            assert_eq!(items[0].name, "T/0");
+            assert_eq!(items[0].ids, vec![(1..31).collect::<Vec<u32>>()]);
+        }
+        let bad = write(dir.path(), "x.jsonl.gz", "not gzip");
+        let e = read_items(&bad).unwrap_err().to_string();
+        assert!(e.contains("x.jsonl.gz") && e.contains("gz"), "{e}");
+        // Strings nested in structs and lists of a Parquet benchmark are its text, as in JSONL.
+        let pq = dir.path().join("nested.parquet");
+        nested_parquet(&pq);
+        let items = read_items(&pq).unwrap();
+        assert_eq!(items[0].name, "Q/0");
+        let mut texts = items[0].texts.clone();
+        texts.sort();
+        assert_eq!(
+            texts,
+            ["def f(x):", "question text", "test one", "test two"]
+        );
+    }
+
+    /// `{task_id, prompt: {question, code}, tests: [str]}`, one row.
+    fn nested_parquet(path: &Path) {
+        use arrow_array::builder::{ListBuilder, StringBuilder};
+        use arrow_array::{ArrayRef, RecordBatch, StringArray, StructArray};
+        use arrow_schema::{DataType, Field};
+        use std::sync::Arc;
+        let prompt = StructArray::from(vec![
+            (
+                Arc::new(Field::new("question", DataType::Utf8, true)),
+                Arc::new(StringArray::from(vec!["question text"])) as ArrayRef,
+            ),
+            (
+                Arc::new(Field::new("code", DataType::Utf8, true)),
+                Arc::new(StringArray::from(vec!["def f(x):"])) as ArrayRef,
+            ),
+        ]);
+        let mut tests = ListBuilder::new(StringBuilder::new());
+        tests.values().append_value("test one");
+        tests.values().append_value("test two");
+        tests.append(true);
+        let batch = RecordBatch::try_from_iter(vec![
+            (
+                "task_id",
+                Arc::new(StringArray::from(vec!["Q/0"])) as ArrayRef,
+            ),
+            ("prompt", Arc::new(prompt) as ArrayRef),
+            ("tests", Arc::new(tests.finish()) as ArrayRef),
+        ])
+        .unwrap();
+        let f = std::fs::File::create(path).unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(f, batch.schema(), None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
     }
 
     #[test]

@@ -252,9 +252,40 @@ impl Corpus {
         Ok(out)
     }
 
+    /// The [`crate::token::content_key`] of the global rows `rows` (ascending, each in the corpus): what the
+    /// scan recorded of each row it flagged, read again by `clean` before it removes one. Rows closer than a
+    /// few hundred are read in one pass, so only the rows' row groups / ranges are decoded.
+    pub fn content_keys_at(&self, rows: &[u64]) -> Result<Vec<u64>> {
+        const GAP: u64 = 256;
+        let mut out = Vec::with_capacity(rows.len());
+        let mut i = 0;
+        while i < rows.len() {
+            let mut j = i + 1;
+            while j < rows.len() && rows[j] - rows[j - 1] <= GAP {
+                j += 1;
+            }
+            let (start, end) = (rows[i], rows[j - 1] + 1);
+            let mut want = rows[i..j].iter().peekable();
+            for s in self.samples(start, end.min(self.len()))? {
+                if want.peek() == Some(&&s.row) {
+                    out.push(crate::token::content_key(&s.ids));
+                    want.next();
+                }
+            }
+            if let Some(row) = want.next() {
+                return Err(Error::Usage(format!(
+                    "row {row} is past the corpus's {} samples",
+                    self.len()
+                )));
+            }
+            i = j;
+        }
+        Ok(out)
+    }
+
     /// The files beside the inputs that hold no corpus data, which a copy that stands in for the corpus keeps
     /// (`clean`): the prompts files, then the files discovery skipped as of no known format (notes, configs, a
-    /// `dataset_dict.json`). Not hidden files, files a format's folder leaves unread (a `datasets` cache
+    /// `dataset_dict.json`) and the prompts files that do not pair (an old copy beside `prompts.jsonl`). Not hidden files, files a format's folder leaves unread (a `datasets` cache
     /// `.arrow`), refused shards, nor another name of an input's file (a `notes.txt` symlink to a shard).
     pub fn side_files(&self) -> Vec<PathBuf> {
         let read: std::collections::HashSet<(u64, u64)> = self
@@ -270,7 +301,10 @@ impl Corpus {
         let skipped = self
             .skipped
             .iter()
-            .filter(|s| s.reason == crate::source::NOT_A_CORPUS_FILE)
+            .filter(|s| {
+                s.reason == crate::source::NOT_A_CORPUS_FILE
+                    || s.reason.starts_with(crate::source::UNPAIRED_PROMPTS_FILE)
+            })
             .filter(|s| {
                 std::fs::metadata(&s.path).is_ok_and(|m| {
                     m.is_file() && !read.contains(&crate::source::file_key(&s.path, &m))

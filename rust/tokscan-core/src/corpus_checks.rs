@@ -25,7 +25,7 @@ use crate::records::{Records, SampleRecord};
 use crate::sample_id::SampleId;
 use crate::stats::log_quartiles;
 pub use crate::summary::Found;
-use crate::summary::{Partial, Summarized};
+use crate::summary::{CategoryPartial, Partial, Summarized};
 use crate::wire::{decode, encode};
 
 /// Categories with fewer samples are not judged for length outliers.
@@ -323,15 +323,26 @@ pub struct Fences(
     pub BTreeMap<String, u32>,
 );
 
-/// Default share of a category a feature value must hold to be its majority, and samples needed to judge.
-pub const CONSISTENCY_MAJORITY: f64 = 0.99;
+/// Default share of a category a feature value must hold to be its majority (the samples without it are
+/// flagged), and samples needed to judge. A category where no value of a feature holds that share is split on
+/// it (`category_split`): a warning for the category, no sample flagged.
+pub const CONSISTENCY_MAJORITY: f64 = 0.95;
 pub const CONSISTENCY_MIN_SAMPLES: u64 = 100;
 
-/// Per category, the packed value of each feature that at least `majority` of its samples share (the
-/// samples the feature applies to, if at least `min_samples` of them).
-fn majorities(partial: &Partial) -> BTreeMap<String, u32> {
-    use crate::check::features::{FEATURES, NA};
-    let (bp, min) = partial.consistency;
+/// How one category's samples divide on one structural feature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agreement {
+    /// Fewer samples than the minimum carry the feature, or all agree: nothing to say.
+    Unjudged,
+    /// This value holds at least the majority share; the samples with another value depart from it.
+    Majority(u8),
+    /// No value holds the majority share.
+    Split,
+}
+
+/// How `c`'s samples divide on feature `f`, with the thresholds `(majority in basis points, minimum samples)`
+/// of [`Partial::consistency`] (0: the defaults).
+pub fn agreement(c: &CategoryPartial, f: usize, (bp, min): (u32, u64)) -> Agreement {
     let share = if bp == 0 {
         CONSISTENCY_MAJORITY
     } else {
@@ -342,25 +353,40 @@ fn majorities(partial: &Partial) -> BTreeMap<String, u32> {
     } else {
         min
     };
+    let counts: Vec<(u8, u64)> = c
+        .features
+        .range(((f as u16) << 4)..((f as u16 + 1) << 4))
+        .map(|(k, n)| ((k & 0xF) as u8, *n))
+        .filter(|&(v, _)| v != crate::check::features::NA)
+        .collect();
+    let total: u64 = counts.iter().map(|(_, n)| n).sum();
+    let best = counts
+        .iter()
+        .max_by_key(|(v, n)| (*n, std::cmp::Reverse(*v)));
+    match best {
+        Some(&(v, n)) if total >= min && n < total => {
+            if (n as f64) >= share * total as f64 {
+                Agreement::Majority(v)
+            } else {
+                Agreement::Split
+            }
+        }
+        _ => Agreement::Unjudged,
+    }
+}
+
+/// Per category, the packed value of each feature that at least the majority share of its samples share (the
+/// samples the feature applies to, if at least the minimum of them); `NA` elsewhere.
+fn majorities(partial: &Partial) -> BTreeMap<String, u32> {
+    use crate::check::features::FEATURES;
     let mut out = BTreeMap::new();
     for (name, c) in &partial.categories {
         let mut packed = u32::MAX;
         let mut any = false;
         for f in 0..FEATURES.len() {
-            let counts: Vec<(u8, u64)> = c
-                .features
-                .range(((f as u16) << 4)..((f as u16 + 1) << 4))
-                .map(|(k, n)| ((k & 0xF) as u8, *n))
-                .collect();
-            let total: u64 = counts.iter().map(|(_, n)| n).sum();
-            let best = counts
-                .iter()
-                .max_by_key(|(v, n)| (*n, std::cmp::Reverse(*v)));
-            if let Some(&(v, n)) = best {
-                if total >= min && n < total && (n as f64) >= share * total as f64 && v != NA {
-                    packed = (packed & !(0xF << (4 * f))) | (u32::from(v) << (4 * f));
-                    any = true;
-                }
+            if let Agreement::Majority(v) = agreement(c, f, partial.consistency) {
+                packed = (packed & !(0xF << (4 * f))) | (u32::from(v) << (4 * f));
+                any = true;
             }
         }
         if any {
@@ -447,6 +473,7 @@ fn full_entry(
         category: category.to_string(),
         lengths: r.lengths,
         flags,
+        content: r.content,
         sample_id: r.sample_id.clone(),
         detail: None,
         duplicate_of: repeat
@@ -569,6 +596,7 @@ pub fn resolve_units<R: std::ops::Deref<Target = Records> + Send>(
                         rows.push(Summarized {
                             row: r.row,
                             flags,
+                            content: r.content,
                             category: r.category,
                         });
                         if repeat.is_some_and(|x| x.prompt_of.is_some()) {
@@ -683,6 +711,7 @@ mod tests {
                 },
                 completion_hash: hash,
                 completion_len: if hash == 0 { 0 } else { 10 },
+                content: row,
                 sample_id: id.map(SampleId::from),
                 flags: 0,
                 features: u32::MAX,

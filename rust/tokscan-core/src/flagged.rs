@@ -57,6 +57,9 @@ pub struct FlaggedSample {
     pub category: String,
     pub lengths: Lengths,
     pub flags: u64,
+    /// [`crate::token::content_key`] of its ids (`clean` checks the row still holds this sample).
+    #[serde(default)]
+    pub content: u64,
     pub sample_id: Option<SampleId>,
     /// From the per-sample rules; `None` for a sample only the corpus-wide checks flagged.
     pub detail: Option<FlagDetail>,
@@ -121,6 +124,15 @@ pub struct Hit {
     /// The part's windows that are a benchmark n-gram, and its windows.
     pub ngrams: u32,
     pub windows: u32,
+    /// The distinct n-grams of the item's field the part holds most of, and that field's n-grams.
+    #[serde(default)]
+    pub item_matched: u32,
+    #[serde(default)]
+    pub item_ngrams: u32,
+    /// The sample's tokens `[start, end)` from its first to its last n-gram of that field (what `--decode`
+    /// and `show` print).
+    #[serde(default)]
+    pub span: [u32; 2],
 }
 
 /// Two row-sorted lists as one; a row in both (never the case for disjoint units) keeps one entry.

@@ -19,6 +19,9 @@ pub struct SampleRecord {
     /// xxh3 of the completion ids (0 for an empty completion).
     pub completion_hash: u64,
     pub completion_len: u32,
+    /// [`crate::token::content_key`] of its ids.
+    #[serde(default)]
+    pub content: u64,
     pub sample_id: Option<SampleId>,
     /// The per-sample codes it was flagged with (a corpus-wide check does not repeat what they explain).
     #[serde(default)]
@@ -100,6 +103,8 @@ pub struct Fit {
 pub const NO_RATIO: i16 = i16::MIN;
 pub const TOKENS_MATCH: u32 = u32::MAX;
 pub const NOT_RENDERED: u32 = u32::MAX - 1;
+/// With a tokenizer: the chat template raised an error on the record (its message is in the report).
+pub const RENDER_FAILED: u32 = u32::MAX - 2;
 
 impl Fit {
     pub const ABSENT: Fit = Fit {

@@ -119,6 +119,9 @@ pub struct CategoryStats {
     /// `prefill`, `mask_start`, `end_of_turn_trained`), over the samples it applies to.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub consistency: BTreeMap<String, BTreeMap<String, u64>>,
+    /// The features on which no value holds the majority share (`category_split`; absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub splits: Vec<String>,
     /// `truncated` samples by where the length limit cut them: `reasoning`, `tool_call`, `response` (absent
     /// when none was cut).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -173,6 +176,10 @@ pub struct Flagged {
     pub lengths: FlaggedLengths,
     /// Completion range `[start, end)` in the sequence.
     pub completion: [u32; 2],
+    /// A key of the sample's content (16 hex digits; [`crate::token::content_key`]): `clean` reads the row
+    /// again and removes it only if it still holds this sample. Empty in a report written before it.
+    #[serde(default)]
+    pub content: String,
     /// For `duplicate` / `sample_id_duplicate`: the first sample with the same completion / id.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub duplicate_of: Option<FirstSeen>,
@@ -379,6 +386,10 @@ pub struct FlaggedSummarized {
     pub rows: String,
     /// Per row, its codes as a bit mask over `codes`: base64 of zlib-compressed little-endian u64.
     pub masks: String,
+    /// Per row, its content key (see `Flagged::content`): base64 of zlib-compressed little-endian u64 (empty
+    /// in a report written before it).
+    #[serde(default)]
+    pub contents: String,
 }
 
 fn packed(values: impl Iterator<Item = u64>) -> String {
@@ -458,6 +469,7 @@ impl FlaggedSummarized {
                 d
             })),
             masks: packed(partial.summarized.iter().map(|s| mask(s.flags))),
+            contents: packed(partial.summarized.iter().map(|s| s.content)),
         })
     }
 
@@ -524,7 +536,24 @@ pub fn severities(policy: &Policy) -> [Severity; crate::anomaly::N_CODES] {
     s
 }
 
-fn category_stats(c: &CategoryPartial, profile: &Profile, coverage: bool) -> CategoryStats {
+/// `c`'s statistics; `consistency` the thresholds of [`Partial::consistency`], `None` for the whole corpus (a
+/// mix of categories is not expected to agree).
+fn category_stats(
+    c: &CategoryPartial,
+    profile: &Profile,
+    coverage: bool,
+    consistency: Option<(u32, u64)>,
+) -> CategoryStats {
+    use crate::check::features::FEATURES;
+    use crate::corpus_checks::{agreement, Agreement};
+    let splits: Vec<String> = consistency
+        .map(|t| {
+            (0..FEATURES.len())
+                .filter(|&f| agreement(c, f, t) == Agreement::Split)
+                .map(|f| FEATURES[f].to_string())
+                .collect()
+        })
+        .unwrap_or_default();
     let mut lengths = BTreeMap::new();
     lengths.insert("prompt".to_string(), LengthStats::from_dist(&c.prompt));
     lengths.insert("thinking".to_string(), LengthStats::from_dist(&c.thinking));
@@ -551,6 +580,7 @@ fn category_stats(c: &CategoryPartial, profile: &Profile, coverage: bool) -> Cat
             .iter()
             .map(|code| (code.as_str().to_string(), c.codes[code.index()]))
             .collect(),
+        splits,
         consistency: {
             use crate::check::features::{value_name, FEATURES};
             let mut m: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
@@ -618,6 +648,7 @@ fn flagged_entry(
         completion: detail.map_or([f.lengths.prompt, f.lengths.total], |d| {
             [d.completion.0, d.completion.1]
         }),
+        content: format!("{:016x}", f.content),
         repetition: detail
             .and_then(|d| d.repetition)
             .filter(|_| f.flags & Code::Repetition.bit() != 0)
@@ -692,9 +723,16 @@ pub fn build_report(
     let mut categories = BTreeMap::new();
     for (name, c) in &partial.categories {
         all.merge(c);
-        categories.insert(name.clone(), category_stats(c, profile, coverage));
+        let mut stats = category_stats(c, profile, coverage, Some(partial.consistency));
+        // One finding per feature the category is split on (no sample carries it).
+        let split = stats.splits.len() as u64;
+        stats
+            .anomalies
+            .insert(Code::CategorySplit.as_str().to_string(), split);
+        all.codes[Code::CategorySplit.index()] += split;
+        categories.insert(name.clone(), stats);
     }
-    let mut overall = category_stats(&all, profile, coverage);
+    let mut overall = category_stats(&all, profile, coverage, None);
     if let Some(check) = draft_vocab.as_ref().and_then(|d| d.check.as_ref()) {
         // One finding for the corpus: the mapping does not fit it.
         overall.anomalies.insert(

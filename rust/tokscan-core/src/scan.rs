@@ -303,6 +303,7 @@ pub fn near_duplicates(
             category: r.category.clone(),
             lengths: r.lengths,
             flags: Code::NearDuplicate.bit(),
+            content: r.content,
             sample_id: r.sample_id.clone(),
             detail: None,
             duplicate_of: None,
@@ -370,6 +371,7 @@ struct CandidateRow {
     category: String,
     sample_id: Option<crate::sample_id::SampleId>,
     lengths: crate::check::Lengths,
+    content: u64,
     set: Vec<u64>,
 }
 
@@ -440,6 +442,7 @@ fn candidate_rows(
                     category: s.category,
                     sample_id: s.sample_id,
                     lengths: facts.lengths,
+                    content: crate::token::content_key(&s.ids),
                     set,
                 };
                 out.push((s.row, row));
@@ -958,6 +961,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
         tokens += seq.len() as u64;
         let category = ctx.records.category_index(cat_name);
         let (prompt_hash, prompt_len) = ctx.scratch.prompt_key(seq);
+        let content = crate::token::content_key(seq);
         ctx.records.rows.push(SampleRecord {
             row,
             source: ctx.source,
@@ -965,6 +969,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
             lengths: facts.lengths,
             completion_hash: if ce > cs { hash_ids(&seq[cs..ce]) } else { 0 },
             completion_len: (ce.saturating_sub(cs)) as u32,
+            content,
             sample_id: sample_id.cloned(),
             flags: facts.flags,
             features,
@@ -989,6 +994,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                 category: cat_name.to_string(),
                 lengths: facts.lengths,
                 flags: facts.flags,
+                content,
                 sample_id: sample_id.cloned(),
                 detail: Some(FlagDetail {
                     positions: facts.positions.to_vec(),

@@ -181,11 +181,14 @@ pub struct Partial {
 }
 
 /// A flagged sample past the detail limit: its row, its codes and its category, what `--exclude`, `clean`
-/// and the per-category counts need (24 bytes).
+/// and the per-category counts need, and its content key, what `clean` checks (32 bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summarized {
     pub row: u64,
     pub flags: u64,
+    /// [`crate::token::content_key`] of its ids.
+    #[serde(default)]
+    pub content: u64,
     /// Index into [`Partial::summarized_categories`].
     pub category: u32,
 }
@@ -352,6 +355,7 @@ impl Partial {
             self.summarized.push(Summarized {
                 row: f.row,
                 flags: f.flags,
+                content: f.content,
                 category,
             });
         }
@@ -388,6 +392,7 @@ impl Partial {
                 moved.push(Summarized {
                     row: f.row,
                     flags: f.flags,
+                    content: f.content,
                     category: self.summary_category(&f.category),
                 });
             }
@@ -500,6 +505,7 @@ mod tests {
             summarized: vec![Summarized {
                 row: 3,
                 flags: 1,
+                content: 0,
                 category: 1,
             }],
             categories: vec!["a".to_string()],
@@ -543,6 +549,7 @@ mod tests {
                     category: name,
                     lengths: l,
                     flags: 1 << (total % 5),
+                    content: 0,
                     sample_id: None,
                     detail: None,
                     duplicate_of: None,
@@ -620,6 +627,7 @@ mod tests {
             category: category.to_string(),
             lengths: Lengths::default(),
             flags,
+            content: row,
             sample_id: None,
             detail: None,
             duplicate_of: None,
@@ -764,6 +772,9 @@ mod tests {
             part: "prompt".into(),
             ngrams: 1,
             windows: 1,
+            item_matched: 1,
+            item_ngrams: 1,
+            span: [0, 1],
         }));
         p.push_flagged(c);
         assert!(p.flagged.iter().any(|f| f.row == 100));

@@ -277,9 +277,57 @@ pub fn hash_ids<T: TokenId>(ids: &[T]) -> u64 {
     h.digest()
 }
 
+/// Ids a [`content_key`] reads from each end of a sample, and spread between them.
+const KEY_IDS: usize = 16;
+
+/// A key of a sample's content, cheap enough to take for every sample: xxh3-64 of its length and of 48 of
+/// its ids (the first 16, the last 16, and 16 spread evenly between), normalised as [`hash_ids`]. Two rows with
+/// the same key hold the same sample, or samples alike in length and in all 48 places: what `clean` checks to
+/// know that a report's row still holds the sample the scan flagged there (a corpus without ids reordered since).
+pub fn content_key<T: TokenId>(ids: &[T]) -> u64 {
+    let n = ids.len();
+    let mut buf = [0u8; 8 + 4 * 3 * KEY_IDS];
+    buf[..8].copy_from_slice(&(n as u64).to_le_bytes());
+    let mut at = 8;
+    let mut put = |i: usize| {
+        buf[at..at + 4].copy_from_slice(&ids[i].id().to_le_bytes());
+        at += 4;
+    };
+    if n <= 3 * KEY_IDS {
+        (0..n).for_each(&mut put);
+    } else {
+        (0..KEY_IDS).for_each(&mut put);
+        let inner = n - 2 * KEY_IDS;
+        (0..KEY_IDS).for_each(|k| put(KEY_IDS + k * inner / KEY_IDS));
+        (n - KEY_IDS..n).for_each(&mut put);
+    }
+    xxhash_rust::xxh3::xxh3_64(&buf[..at])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_content_key_tells_samples_apart_whatever_the_storage_type() {
+        let v: Vec<u32> = (0..3000).map(|i| i * 37 % 160_000).collect();
+        let k = content_key(&v);
+        assert_eq!(
+            content_key(&v.iter().map(|&x| i64::from(x)).collect::<Vec<_>>()),
+            k
+        );
+        assert_eq!(
+            content_key(&v.iter().map(|&x| x as u16).collect::<Vec<_>>()),
+            content_key(&v.iter().map(|&x| u32::from(x as u16)).collect::<Vec<_>>())
+        );
+        assert_ne!(content_key(&v[1..]), k);
+        assert_ne!(content_key(&v[..2999]), k);
+        let mut w = v.clone();
+        w[2990] += 1; // among the last 16
+        assert_ne!(content_key(&w), k);
+        assert_ne!(content_key(&[1u32, 2]), content_key(&[2u32, 1]));
+        assert_ne!(content_key::<u32>(&[]), content_key(&[0u32]));
+    }
 
     #[test]
     fn hash_is_the_same_whatever_the_storage_type() {

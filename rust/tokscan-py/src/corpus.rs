@@ -172,6 +172,12 @@ impl PyCorpus {
             .collect()
     }
 
+    /// The content keys (`token::content_key`) of the global rows `rows` (ascending), read again: what
+    /// `clean` compares with the report's before it removes a row.
+    fn content_keys_at(&self, py: Python<'_>, rows: Vec<u64>) -> PyResult<Vec<u64>> {
+        detached(py, || self.inner.content_keys_at(&rows))
+    }
+
     /// Global rows `[start, end)` as a list of the dicts `sample` returns, read in one pass.
     fn samples<'py>(
         &self,

@@ -30,7 +30,9 @@ use crate::error::Result;
 use crate::flagged::FlaggedSample;
 use crate::profile::id_text::{decodes_to, IdText};
 use crate::profile::{kind, Profile, Role};
-use crate::records::{Fit, PairFact, Records, NOT_RENDERED, NO_RATIO, SHIFT_WINDOW, TOKENS_MATCH};
+use crate::records::{
+    Fit, PairFact, Records, NOT_RENDERED, NO_RATIO, RENDER_FAILED, SHIFT_WINDOW, TOKENS_MATCH,
+};
 use crate::sample_id::SampleId;
 use crate::source::prompts_for;
 use crate::token::TokenId;
@@ -368,8 +370,12 @@ pub fn pair_sample<T: TokenId>(
         let Some(enc) = &pairing.encoder else {
             return NOT_RENDERED;
         };
-        let Some(Ok(text)) = set.records[j].raw.as_deref().map(|r| enc.render(r)) else {
-            return 0;
+        let text = match set.records[j].raw.as_deref().map(|r| enc.render(r)) {
+            Some(Ok(text)) => text,
+            // The template raised (`raise_exception`, a record it does not support) or ran out of its budget:
+            // its own finding, with the template's message, not a mismatch at token 0.
+            Some(Err(_)) => return RENDER_FAILED,
+            None => return 0,
         };
         // Most samples are their record's rendering: comparing bytes costs a table look-up per token, where
         // tokenizing the text costs a byte-pair merge. Only a sample that differs is tokenized, to give the
@@ -438,6 +444,16 @@ pub struct PairingReport {
     /// Why tokens were not compared although a tokenizer was given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Samples whose record the chat template failed to render (`prompt_unrenderable`), and the first
+    /// failure: the record's line and the template's message.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unrenderable: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub render_error: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -689,12 +705,30 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
         }
         let mut used = vec![false; set.records.len()];
         let mut missing = 0u64;
+        let mut render_error = None;
         for (n, f) in plain.iter().enumerate() {
             match f.record {
                 None => missing += 1,
                 Some(r) => {
                     used[r as usize] = true;
-                    if !own_ok[n] && codes[n] == 0 {
+                    if f.fits[SHIFT_WINDOW].first_diff == RENDER_FAILED && codes[n] == 0 {
+                        codes[n] |= Code::PromptUnrenderable.bit();
+                        if render_error.is_none() {
+                            // The message, from rendering the first such record again (the facts keep none).
+                            let rec = &set.records[r as usize];
+                            let why = match (&pairing.encoder, rec.raw.as_deref()) {
+                                (Some(enc), Some(raw)) => {
+                                    enc.render(raw).err().map(|e| e.to_string())
+                                }
+                                _ => None,
+                            };
+                            render_error = Some(format!(
+                                "line {}: {}",
+                                rec.line,
+                                why.unwrap_or_else(|| "the chat template failed".into())
+                            ));
+                        }
+                    } else if !own_ok[n] && codes[n] == 0 {
                         codes[n] |= Code::PromptMismatch.bit();
                     }
                 }
@@ -733,6 +767,8 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
             compared: if tokens { "tokens" } else { "shape" }.into(),
             bytes_per_token: cal.map(|(m, _)| (m.exp() * 1000.0).round() / 1000.0),
             note: pairing.note.clone(),
+            unrenderable: 0,
+            render_error,
         };
         for (j, u) in used.iter().enumerate() {
             if !u {
@@ -750,13 +786,15 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
                 report.shifted += 1;
             } else if c & Code::PromptMismatch.bit() != 0 {
                 report.mismatched += 1;
+            } else if c & Code::PromptUnrenderable.bit() != 0 {
+                report.unrenderable += 1;
             } else if f.record.is_some() {
                 report.paired += 1;
             }
             if c != 0 {
                 let r = &recs.rows[*i];
                 let own = f.fits[SHIFT_WINDOW];
-                let pos = if own.first_diff < NOT_RENDERED {
+                let pos = if own.first_diff < RENDER_FAILED {
                     own.first_diff
                 } else {
                     crate::check::NO_POS
@@ -767,6 +805,7 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
                     category: recs.categories[r.category as usize].clone(),
                     lengths: r.lengths,
                     flags: c,
+                    content: r.content,
                     sample_id: r.sample_id.clone(),
                     detail: (pos != crate::check::NO_POS).then(|| {
                         let mut positions = vec![crate::check::NO_POS; crate::anomaly::N_CODES];

@@ -144,7 +144,7 @@ impl PromptSet {
         category: Option<String>,
         keep_raw: bool,
     ) -> Result<PromptSet> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let bytes = crate::files::read(path)?;
         let text = std::str::from_utf8(&bytes).map_err(|e| {
             Error::invalid(
                 path,
@@ -175,6 +175,8 @@ impl PromptSet {
         for (r, (n, _)) in parsed.into_iter().zip(&lines) {
             records.push(r.map_err(|e| Error::invalid(path, format!("line {n}: {e}")))?);
         }
+        // The field that carries ids, named by the first record; a file whose records all hold `"id": null`
+        // (a writer that had none to give) carries none, and pairs by line.
         let id_field = {
             let first = lines[0].1;
             let probe: HashMap<&str, &RawValue> = serde_json::from_str(first).unwrap_or_default();
@@ -185,7 +187,8 @@ impl PromptSet {
             } else {
                 None
             }
-        };
+        }
+        .filter(|_| records.iter().any(|r| r.id.is_some()));
         let mut by_id = HashMap::new();
         let mut duplicate_ids = Vec::new();
         if id_field.is_some() {
@@ -258,6 +261,19 @@ mod tests {
         assert!(!r[2].system); // an empty system message is no system prompt
         assert_eq!(s.by_id["7"], 0);
         assert_eq!(s.duplicate_ids, vec![("7".to_string(), 1, 4)]);
+    }
+
+    #[test]
+    fn records_whose_ids_are_all_null_carry_none() {
+        let (_d, p) = write(concat!(
+            r#"{"id": null, "messages": [{"role": "user", "content": "a"}]}"#,
+            "\n",
+            r#"{"id": null, "messages": [{"role": "user", "content": "b"}]}"#,
+            "\n"
+        ));
+        let s = PromptSet::read(&p, None, None, false).unwrap();
+        assert_eq!(s.id_field, None);
+        assert!(s.by_id.is_empty());
     }
 
     #[test]

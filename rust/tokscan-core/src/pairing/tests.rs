@@ -97,6 +97,7 @@ fn records_of(facts: Vec<PairFact>) -> Records {
             lengths: Default::default(),
             completion_hash: 0,
             completion_len: 0,
+            content: f.row,
             sample_id: None,
             flags: 0,
             features: u32::MAX,

@@ -119,7 +119,6 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// Length of the longest pre-fill that `tokens` starts with (0 when none does).
     /// The consistency thresholds of [`crate::summary::Partial::consistency`]: `(basis points, samples)`, 0 for
     /// the defaults.
     pub fn consistency(&self) -> (u32, u64) {
@@ -131,6 +130,7 @@ impl Profile {
         )
     }
 
+    /// Length of the longest pre-fill that `tokens` starts with (0 when none does).
     pub fn prefill_len<T: crate::token::TokenId>(&self, tokens: &[T]) -> usize {
         self.prefills
             .iter()

@@ -61,7 +61,7 @@ pub struct RulesSpec {
     #[serde(default)]
     pub end_of_turn_trained: bool,
     /// Share of a category (0..1) a structural feature value must hold before the samples without it are
-    /// flagged `departs_from_category` (default 0.99).
+    /// flagged `departs_from_category` (default 0.95); a category where no value holds it is `category_split`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consistency_majority: Option<f64>,
     /// Samples a category needs before it is judged for consistency (default 100).

@@ -23,7 +23,7 @@ pub mod megatron;
 pub mod numpy;
 pub mod parquet;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -499,6 +499,66 @@ pub struct Skipped {
 /// `clean` copies beside the cleaned inputs, unlike the other files discovery leaves aside).
 pub const NOT_A_CORPUS_FILE: &str = "not a corpus file (no known format)";
 
+/// Why a prompts file found in a folder does not pair: the folder holds another that does, or several and none
+/// named `prompts.jsonl` (the start of the reason; `clean` copies these beside the cleaned inputs too).
+pub const UNPAIRED_PROMPTS_FILE: &str = "a prompts file that does not pair";
+
+/// The name a folder's prompts file has when it holds several: `prompts.jsonl` (`.ndjson`, `.gz`, `.zst`).
+fn is_conventional_prompts_name(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.split('.').next() == Some("prompts"))
+}
+
+/// One prompts file per folder: where a folder holds several (`prompts.jsonl` beside `prompts_edited.jsonl`,
+/// an old copy kept beside the real one), the one named `prompts.jsonl` pairs and the others are listed as
+/// skipped; with several and none of that name, none pairs (which one is meant is the user's to say). Two files
+/// never pair the same samples.
+fn one_prompts_file_per_folder(
+    prompts: Vec<PromptsFile>,
+    skipped: &mut Vec<Skipped>,
+) -> Vec<PromptsFile> {
+    let mut by_dir: BTreeMap<PathBuf, Vec<PromptsFile>> = BTreeMap::new();
+    for p in prompts {
+        by_dir.entry(p.dir.clone()).or_default().push(p);
+    }
+    let mut out = Vec::new();
+    for (_, mut files) in by_dir {
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        if files.len() == 1 {
+            out.extend(files);
+            continue;
+        }
+        let named: Vec<usize> = (0..files.len())
+            .filter(|&i| is_conventional_prompts_name(&files[i].path))
+            .collect();
+        let keep = (named.len() == 1).then(|| named[0]);
+        let why = match keep {
+            Some(k) => format!(
+                "{UNPAIRED_PROMPTS_FILE}: {} is this folder's prompts file; pass --prompts to use this one",
+                format::file_name(&files[k].path)
+            ),
+            None => format!(
+                "{UNPAIRED_PROMPTS_FILE}: one of {} prompts files in this folder and {} named prompts.jsonl; \
+                 pass --prompts to choose one",
+                files.len(),
+                if named.is_empty() { "none" } else { "more than one" }
+            ),
+        };
+        for (i, f) in files.into_iter().enumerate() {
+            if Some(i) == keep {
+                out.push(f);
+            } else {
+                skipped.push(Skipped {
+                    path: f.path,
+                    reason: why.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
 /// A prompts file found beside the shards (`{"id"?, "messages": [...], "tools"?: [...]}` per line): it pairs
 /// with the inputs under its folder.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -572,21 +632,23 @@ pub fn discover_all(paths: &[String]) -> Result<Discovery> {
     }
     let mut d = Discovery {
         inputs: w.inputs,
-        prompts: w.prompts,
+        prompts: Vec::new(),
         skipped: w.skipped,
     };
     d.inputs.sort_by(|a, b| a.path.cmp(&b.path));
     d.inputs.dedup_by(|a, b| a.path == b.path);
     // A folder holding a prompts file names the category of the shards under it (unless a `category=NAME`
-    // folder already does): the drafter layout `data/B1_glaive/{shards, prompts.jsonl}`.
+    // folder already does): the drafter layout `data/B1_glaive/{shards, prompts.jsonl}`. So it does when its
+    // prompts files do not pair (several, none named prompts.jsonl).
     for i in &mut d.inputs {
         if i.hive_category.is_none() {
-            i.hive_category = prompts_for(&d.prompts, &i.path)
+            i.hive_category = prompts_for(&w.prompts, &i.path)
                 .filter(|p| p.names_category)
                 .and_then(|p| p.dir.file_name())
                 .map(|n| n.to_string_lossy().into_owned());
         }
     }
+    d.prompts = one_prompts_file_per_folder(w.prompts, &mut d.skipped);
     d.prompts.sort_by(|a, b| a.path.cmp(&b.path));
     d.skipped.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(d)
@@ -802,6 +864,10 @@ impl Walk {
                     self.skip(&entry, "a broken symbolic link");
                     continue;
                 }
+                Err(e) if e.raw_os_error() == Some(ELOOP) => {
+                    self.skip(&entry, "a symbolic link loop");
+                    continue;
+                }
                 Err(e) => return Err(Error::io(&entry, e)),
             };
             if meta.is_dir() {
@@ -840,6 +906,22 @@ impl Walk {
         Ok(())
     }
 }
+
+/// The error a symbolic link loop gives (`ELOOP`; 40 on Linux, 62 on macOS and the BSDs).
+#[cfg(any(
+    target_os = "macos",
+    target_os = "freebsd",
+    target_os = "openbsd",
+    target_os = "netbsd"
+))]
+const ELOOP: i32 = 62;
+#[cfg(not(any(
+    target_os = "macos",
+    target_os = "freebsd",
+    target_os = "openbsd",
+    target_os = "netbsd"
+)))]
+const ELOOP: i32 = 40;
 
 /// The innermost `category=NAME` folder on the path, if any.
 fn hive_category(_root: &Path, path: &Path) -> Option<String> {
@@ -1051,5 +1133,81 @@ mod category_folder_tests {
         assert_eq!(cats(&named[..1]), vec![None]);
         // One folder named twice is still one folder: no category.
         assert_eq!(cats(&[named[0].clone(), named[0].clone()]), vec![None]);
+    }
+
+    #[test]
+    fn a_folder_pairs_with_one_prompts_file_and_lists_the_others() {
+        let prompt = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n";
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for (cat, names) in [
+            (
+                "B1_code",
+                &[
+                    "prompts.jsonl",
+                    "prompts_edited.jsonl",
+                    "prompts_rotated.jsonl",
+                ][..],
+            ),
+            ("B2_math", &["math_a.jsonl", "math_b.jsonl"][..]),
+            ("B3_chat", &["chat.jsonl"][..]),
+        ] {
+            let d = root.join(cat);
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("gen.jsonl"), "{\"input_ids\": [1, 2]}\n").unwrap();
+            for n in names {
+                std::fs::write(d.join(n), prompt).unwrap();
+            }
+        }
+        #[cfg(unix)]
+        std::os::unix::fs::symlink("loop.jsonl", root.join("B3_chat/loop.jsonl")).unwrap();
+        let found = discover_all(&[root.display().to_string()]).expect("read");
+        let paired: Vec<_> = found
+            .prompts
+            .iter()
+            .map(|p| p.path.strip_prefix(root).unwrap().to_path_buf())
+            .collect();
+        assert_eq!(
+            paired,
+            vec![
+                PathBuf::from("B1_code/prompts.jsonl"),
+                PathBuf::from("B3_chat/chat.jsonl")
+            ]
+        );
+        let why = |name: &str| {
+            found
+                .skipped
+                .iter()
+                .find(|s| s.path == root.join(name))
+                .map(|s| s.reason.clone())
+                .unwrap_or_else(|| panic!("{name} not listed: {:?}", found.skipped))
+        };
+        for n in [
+            "B1_code/prompts_edited.jsonl",
+            "B1_code/prompts_rotated.jsonl",
+        ] {
+            let r = why(n);
+            assert!(r.starts_with(UNPAIRED_PROMPTS_FILE), "{r}");
+            assert!(
+                r.contains("prompts.jsonl is this folder's") && r.contains("--prompts"),
+                "{r}"
+            );
+        }
+        for n in ["B2_math/math_a.jsonl", "B2_math/math_b.jsonl"] {
+            assert!(why(n)
+                .contains("one of 2 prompts files in this folder and none named prompts.jsonl"));
+        }
+        #[cfg(unix)]
+        assert_eq!(why("B3_chat/loop.jsonl"), "a symbolic link loop");
+        // A folder whose prompts files do not pair still names its category.
+        let cats: Vec<_> = found
+            .inputs
+            .iter()
+            .map(|i| i.hive_category.clone())
+            .collect();
+        assert_eq!(
+            cats,
+            ["B1_code", "B2_math", "B3_chat"].map(|c| Some(c.to_string()))
+        );
     }
 }
