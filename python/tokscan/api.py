@@ -31,7 +31,9 @@ def spelled_pieces(tokenizer: Path, strings: list[str]) -> list[tuple[str, list[
         return []
     if not path.is_file():
         return []
-    spec = json.loads(path.read_text())
+    from .files import read_text
+
+    spec = json.loads(read_text(path))
     spec["added_tokens"] = []
     plain = Tokenizer.from_str(json.dumps(spec))
     return [(s, plain.encode(s, add_special_tokens=False).ids) for s in strings]

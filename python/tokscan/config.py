@@ -156,10 +156,10 @@ def from_table(table: dict[str, Any], where: str, source: Path | None = None) ->
 
 
 def load_file(path: Path) -> Config:
+    from .files import read_text
+
     try:
-        data = tomllib.loads(path.read_text())
-    except OSError as e:
-        raise UsageError(f"{path}: {e.strerror}") from None
+        data = tomllib.loads(read_text(path))
     except UnicodeDecodeError:
         raise UsageError(f"{path}: not a text file (invalid TOML)") from None
     except tomllib.TOMLDecodeError as e:
@@ -184,9 +184,11 @@ def discover(start: Path | None = None) -> Config:
             return load_file(t)
         py = folder / "pyproject.toml"
         if py.is_file():
+            from .files import read_text
+
             try:
-                text = py.read_text()
-            except (OSError, UnicodeDecodeError):
+                text = read_text(py)
+            except (UsageError, UnicodeDecodeError):
                 text = ""
             try:
                 has = "tokscan" in tomllib.loads(text).get("tool", {})

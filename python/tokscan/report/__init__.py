@@ -419,11 +419,11 @@ class Report:
 
     @classmethod
     def load(cls, path: str | Path) -> Report:
+        from ..files import read_text
+
         p = Path(path)
         try:
-            text = p.read_text()
-        except OSError as e:
-            raise ReportError(f"{p}: {e.strerror}") from None
+            text = read_text(p, ReportError)
         except UnicodeDecodeError:
             raise ReportError(f"{p}: not a JSON report (not UTF-8 text)") from None
         report = cls.from_json(text, str(p))

@@ -50,10 +50,10 @@ class AlignResult:
 
 def read_records(path: Path) -> list[dict[str, Any]]:
     out = []
+    from ..files import read_text
+
     try:
-        lines = path.read_text().splitlines()
-    except OSError as e:
-        raise InputError(f"{path}: {e.strerror}") from None
+        lines = read_text(path, InputError).splitlines()
     except UnicodeDecodeError:
         raise InputError(f"{path}: not a JSONL prompts file (not UTF-8 text)") from None
     for n, line in enumerate(lines, 1):

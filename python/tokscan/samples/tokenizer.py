@@ -35,9 +35,11 @@ def read_config(directory: Path) -> dict[str, Any]:
     path = directory / CONFIG
     if not path.is_file():
         return {}
+    from ..files import read_text
+
     try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        cfg = json.loads(read_text(path, InputError))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InputError(f"{path}: not a readable JSON file ({e})") from None
     if not isinstance(cfg, dict):
         raise InputError(f"{path}: not a JSON object")
@@ -146,10 +148,10 @@ def load_tokenizer(path: str | os.PathLike[str], trust_remote_code: bool = False
 def read_chat_template(path: str | os.PathLike[str]) -> str:
     """The text of a Jinja chat template file (`--chat-template`, a tokenizer's `chat_template.jinja`); one
     UsageError naming it when it cannot be read or is not UTF-8 text."""
+    from ..files import read_text
+
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise UsageError(f"{os.fspath(path)}: cannot read the chat template ({e.strerror or e})") from None
+        return read_text(path)
     except UnicodeDecodeError as e:
         raise UsageError(f"{os.fspath(path)}: not a chat template (not UTF-8 text at byte {e.start})") from None
 

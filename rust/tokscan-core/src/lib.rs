@@ -12,6 +12,7 @@ pub mod convert;
 pub mod corpus;
 pub mod corpus_checks;
 pub mod error;
+pub mod files;
 pub mod flagged;
 pub mod json;
 pub mod neardup;

@@ -845,7 +845,7 @@ async fn put_file(
     size: u64,
 ) -> Result<()> {
     if size <= PART_BYTES {
-        let data = std::fs::read(file).map_err(|e| Error::io(file, e))?;
+        let data = crate::files::read(file)?;
         store
             .put(location, data.into())
             .await

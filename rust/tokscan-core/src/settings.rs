@@ -1,6 +1,6 @@
 //! Settings read from the environment (`TOKSCAN_MAX_LINE_BYTES`, `TOKSCAN_MAX_DECOMPRESSED_BYTES`,
-//! `TOKSCAN_RECORDS_MEMORY`): a value that is set but is not what the variable takes is a usage error naming
-//! it, never a silent fall-back to the default.
+//! `TOKSCAN_RECORDS_MEMORY`, `TOKSCAN_MAX_FILE_BYTES`): a value that is set but is not what the variable takes is
+//! a usage error naming it, never a silent fall-back to the default.
 
 use crate::error::{Error, Result};
 

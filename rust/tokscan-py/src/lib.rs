@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 use tokscan_core::source::ColumnNames;
 use tokscan_core::Code;
 
@@ -295,6 +295,15 @@ fn reads_tokenizer_vocabulary(path: std::path::PathBuf) -> bool {
     tokscan_core::profile::tokenizer_files::reads_vocabulary(&path)
 }
 
+/// The bytes of the regular file `path`, at most `TOKSCAN_MAX_FILE_BYTES` of them: every file Python reads whole
+/// (a config, a report, a mapping) goes through the core's one reader, so a FIFO or `/dev/zero` is an
+/// `InputError` naming it, never a hang or an exhausted memory.
+#[pyfunction]
+fn read_file<'py>(py: Python<'py>, path: std::path::PathBuf) -> PyResult<Bound<'py, PyBytes>> {
+    let data = detached(py, || tokscan_core::files::read(&path))?;
+    Ok(PyBytes::new(py, &data))
+}
+
 /// `(name, how errors list it)` of every input format, in the registry's order.
 #[pyfunction]
 fn formats() -> Vec<(&'static str, &'static str)> {
@@ -409,6 +418,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(report_schema_markdown, m)?)?;
     m.add_function(wrap_pyfunction!(report_fields, m)?)?;
     m.add_function(wrap_pyfunction!(reads_tokenizer_vocabulary, m)?)?;
+    m.add_function(wrap_pyfunction!(read_file, m)?)?;
     m.add_function(wrap_pyfunction!(prompt::encode_prompts, m)?)?;
     m.add_function(wrap_pyfunction!(prompt::render_prompts, m)?)?;
     m.add_class::<distributed::PyTaskScan>()?;

@@ -100,7 +100,7 @@ impl Profile {
         } else {
             let path = Path::new(name_or_path);
             if path.is_file() {
-                let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+                let text = crate::files::read_to_string(path)?;
                 let spec = Self::parse_spec(&text, name_or_path)?;
                 // A file's problems name the file (its `name`, or its base's, only beside it).
                 return Self::from_spec(&spec, vocab).map_err(|e| match e {

@@ -147,7 +147,7 @@ fn uses_byte_level(v: &serde_json::Value) -> bool {
 }
 
 pub(crate) fn read_json(path: &Path) -> Result<serde_json::Value> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = crate::files::read_to_string(path)?;
     serde_json::from_str(&text).map_err(|e| Error::Tokenizer {
         path: path.to_path_buf(),
         message: format!("not valid JSON: {e}"),
@@ -300,7 +300,7 @@ pub(crate) fn config_added_tokens(config: &serde_json::Value) -> Vec<AddedToken>
 
 /// `(bytes, rank)` of every line `base64(bytes) rank` of a tiktoken vocabulary.
 pub fn read_tiktoken(path: &Path) -> Result<Vec<(Vec<u8>, u32)>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = crate::files::read_to_string(path)?;
     let bad = |line: usize, what: &str| Error::Tokenizer {
         path: path.to_path_buf(),
         message: format!("line {line}: {what} (expected `base64(bytes) rank`)"),

@@ -106,7 +106,7 @@ impl Tiktoken {
             .code
             .iter()
             .find_map(|p| {
-                let src = std::fs::read_to_string(p).ok()?;
+                let src = crate::files::read_to_string(p).ok()?;
                 python_pattern(&src).map(|pat| ((pat, src), p.clone()))
             })
             .ok_or_else(|| Error::Tokenizer {

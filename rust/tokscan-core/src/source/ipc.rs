@@ -62,7 +62,7 @@ fn hf_data_files(dir: &Path) -> Result<Option<Vec<PathBuf>>> {
     if !state.is_file() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(&state).map_err(|e| Error::io(&state, e))?;
+    let text = crate::files::read_to_string(&state)?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| Error::invalid(&state, format!("not a datasets state.json: {e}")))?;
     let Some(files) = v.get("_data_files").and_then(|f| f.as_array()) else {

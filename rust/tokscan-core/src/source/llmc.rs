@@ -190,7 +190,7 @@ impl LlmcShard {
         let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
         if len < HEADER_BYTES as u64 {
             // Too short to map usefully (an empty file cannot be mapped everywhere): read it to say why.
-            let b = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+            let b = crate::files::read(path)?;
             let why = parse_header(&b)
                 .err()
                 .unwrap_or_else(|| "truncated header".into());

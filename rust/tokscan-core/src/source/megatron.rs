@@ -292,7 +292,7 @@ impl MegatronShard {
         let bin_len = std::fs::metadata(&bin)
             .map_err(|e| Error::io(&bin, e))?
             .len();
-        let idx_bytes = std::fs::read(&idx).map_err(|e| Error::io(&idx, e))?;
+        let idx_bytes = crate::files::read(&idx)?;
         let index = parse_index(&idx_bytes, bin_len).map_err(|m| Error::invalid(&idx, m))?;
         let (map, guard) = if bin_len == 0 {
             (None, None)
@@ -363,7 +363,7 @@ impl Source for MegatronShard {
     fn write_filtered(&self, keep: &[bool], out: &Path) -> Result<WriteStats> {
         super::check_keep(self, keep)?;
         let idx = idx_path(&self.path);
-        let b = std::fs::read(&idx).map_err(|e| Error::io(&idx, e))?;
+        let b = crate::files::read(&idx)?;
         let bin_len = self.map.as_ref().map_or(0, |m| m.len() as u64);
         if parse_index(&b, bin_len).ok().as_ref() != Some(&self.index) {
             return Err(Error::invalid(
