@@ -263,3 +263,127 @@ def test_vocab_takes_the_scans_prompts_template_and_html_options(tmp_path, clean
     assert out.is_file() and "draft" in page.read_text().lower()
     doc = json.loads(report.read_text())
     assert doc["pairing"][0]["path"] == str(prompts) and doc["draft_vocab"]["sizes"] == [64]
+
+
+def one_line_usage_error(res, *needles: str) -> str:
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr and "internal error" not in res.stderr, res.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+def test_sizes_beyond_the_vocabulary_are_refused_naming_the_option(tmp_path, clean):
+    """`--size` one past the vocabulary was "internal error: IndexError" (t2d has no such id); `--size 1000000000`
+    built a mapping of a billion ids until memory ran out; `--draft-vocab 5000000000` was serde's "invalid value:
+    integer ..., expected u32" naming no option. Each is refused before the scan, naming the option."""
+    path = synth.write_parquet_full(clean[:20], tmp_path / "p")
+    out = tmp_path / "m.npz"
+    for args, needles in (
+        (("vocab", "--size", str(VOCAB + 1)), ("--size", f"{VOCAB + 1:,}", "kimi-k2", f"{VOCAB:,} ids")),
+        (("vocab", "--size", "1000000000"), ("--size", "1,000,000,000", "larger than any vocabulary")),
+        (("vocab", "--size", "64", "--draft-vocab", "64,5000000000"), ("--draft-vocab", "5,000,000,000")),
+        (("scan", "--draft-vocab", "5000000000"), ("--draft-vocab", "5,000,000,000")),
+        (("scan", "--draft-vocab", str(VOCAB + 1)), ("--draft-vocab", f"{VOCAB:,} ids")),
+    ):
+        command, *rest = args
+        extra = ["--out", str(out)] if command == "vocab" else []
+        one_line_usage_error(run_cli(command, str(path), *rest, *extra, "-q"), *needles)
+    assert not out.exists()
+    cfg = tmp_path / "tokscan.toml"
+    cfg.write_text(f"draft_vocab = [{VOCAB + 1}]\n")
+    one_line_usage_error(run_cli("scan", str(path), "--config", str(cfg), "-q"), f"draft_vocab in {cfg}")
+    with pytest.raises(tokscan.UsageError, match="vocab_mapping: draft-vocabulary size"):
+        tokscan.scan(str(path), vocab_mapping=VOCAB + 1)
+    with pytest.raises(tokscan.UsageError, match="draft_vocab: draft-vocabulary size"):
+        tokscan.scan(str(path), draft_vocab=[2**40])
+    # The whole vocabulary is a size like any other.
+    res = run_cli("vocab", str(path), "--size", str(VOCAB), "--out", str(out), "--fail-on", "never", "-q")
+    assert res.returncode == 0, res.stderr
+    d2t, t2d = load_mapping(out)
+    assert len(d2t) == VOCAB and all(t2d)
+
+
+def test_a_mapping_that_does_not_fit_is_refused_naming_the_file(tmp_path, clean):
+    """A `uint64` d2t was serde's "invalid value: integer 18446744073709551615, expected i64"; an `.npz` whose t2d
+    inflates to 300M entries (292 KB on disk) took 36 s and 6.3 GB. The sizes in each member's `.npy` header are
+    held to the profile's vocabulary before anything is inflated."""
+    import time
+    import zipfile
+
+    path = synth.write_parquet_full(clean[:20], tmp_path / "p")
+    wide = tmp_path / "wide.npz"
+    np.savez(wide, d2t=np.array([2**64 - 1, 0], dtype=np.uint64), t2d=np.zeros(VOCAB, dtype=bool))
+    one_line_usage_error(run_cli("scan", str(path), "--check-vocab", str(wide), "-q"), str(wide), "d2t", "int64")
+
+    # A real (small) bomb: 20M entries inflated from ~20 KB.
+    bomb = tmp_path / "bomb.npz"
+    np.savez_compressed(bomb, d2t=np.arange(3, dtype=np.int64) * 0, t2d=np.zeros(20_000_000, dtype=bool))
+    assert bomb.stat().st_size < 100_000
+    line = one_line_usage_error(run_cli("scan", str(path), "--check-vocab", str(bomb), "-q"), str(bomb))
+    assert f"t2d has 20,000,000 entries, more than the profile's vocabulary ({VOCAB:,} ids)" in line
+
+    # A header that claims 300M entries with ten bytes behind it: refused by its header, never inflated (reading
+    # the array would fail on its missing data with another message).
+    claims = tmp_path / "claims.npz"
+    header = {"descr": "|b1", "fortran_order": False, "shape": (300_000_000,)}
+    with zipfile.ZipFile(claims, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, head in (("d2t", {"descr": "<i8", "fortran_order": False, "shape": (1,)}), ("t2d", header)):
+            with z.open(f"{name}.npy", "w") as f:
+                np.lib.format.write_array_header_1_0(f, head)
+                f.write(b"\0" * (8 if name == "d2t" else 10))
+    t0 = time.perf_counter()
+    with pytest.raises(tokscan.UsageError, match="t2d has 300,000,000 entries"):
+        load_mapping(claims, VOCAB)
+    assert time.perf_counter() - t0 < 1.0
+    with pytest.raises(tokscan.UsageError, match="more than the largest vocabulary tokscan counts"):
+        load_mapping(claims)
+
+
+def test_a_full_disk_names_the_mapping_and_leaves_no_partial_file(tmp_path, clean):
+    """`vocab --out` on a full disk said only "No space left on device" and left a truncated file. It names the
+    file, and the mapping is written beside it under a temporary name and renamed only when complete: a failed
+    write leaves no file (or the earlier mapping untouched)."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    path = synth.write_parquet_full(clean[:20], tmp_path / "p")
+    full = tmp_path / "full.npz"
+    full.symlink_to("/dev/full")
+    base = ["vocab", str(path), "--size", "2000", "--fail-on", "never", "-q"]
+    one_line_usage_error(run_cli(*base, "--out", str(full)), str(full), "No space left on device")
+
+    def small_files() -> None:  # writes past 20 KB fail (EFBIG), as on a disk that fills up mid-file
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    earlier = out_dir / "kept.npz"
+    earlier.write_bytes(b"the earlier mapping")
+    for name in ("m.npz", "m.json", "kept.npz"):
+        out = out_dir / name
+        res = subprocess.run(
+            [sys.executable, "-m", "tokscan", *base, "--out", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            preexec_fn=small_files,
+        )
+        one_line_usage_error(res, str(out), "cannot write the draft-vocabulary mapping")
+    assert sorted(p.name for p in out_dir.iterdir()) == ["kept.npz"]  # no partial file, no temporary one
+    assert earlier.read_bytes() == b"the earlier mapping"
+
+
+def test_the_pt_format_without_torch_names_the_install_command(tmp_path, monkeypatch):
+    import sys
+
+    from tokscan.vocab import check_output
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    for call in (lambda: check_output(tmp_path / "m.pt"), lambda: load_mapping(tmp_path / "m.pt")):
+        with pytest.raises(tokscan.UsageError, match=r"needs PyTorch \(.* -m pip install 'torch>=2\.1'\)"):
+            call()

@@ -45,6 +45,7 @@ CASES = {
     "clean --report": ["clean", "a.parquet", "--report", "X", "--out", "cleaned"],
     "diff BASE": ["diff", "X", "report.json"],
     "diff NEW": ["diff", "report.json", "X"],
+    "--check-vocab": ["scan", "a.parquet", "--check-vocab", "X", "-q"],
 }
 
 

@@ -144,7 +144,12 @@ def scan(
     path_list = utf8_paths(paths)
     from .vocab import options as vocab_options
 
-    vocab = vocab_options(draft_vocab, vocab_mapping, check_vocab, check_vocab_tolerance)
+    # The draft-vocabulary sizes and a checked mapping are held to the profile's vocabulary: loaded here for them
+    # (the scan's own, except on Ray, whose workers load their own).
+    loaded = profile if isinstance(profile, _core.Profile) else None
+    if loaded is None and (draft_vocab or vocab_mapping is not None or check_vocab is not None):
+        loaded = load_profile(profile, tokenizer, trust_remote_code)
+    vocab = vocab_options(draft_vocab, vocab_mapping, check_vocab, check_vocab_tolerance, loaded)
     if engine not in ("local", "ray"):
         raise UsageError(f"engine must be 'local' or 'ray', got {engine!r}")
     if chat_template is not None and not Path(chat_template).is_file():
@@ -203,7 +208,7 @@ def scan(
             progress=progress,
             poll_interval=max(poll_interval, 0.2),
         )
-    prof = profile if isinstance(profile, _core.Profile) else load_profile(profile, tokenizer, trust_remote_code)
+    prof = loaded if loaded is not None else load_profile(profile, tokenizer, trust_remote_code)
     from .remote import relabel, staged
 
     with staged([] if opened is not None else path_list) as (local_paths, bases):

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Iterable
+import secrets
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import UsageError
 
@@ -45,6 +48,33 @@ def write_file(path: str | os.PathLike[str], text: str | Iterable[str], what: st
         if os.path.isfile(path):
             os.unlink(path)
         raise UsageError(f"{os.fspath(path)}: cannot write {what} ({e.strerror or e})") from None
+
+
+@contextmanager
+def replacing(path: str | os.PathLike[str], what: str) -> Iterator[BinaryIO]:
+    """A binary file to write `what` into, that becomes `path` only when the block ends without error: it is
+    written beside `path` under a temporary name and renamed over it, so a failure (a full disk, a writer that
+    raises) leaves `path` as it was and nothing half-written. The failure is one UsageError naming `path`. A
+    `path` that exists and is not a regular file (`/dev/null`, a FIFO) is written in place."""
+    target = os.path.realpath(path)  # a symlink's target is replaced, not the link
+    if os.path.exists(target) and not os.path.isfile(target):
+        tmp = None
+    else:
+        folder, name = os.path.split(target)
+        tmp = os.path.join(folder, f".{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        # O_EXCL: never another file of that name; mode 0o666 under the umask, as `open` would create `path`.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666) if tmp else os.open(target, os.O_WRONLY)
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        if tmp:
+            os.replace(tmp, target)
+    except Exception as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else (str(e).strip().splitlines() or [""])[0]
+        raise UsageError(f"{os.fspath(path)}: cannot write {what} ({why or type(e).__name__})") from None
+    finally:  # after a failure, or Ctrl-C; after the rename there is no such file
+        if tmp and os.path.lexists(tmp):
+            os.unlink(tmp)
 
 
 def input_paths(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:

@@ -171,12 +171,23 @@ def execute(a: ScanArgs) -> int:
     ]
     reads += [a.prompts or cfg.prompts, a.chat_template or cfg.chat_template, a.check_vocab, *a.contamination]
     refuse_clobbering(outputs, paths, reads)
-    from ..vocab import parse_sizes
+    from ..vocab import check_sizes, parse_sizes
 
-    sizes = parse_sizes(a.draft_vocab) if a.draft_vocab is not None else cfg.draft_vocab
+    if a.vocab_size is not None:
+        parse_sizes([a.vocab_size], "--size")  # `tokscan vocab`'s size, also its --draft-vocab by default
+    sizes = parse_sizes(a.draft_vocab, "--draft-vocab") if a.draft_vocab is not None else cfg.draft_vocab
     columns = {**cfg.columns, **a.columns}
     profile = cfg.profile_name(a.profile)
     tok_dir = a.tokenizer or cfg.tokenizer
+    prof = None
+    if sizes or a.vocab_size is not None:
+        # Sizes beyond the profile's vocabulary are refused naming their option, before the scan (the profile
+        # loaded for it is the scan's, except on Ray, whose workers load their own).
+        vocab_prof = load_profile(profile, tok_dir, a.trust_remote_code)
+        sizes_from = "--draft-vocab" if a.draft_vocab is not None else f"draft_vocab in {cfg.source}"
+        check_sizes(vocab_prof, sizes or [], sizes_from, a.vocab_size, "--size")
+        if a.ray is None:
+            prof = vocab_prof
     fail_level = a.fail_on or cfg.fail_on or "error"
     base = Report.load(a.baseline) if a.baseline is not None else None
     if base is not None:
@@ -198,13 +209,12 @@ def execute(a: ScanArgs) -> int:
     # its timer and its progress bar.
     local = a.ray is None and not any_url(list(paths))
     hinting = a.hint and not a.quiet and local
-    prof = None
     if hinting:
         # Before the scan: with the wrong profile every sample is flagged, and a long scan would only say so
         # at its end.
         from ..samples.hints import preflight_hint
 
-        prof = load_profile(profile, tok_dir, a.trust_remote_code)
+        prof = prof if prof is not None else load_profile(profile, tok_dir, a.trust_remote_code)
         early = preflight_hint(prof, list(paths), columns)
         if early is not None:
             err.print(f"[bold yellow]hint:[/] {early.message}", highlight=False, soft_wrap=True)

@@ -434,6 +434,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SCHEMA_VERSION", tokscan_core::report::SCHEMA_VERSION)?;
     m.add("DEFAULT_PROFILE", tokscan_core::profile::DEFAULT_PROFILE)?;
     m.add("COLUMN_ROLES", ColumnNames::ROLES.to_vec())?;
+    m.add("MAX_COUNTED_VOCAB", tokscan_core::vocab::MAX_COUNTED_VOCAB)?;
     m.add(
         "FAIL_ON_LEVELS",
         tokscan_core::policy::FailOn::LEVELS.to_vec(),
