@@ -8,7 +8,7 @@ export CARGO_TERM_COLOR ?= never
 .PHONY: help venv build browser demo test test-rust test-python lint fmt fuzz bench clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/; s/\$$\(PROFILE\)/$(PROFILE)/g'
 
 # The interpreter the virtualenv is made from: any Python >= 3.10 (`make test PYTHON=python3.10`).
 PYTHON ?= python3
@@ -84,7 +84,7 @@ test: ## everything CI runs
 
 lint: $(VENV)/.dev ## rustfmt, clippy -D warnings, ruff, the _core.pyi stub against the built extension
 	cargo fmt --all --check
-	cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy --profile $(PROFILE) --workspace --all-targets -- -D warnings
 	$(BIN)/ruff check python tests benches
 	$(BIN)/ruff format --check python tests benches
 	$(MAKE) build

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -479,12 +480,21 @@ def test_a_broken_report_is_a_one_line_report_error(tmp_path, good, damage, need
 def test_sample_ids_with_control_characters_stay_on_one_line_and_valid_xml(tmp_path):
     import xml.etree.ElementTree as ET
 
+    # A control character and the text that spells its escape (`c\x01d`: backslash, x, 0, 1) were written
+    # alike; a backslash is escaped too, so each line reads back to its id (the README's line of Python).
+    ids = ["a\nb", "c\x01d", "c\\x01d", "e\\f", "g\u2028h"]
     p = tmp_path / "a.parquet"
-    pq.write_table(pa.table({"input_ids": [[1, 2, 3], [4]], "sample_id": ["a\nb", "c\x01d"]}), p)
+    pq.write_table(pa.table({"input_ids": [[1, 2, 3], [4], [5], [6], [7]], "sample_id": ids}), p)
     excl, junit = tmp_path / "x.txt", tmp_path / "j.xml"
     proc = run_cli("scan", str(p), "--exclude", str(excl), "--junit", str(junit), "-q")
     assert proc.returncode == 1, proc.stderr
-    assert excl.read_text().splitlines() == ["a\\x0ab", "c\\x01d"]
+    lines = excl.read_text(encoding="utf-8").splitlines()
+    assert lines == ["a\\x0ab", "c\\x01d", "c\\\\x01d", "e\\\\f", "g\\u2028h"]
+    back = [
+        re.sub(r"\\(\\|x[0-9a-f]{2}|u[0-9a-f]{4})", lambda m: "\\" if m[1] == "\\" else chr(int(m[1][1:], 16)), line)
+        for line in lines
+    ]
+    assert back == ids
     ET.parse(junit)  # valid XML
 
 

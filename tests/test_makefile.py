@@ -141,3 +141,23 @@ def test_the_rust_tests_reuse_the_extension_build():
     assert differ == {}
     # maturin's pip install of the dependencies stays quiet (it printed ~28 "Ignoring ...: markers" lines).
     assert "PIP_QUIET=1" in next(line for line in dry.stdout.splitlines() if "maturin develop" in line)
+
+
+@needs_make
+def test_help_expands_the_profile_and_lint_checks_in_the_build_profile():
+    """`make help` printed `$(PROFILE)` as written; `make lint`'s clippy checked in Cargo's `dev` profile, so after
+    `make build` it compiled ~274 crates again (~5 min on 2 cores) instead of reusing the `fast` profile's."""
+
+    def make(*args: str) -> str:
+        proc = subprocess.run(["make", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    assert "$(" not in make("-s", "help") and "(Cargo profile fast)" in make("-s", "help")
+    assert "(Cargo profile release)" in make("-s", "help", "PROFILE=release")
+    dry = make("-n", "lint", "build").splitlines()
+    clippy = next(line for line in dry if line.startswith("cargo clippy"))
+    build = next(line for line in dry if "maturin develop" in line)
+    assert clippy.split("--profile ")[1].split()[0] == build.split("--profile ")[1].split()[0] == "fast", dry
+    # The whole workspace, whose features resolve as the Rust tests' (test_the_rust_tests_reuse_the_extension_build).
+    assert "--workspace" in clippy.split()

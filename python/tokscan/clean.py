@@ -65,8 +65,22 @@ def _wanted(
 
 
 def _one_line(sample_id: str) -> str:
-    """A sample id on one line: control characters (a newline above all) written as `\\xNN`."""
-    return re.sub("[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", sample_id)
+    """A sample id on one line, written so that every line reads back to one id: a backslash as `\\\\`, a
+    control character (a newline above all; C0, DEL, C1) as `\\xNN`, a line or paragraph separator (U+2028,
+    U+2029: `str.splitlines` breaks there) as `\\uNNNN`, every other character as it is (README, *Acting on
+    findings*, has the line of Python that reads one back)."""
+    return _UNSAFE.sub(_escaped, sample_id)
+
+
+#: What `_one_line` escapes: a backslash, C0 and C1 control characters and DEL, U+2028 and U+2029.
+_UNSAFE = re.compile(r"[\\\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escaped(m: re.Match[str]) -> str:
+    c = m.group()
+    if c == "\\":
+        return "\\\\"
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
 
 
 def repeated_ids(report: Report) -> set[str] | None:
