@@ -222,14 +222,15 @@ fn store_for(url: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath)> {
     Ok((store, path))
 }
 
-/// The store of `url` as an object store and as a paginated lister (for a bounded listing), and the path under it.
-fn stores_for(
-    url: &str,
-) -> Result<(
+/// A store as an object store and as a paginated lister (for a bounded listing), and the path under it.
+type Stores = (
     Arc<dyn ObjectStore>,
     ObjectPath,
     Arc<dyn object_store::list::PaginatedListStore>,
-)> {
+);
+
+/// The store of `url` ([`Stores`]).
+fn stores_for(url: &str) -> Result<Stores> {
     install_tls();
     let parsed =
         Url::parse(url).map_err(|e| remote_error(url, format!("not a valid URL ({e})")))?;
