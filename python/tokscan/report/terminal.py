@@ -277,6 +277,14 @@ def print_pairing(pairing: list[dict], console: Console) -> None:
         )
         if p.get("render_error"):
             console.print(f"  [red]the chat template failed[/] on {escape(p['render_error'])}", highlight=False)
+        if p.get("records_too_large"):
+            lines = ", ".join(str(n) for n in p["records_too_large_lines"])
+            more = " …" if p["records_too_large"] > len(p["records_too_large_lines"]) else ""
+            console.print(
+                f"  [yellow]{_num(p['records_too_large'])} record(s) larger than {_num(p['max_record_bytes'])} bytes "
+                f"not rendered[/] (compared by shape; TOKSCAN_MAX_RECORD_BYTES raises the limit): line {lines}{more}",
+                highlight=False,
+            )
         for s in p["shifts"][:3]:
             console.print(
                 f"  [red]shifted by {s['offset']:+d}[/] from row {s['from_row']} to {s['to_row']} "

@@ -96,7 +96,8 @@ pub struct Fit {
     /// Largest departure of one turn's ratio from the sample's own (× 1000).
     pub spread: i16,
     /// With a tokenizer: the first position where the rendering and the sample differ ([`TOKENS_MATCH`] when
-    /// the rendering is the sample's prompt, [`NOT_RENDERED`] when not compared).
+    /// the rendering is the sample's prompt, [`NOT_RENDERED`] when not compared); for a neighbour's record only
+    /// whether it matches is kept (0 when it does not).
     pub first_diff: u32,
 }
 

@@ -319,6 +319,44 @@ fn first_difference<T: TokenId>(tokens: &[T], prompt_len: Option<usize>, rendere
     }
 }
 
+/// The xxh3 hash of token ids (as little-endian `u32`s), to compare a sample's prompt with a record's rendering
+/// without keeping the rendering's ids.
+fn ids_hash<T: TokenId>(ids: &[T]) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = [0u8; 4 * 256];
+    for chunk in ids.chunks(256) {
+        for (dst, t) in buf.chunks_exact_mut(4).zip(chunk) {
+            dst.copy_from_slice(&t.id().to_le_bytes());
+        }
+        h.update(&buf[..chunk.len() * 4]);
+    }
+    h.digest()
+}
+
+/// Whether a rendering of `len` ids hashing to `hash` is the sample's prompt, as [`first_difference`] says
+/// [`TOKENS_MATCH`]: the whole stored prompt, or a prefix of the sequence.
+fn prompt_matches<T: TokenId>(
+    tokens: &[T],
+    prompt_len: Option<usize>,
+    hash: u64,
+    len: u32,
+) -> bool {
+    let len = len as usize;
+    prompt_len.is_none_or(|pl| pl == len) && tokens.len() >= len && ids_hash(&tokens[..len]) == hash
+}
+
+/// Text a normalizing tokenizer (NFC) leaves as it is: ids that do not decode to it are not its tokens.
+fn normalized(text: &str) -> bool {
+    #[cfg(feature = "prompt")]
+    {
+        text.is_ascii() || unicode_normalization::is_nfc(text)
+    }
+    #[cfg(not(feature = "prompt"))]
+    {
+        text.is_ascii()
+    }
+}
+
 /// Pairs one sample, in a scan worker: finds its record and measures its fit with it and its neighbours.
 #[allow(clippy::too_many_arguments)]
 pub fn pair_sample<T: TokenId>(
@@ -366,11 +404,16 @@ pub fn pair_sample<T: TokenId>(
     prompt_shape(profile, tokens, scratch, shape);
     // Neighbours are compared in the file's order, which is the samples' order only when pairing by line; a
     // sample paired by id is compared with the records around its own too (a shifted id column).
-    let encoded = |j: usize| -> u32 {
+    let encoded = |j: usize, neighbour: bool| -> u32 {
         let Some(enc) = &pairing.encoder else {
             return NOT_RENDERED;
         };
-        let text = match set.records[j].raw.as_deref().map(|r| enc.render(r)) {
+        let rec = &set.records[j];
+        if rec.too_large {
+            // Over TOKSCAN_MAX_RECORD_BYTES: never rendered, compared by shape; the report names its line.
+            return NOT_RENDERED;
+        }
+        let text = match rec.raw.as_deref().map(|r| enc.render(r)) {
             Some(Ok(text)) => text,
             // The template raised (`raise_exception`, a record it does not support) or ran out of its budget:
             // its own finding, with the template's message, not a mismatch at token 0.
@@ -384,9 +427,30 @@ pub fn pair_sample<T: TokenId>(
             if decodes_to(ids, tokens, prompt_len, text.as_bytes()) {
                 return TOKENS_MATCH;
             }
+            // A neighbour only has to match or not, and ids that do not decode to normalized text are not its
+            // tokens (each sample of a shifted run tokenized six neighbours: 65 s for 100 KB records).
+            if neighbour && normalized(&text) {
+                return 0;
+            }
+        }
+        if neighbour {
+            // Without the byte table: the record's ids, tokenized once for every sample that compares with it.
+            let key = rec.encoded.get_or_init(|| {
+                enc.encode_text(&text)
+                    .ok()
+                    .map(|ids| (ids_hash(&ids), ids.len() as u32))
+            });
+            return match *key {
+                Some((hash, len)) if prompt_matches(tokens, prompt_len, hash, len) => TOKENS_MATCH,
+                Some(_) => 0,
+                None => NOT_RENDERED,
+            };
         }
         match enc.encode_text(&text) {
-            Ok(ids) => first_difference(tokens, prompt_len, &ids),
+            Ok(ids) => {
+                let _ = rec.encoded.set(Some((ids_hash(&ids), ids.len() as u32)));
+                first_difference(tokens, prompt_len, &ids)
+            }
             // The tokenizer could not be loaded: the sample is judged by its shape, not called different.
             Err(_) => NOT_RENDERED,
         }
@@ -399,13 +463,13 @@ pub fn pair_sample<T: TokenId>(
         *fit = shape_fit(&set.records[j as usize], shape);
     }
     if pairing.encoder.is_some() {
-        let own_diff = encoded(own as usize);
+        let own_diff = encoded(own as usize, false);
         fact.fits[SHIFT_WINDOW].first_diff = own_diff;
         if own_diff != TOKENS_MATCH {
             for slot in (0..fact.fits.len()).filter(|&s| s != SHIFT_WINDOW) {
                 if !fact.fits[slot].absent {
                     let j = own as usize + slot - SHIFT_WINDOW;
-                    fact.fits[slot].first_diff = encoded(j);
+                    fact.fits[slot].first_diff = encoded(j, true);
                 }
             }
         }
@@ -450,6 +514,14 @@ pub struct PairingReport {
     pub unrenderable: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub render_error: Option<String>,
+    /// With a tokenizer: records whose line is longer than the per-record limit (`TOKSCAN_MAX_RECORD_BYTES`),
+    /// not rendered or tokenized (their samples are compared by shape), the limit, and the first lines.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub records_too_large: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_record_bytes: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub records_too_large_lines: Vec<u32>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -616,7 +688,9 @@ fn fits(f: &Fit, cal: Option<(f64, f64)>, tokens: bool) -> bool {
     if f.absent {
         return false;
     }
-    if tokens {
+    // A record that was not rendered (over the per-record limit, a tokenizer that did not load) is judged by its
+    // shape, not called different.
+    if tokens && f.first_diff != NOT_RENDERED {
         return f.first_diff == TOKENS_MATCH;
     }
     if !f.shape {
@@ -769,7 +843,23 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
             note: pairing.note.clone(),
             unrenderable: 0,
             render_error,
+            records_too_large: 0,
+            max_record_bytes: 0,
+            records_too_large_lines: Vec::new(),
         };
+        if tokens {
+            for rec in set.records.iter().filter(|r| r.too_large) {
+                report.records_too_large += 1;
+                if report.records_too_large_lines.len() < LIST_LIMIT {
+                    report.records_too_large_lines.push(rec.line);
+                }
+            }
+            if report.records_too_large > 0 {
+                // Read (and checked) when the prompts file was.
+                report.max_record_bytes =
+                    records::max_record_bytes().unwrap_or(records::MAX_RECORD_BYTES);
+            }
+        }
         for (j, u) in used.iter().enumerate() {
             if !u {
                 report.records_without_sample += 1;
@@ -832,6 +922,8 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
     (flagged, reports)
 }
 
+#[cfg(test)]
+mod cost_tests;
 #[cfg(test)]
 mod tests;
 
@@ -928,6 +1020,14 @@ pub fn paired_record(
             },
             _ => None,
         };
+        if let (Some(_), Some(r), None) = (&encoder, rec.filter(|r| r.too_large), &note) {
+            note = Some(format!(
+                "the record (line {}) is larger than {} bytes: not rendered ({}=BYTES raises the limit)",
+                r.line,
+                records::max_record_bytes().unwrap_or(records::MAX_RECORD_BYTES),
+                records::MAX_RECORD_BYTES_VAR
+            ));
+        }
         if encoder.is_some() && rec.is_some() && diff == NOT_RENDERED && note.is_none() {
             note =
                 Some("the record could not be rendered with the tokenizer's chat template".into());

@@ -11,6 +11,18 @@ use serde_json::value::RawValue;
 
 use crate::error::{Error, Result};
 
+/// The setting that bounds what one prompt record may cost: a record (its JSON line) larger than this many bytes
+/// is not rendered or tokenized (a 40 MB record took 4-5 GB and a minute), its samples are compared by shape and
+/// the report names its line.
+pub const MAX_RECORD_BYTES_VAR: &str = "TOKSCAN_MAX_RECORD_BYTES";
+/// Its default: 4 MiB, about a million tokens of prompt.
+pub const MAX_RECORD_BYTES: u64 = 4 << 20;
+
+/// The per-record limit ([`MAX_RECORD_BYTES_VAR`], else [`MAX_RECORD_BYTES`]).
+pub fn max_record_bytes() -> Result<u64> {
+    Ok(crate::settings::bytes(MAX_RECORD_BYTES_VAR)?.unwrap_or(MAX_RECORD_BYTES))
+}
+
 /// What pairing knows of one prompt record.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PromptRecord {
@@ -31,6 +43,11 @@ pub struct PromptRecord {
     pub user_bytes: Vec<u32>,
     /// The raw line, kept only when records are rendered through a chat template.
     pub raw: Option<Box<str>>,
+    /// Its line is longer than [`max_record_bytes`]: it is never rendered or tokenized.
+    pub too_large: bool,
+    /// With a tokenizer, once a neighbouring sample needed it: the xxh3 hash and the length of the ids its
+    /// rendering tokenizes to, so that a record is tokenized once however many samples compare with it.
+    pub encoded: std::sync::OnceLock<Option<(u64, u32)>>,
 }
 
 /// One prompts file, read.
@@ -96,6 +113,7 @@ fn parse_record(
     line: u32,
     text: &str,
     keep_raw: bool,
+    max_bytes: u64,
 ) -> std::result::Result<PromptRecord, String> {
     let r: RawRecord<'_> = serde_json::from_str(text).map_err(|e| {
         if text.trim_start().starts_with('{') {
@@ -114,6 +132,7 @@ fn parse_record(
             serde_json::from_str::<Vec<&RawValue>>(t.get()).is_ok_and(|v| !v.is_empty())
         }),
         raw: keep_raw.then(|| Box::from(text)),
+        too_large: text.len() as u64 > max_bytes,
         ..PromptRecord::default()
     };
     for m in &messages {
@@ -144,6 +163,7 @@ impl PromptSet {
         category: Option<String>,
         keep_raw: bool,
     ) -> Result<PromptSet> {
+        let max_bytes = max_record_bytes()?;
         let bytes = crate::files::read(path)?;
         let text = std::str::from_utf8(&bytes).map_err(|e| {
             Error::invalid(
@@ -169,7 +189,7 @@ impl PromptSet {
         let parsed: Vec<std::result::Result<PromptRecord, String>> = lines
             .par_iter()
             .with_min_len(256)
-            .map(|&(n, l)| parse_record(n, l, keep_raw))
+            .map(|&(n, l)| parse_record(n, l, keep_raw, max_bytes))
             .collect();
         let mut records = Vec::with_capacity(parsed.len());
         for (r, (n, _)) in parsed.into_iter().zip(&lines) {
