@@ -81,25 +81,27 @@ MIN_MATCHED, ITEM_SHARE, COMMON_ITEMS = 8, 0.5, 3
 def oracle(problems: list[dict], samples: list[synth.Sample]) -> dict[int, tuple[str, str, int]]:
     """Brute force of the rule (see `contamination.rs`): each item's fields tokenized alone; each 13-gram belongs to
     the first field that holds it and is boilerplate when 3 or more items hold it. A sample's part (prompt, else
-    completion) matches a field when it holds at least 8 of the field's own 13-grams and at least half of them;
-    of those fields, the one it holds most of, at its first matching window."""
+    completion) matches a field when it holds at least 8 of the field's own 13-grams that are not boilerplate and
+    at least half of them; of those fields, the one it holds most of, at its first matching window."""
     tok = _tokenizer()
     owner: dict[tuple[int, ...], int] = {}  # n-gram -> field
     holders: dict[tuple[int, ...], set[str]] = {}
-    fields: list[tuple[str, int]] = []  # (item, own n-grams)
+    items: list[str] = []  # per field
     for p in problems:
         for k, v in p.items():
             if k in NAME_FIELDS or not isinstance(v, str) or not v:
                 continue
             ids = tok.encode(v, add_special_tokens=False).ids
-            own = 0
             for j in range(len(ids) - N + 1):
                 g = tuple(ids[j : j + N])
                 holders.setdefault(g, set()).add(p["task_id"])
-                if g not in owner:
-                    owner[g] = len(fields)
-                    own += 1
-            fields.append((p["task_id"], own))
+                owner.setdefault(g, len(items))
+            items.append(p["task_id"])
+    own = [0] * len(items)  # per field, its own n-grams that are not boilerplate
+    for g, f in owner.items():
+        if len(holders[g]) < COMMON_ITEMS:
+            own[f] += 1
+    fields = list(zip(items, own, strict=True))
     found: dict[int, tuple[str, str, int]] = {}
     for row, s in enumerate(samples):
         for part, ids, base in (("prompt", s.prompt, 0), ("completion", s.completion, len(s.prompt))):

@@ -425,7 +425,12 @@ def test_a_template_that_raises_is_its_own_finding_with_its_message(tmp_path, da
     assert r.count("prompt_mismatch") == 0 and r.count("prompt_unrenderable") == 2
     assert p["unrenderable"] == 1 and "boom" in p["render_error"] and p["render_error"].startswith("line 4: ")
     assert p["paired"] == N_PER_CATEGORY - 1
-    proc = run_cli("scan", str(tree), "-p", "deepseek", "--tokenizer", str(TOK_DIR), "--chat-template", str(boom))
+    page = tmp_path / "r.html"
+    proc = run_cli(
+        "scan", str(tree), "-p", "deepseek", "--tokenizer", str(TOK_DIR), "--chat-template", str(boom),
+        "--html", str(page),
+    )  # fmt: skip
+    assert "boom" in page.read_text(encoding="utf-8") and "unrenderable" in page.read_text(encoding="utf-8")
     assert "the chat template failed on line 4:" in proc.stdout and "boom" in proc.stdout, proc.stdout
     proc = run_cli(
         "align", str(tree / CATEGORIES[0]), "--prompts", str(tree / CATEGORIES[0] / "prompts.jsonl"),
@@ -438,7 +443,7 @@ def test_a_template_that_raises_is_its_own_finding_with_its_message(tmp_path, da
 def test_a_runaway_template_costs_a_scan_a_few_renders_not_one_per_record(tmp_path, data):
     """Issue 46: a template looping 10^10 times kept a 134-sample scan running past 120 s (each render ran its
     whole budget, a mismatching sample renders 7 records). Now it stops being rendered after two exhausted
-    renders: every sample is `prompt_unrenderable`, with a message naming the template."""
+    renders: the records left are compared by shape, and each prompts file's note says why, naming the template."""
     import time
 
     tree = write_tree(tmp_path, data, "parquet")
@@ -447,9 +452,10 @@ def test_a_runaway_template_costs_a_scan_a_few_renders_not_one_per_record(tmp_pa
     started = time.monotonic()
     r = tokscan.scan(tree, "deepseek", tokenizer=TOK_DIR, chat_template=slow)
     assert time.monotonic() - started < 30
-    assert r.count("prompt_unrenderable") == len(CATEGORIES) * N_PER_CATEGORY
-    errors = [x["render_error"] for x in r.data["pairing"]]
-    assert any("budget" in e and "is not rendered again" in e and "--chat-template" in e for e in errors), errors
+    assert r.count("prompt_unrenderable") <= 1 and r.count("prompt_mismatch") == 0
+    notes = [x.get("note") or "" for x in r.data["pairing"]]
+    assert all("budget" in n and "is not rendered again" in n and "--chat-template" in n for n in notes), notes
+    assert sum(x["paired"] for x in r.data["pairing"]) >= len(CATEGORIES) * N_PER_CATEGORY - 1
 
 
 def test_a_tokenizer_without_a_template_falls_back_to_shapes_and_says_why(tmp_path, data):

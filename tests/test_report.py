@@ -75,7 +75,7 @@ def test_unknown_code_without_a_close_match_lists_the_codes(report):
         report.count("zzz")
     message = str(e.value)
     assert "did you mean" not in message
-    assert "valid codes: contaminated, departs_from_category, draft_vocab_stale" in message
+    assert "valid codes: category_split, contaminated, departs_from_category, draft_vocab_stale" in message
 
 
 def test_known_codes_still_work(report):

@@ -190,11 +190,12 @@ def _same_samples(report_origin: str, corpus: Any, drop: Sequence[Mapping[str, A
             )
 
 
-def _same_content(report: Report, corpus: Any, drop: Sequence[Mapping[str, Any]], more: np.ndarray) -> None:
+def _same_content(report: Report, corpus: Any, drop: Sequence[Mapping[str, Any]]) -> None:
     """Refuses a report whose rows to remove now hold other samples, by their content: the scan recorded a key of
-    each flagged row's ids (`content`), and each row is read again and compared before anything is written (a
-    corpus without ids whose lines were reordered since the scan: `_same_samples` has no id to compare). A report
-    written before keys were recorded is not compared."""
+    each flagged row's ids (`content`; one key of all the rows past the detail limit, `content_digest`), and the
+    rows are read again and compared before anything is written (a corpus without ids whose lines were reordered
+    since the scan: `_same_samples` has no id to compare). A report written before keys were recorded is not
+    compared."""
     origin = report.origin or "the report"
     rows, keys = [], []
     for f in drop:
@@ -205,11 +206,16 @@ def _same_content(report: Report, corpus: Any, drop: Sequence[Mapping[str, Any]]
             except (TypeError, ValueError):
                 raise ReportError(f"{origin}: row {f['row']}: content {key!r} is not a content key") from None
             rows.append(int(f["row"]))
-    contents = report.summarized_contents()
-    if contents is not None and len(more):
+    digest = report.summarized_content_digest()
+    if digest is not None:
+        # The rows past the detail limit have one key between them: every one is read again (whether or not
+        # this clean removes it), one batch at a time.
         listed, _masks, _codes = report.summarized()
-        rows.extend(int(r) for r in more)
-        keys.extend(int(k) for k in contents[np.searchsorted(listed, more)])
+        if corpus.core.content_digest_at(listed.tolist()) != digest:
+            raise ReportError(
+                f"{origin}: the rows it lists past --flagged-detail hold other samples than the ones the scan "
+                "flagged there (their tokens differ): the inputs changed since the scan; scan them again"
+            )
     if not rows:
         return
     order = np.argsort(np.array(rows, dtype=np.int64), kind="stable")
@@ -384,7 +390,7 @@ def _clean(
             more = selected_summarized(report, fail_on, codes, policy)
             rows = np.union1d(np.array([int(f["row"]) for f in drop], dtype=np.int64), more)
             _same_samples(report.origin or "the report", corpus, drop)
-            _same_content(report, corpus, drop, more)
+            _same_content(report, corpus, drop)
         # The copy's paths, as the bucket will name them when it goes to one.
         out_bases = [(str(out) + os.sep, out_url)] if out_url else []
         entries = relabel(write_copy(corpus, local, rows, out, made), [*bases, *out_bases])

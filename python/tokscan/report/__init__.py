@@ -200,25 +200,17 @@ class Report:
         # In place of copies: ten million rows are 80 MB per array.
         return np.cumsum(deltas, dtype=np.uint64).view(np.int64), masks, codes
 
-    def summarized_contents(self) -> np.ndarray | None:
-        """The content keys (uint64) of the summarized flagged samples, in the order of `summarized`'s rows; None
-        for a report written before they were recorded."""
-        import numpy as np
-
+    def summarized_content_digest(self) -> int | None:
+        """The key of the summarized flagged samples' contents (`flagged_summarized.content_digest`); None when
+        there are none or the report was written before it was recorded."""
         s = self.data.get("flagged_summarized")
-        if not s:
-            return np.zeros(0, np.uint64)
-        if not s.get("contents"):
+        digest = (s or {}).get("content_digest")
+        if not digest:
             return None
         try:
-            keys = np.frombuffer(zlib.decompress(base64.b64decode(s["contents"], validate=True)), "<u8")
-        except (TypeError, ValueError, zlib.error) as e:
-            raise ReportError(f"the report's flagged_summarized.contents does not decode: {e}") from None
-        if len(keys) != int(s["samples"]):
-            raise ReportError(
-                f"the report's flagged_summarized lists {len(keys)} content keys for {s['samples']} samples"
-            )
-        return keys
+            return int(digest, 16)
+        except (TypeError, ValueError):
+            raise ReportError(f"the report's flagged_summarized.content_digest {digest!r} is not a key") from None
 
     def summarized_rows(self, codes: set[str] | None = None) -> np.ndarray:
         """Rows of the summarized flagged samples (those with one of `codes` when given), ascending."""

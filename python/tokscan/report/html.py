@@ -411,20 +411,24 @@ def _pairing(report: Report) -> str:
             ("shifted", "shifted"),
             ("records_without_sample", "records without sample"),
             ("duplicate_ids", "duplicate ids"),
+            ("unrenderable", "unrenderable"),
         ]
         head = "".join(f"<th>{_e(label)}</th>" for _k, label in keys)
         rows = []
         for p in pairing:
-            cells = "".join(f"<td>{_num(p[k])}</td>" for k, _label in keys)
+            cells = "".join(f"<td>{_num(p.get(k) or 0)}</td>" for k, _label in keys)
             bpt = f"{p['bytes_per_token']:.2f}" if p.get("bytes_per_token") else "–"
             shifts = "; ".join(f"{s['offset']:+d} from row {s['from_row']} to {s['to_row']}" for s in p["shifts"][:3])
+            for extra in (p.get("render_error"), p.get("note")):
+                if extra:
+                    shifts += ("; " if shifts else "") + extra
             rows.append(
                 f"<tr><td class='l'>{_e(p['path'])}</td><td class='l'>{_e(p['category'] or 'all')}</td>"
                 f"<td class='l'>{_e(p['matched_by'])}</td>{cells}<td>{bpt}</td><td class='l'>{_e(shifts)}</td></tr>"
             )
         out.append(
             "<div class='scroll'><table><thead><tr><th class='l'>prompts file</th><th class='l'>category</th>"
-            f"<th class='l'>paired by</th>{head}<th>bytes/token</th><th class='l'>shifts</th></tr></thead>"
+            f"<th class='l'>paired by</th>{head}<th>bytes/token</th><th class='l'>shifts and notes</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table></div>"
         )
     if skipped:

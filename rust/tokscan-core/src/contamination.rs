@@ -148,12 +148,14 @@ pub struct Contamination {
     index: HashMap<u64, Gram, xxhash_rust::xxh3::Xxh3DefaultBuilder>,
 }
 
-/// One n-gram of the index: its first occurrence (offset into `tokens`, field) and how many items hold it.
+/// One n-gram of the index: its first occurrence (offset into `tokens`, field), how many distinct items hold
+/// it, and the last item counted.
 #[derive(Debug, Clone, Copy)]
 struct Gram {
     off: u32,
     field: u32,
     items: u16,
+    last_item: u32,
 }
 
 /// An n-gram's hash: [`crate::neardup::ngram_hashes`] of the n-gram alone.
@@ -209,7 +211,6 @@ impl Contamination {
                 for f in fields {
                     let base = c.tokens.len();
                     let field = c.fields.len() as u32;
-                    let mut distinct = 0u32;
                     c.tokens.extend_from_slice(&f);
                     for (i, w) in f.windows(n).enumerate() {
                         match c.index.entry(ngram_hash(w)) {
@@ -218,20 +219,21 @@ impl Contamination {
                                     off: (base + i) as u32,
                                     field,
                                     items: 1,
+                                    last_item: index,
                                 });
-                                distinct += 1;
                             }
                             std::collections::hash_map::Entry::Occupied(mut o) => {
-                                // Held by an earlier item too: one more item shares it (a hit counts for
-                                // the field that holds it first).
+                                // Held by another item too: one more item shares it, however often it
+                                // holds it (a hit counts for the field that holds it first).
                                 let g = o.get_mut();
-                                if g.field != field && c.fields[g.field as usize].0 != index {
+                                if g.last_item != index {
                                     g.items = g.items.saturating_add(1);
+                                    g.last_item = index;
                                 }
                             }
                         }
                     }
-                    c.fields.push((index, distinct));
+                    c.fields.push((index, 0));
                 }
             }
             c.files.push(BenchmarkInfo {
@@ -239,6 +241,12 @@ impl Contamination {
                 items: items.len() as u64,
                 ngrams: (c.index.len() - before) as u64,
             });
+        }
+        // A field's share is of the n-grams it holds first that are not boilerplate (the others never match).
+        for g in c.index.values() {
+            if g.items < COMMON_ITEMS {
+                c.fields[g.field as usize].1 += 1;
+            }
         }
         Ok(c)
     }
@@ -699,6 +707,23 @@ mod tests {
         let seq: Vec<u32> = (10..20).chain(common()).collect();
         let (_, hit) = c.check(&seq, 0, seq.len(), &mut buf).unwrap();
         assert_eq!(hit.item, "A");
+        // Items are counted, not occurrences: B holding A's start twice (in two fields) is two items, not three.
+        let text = ids_line("A", 1..31)
+            + &format!(
+                "{{\"task_id\": \"B\", \"x\": [{0}], \"y\": [{0}]}}\n",
+                (1..21)
+                    .map(|i: u32| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+        let p = write(dir.path(), "twice.jsonl", &text);
+        let c = Contamination::build(&[p], 4, 0.0, None).unwrap();
+        let seq: Vec<u32> = (1..31).collect();
+        let (_, hit) = c.check(&seq, 0, seq.len(), &mut buf).unwrap();
+        assert_eq!(
+            (hit.item.as_str(), hit.item_matched, hit.item_ngrams),
+            ("A", 27, 27)
+        );
     }
 
     #[test]

@@ -47,10 +47,16 @@ impl SampleData {
     }
 }
 
+/// Most rows [`Corpus::content_keys_at`] reads in one pass.
+pub const KEY_RANGE: u64 = 4096;
+
 pub struct Corpus {
     pub inputs: Vec<Input>,
     /// Prompts files found beside the shards (see [`crate::pairing`]).
     pub prompts: Vec<PromptsFile>,
+    /// Folders whose prompts files do not pair (several, none or more than one named `prompts.jsonl`): their
+    /// shards pair with no prompts file, not with one of a folder above.
+    pub unpaired_prompt_dirs: Vec<PathBuf>,
     /// What discovery left aside, with the reason.
     pub skipped: Vec<Skipped>,
     pub sources: Vec<Box<dyn Source>>,
@@ -65,6 +71,7 @@ impl Corpus {
         let found = source::discover_all(paths)?;
         let mut corpus = Corpus::of_inputs(found.inputs, columns)?;
         corpus.prompts = found.prompts;
+        corpus.unpaired_prompt_dirs = found.unpaired_prompt_dirs;
         corpus.skipped = found.skipped;
         Ok(corpus)
     }
@@ -90,6 +97,7 @@ impl Corpus {
         Ok(Corpus {
             inputs,
             prompts: Vec::new(),
+            unpaired_prompt_dirs: Vec::new(),
             skipped: Vec::new(),
             sources,
             starts,
@@ -253,34 +261,64 @@ impl Corpus {
     }
 
     /// The [`crate::token::content_key`] of the global rows `rows` (ascending, each in the corpus): what the
-    /// scan recorded of each row it flagged, read again by `clean` before it removes one. Rows closer than a
-    /// few hundred are read in one pass, so only the rows' row groups / ranges are decoded.
+    /// scan recorded of each row it flagged, read again by `clean` before it removes one. Rows close together
+    /// are read in one pass of at most [`KEY_RANGE`] rows, so only the rows' row groups / ranges are decoded, and
+    /// only one batch and one sample are held at a time, however many rows are asked for.
     pub fn content_keys_at(&self, rows: &[u64]) -> Result<Vec<u64>> {
         const GAP: u64 = 256;
         let mut out = Vec::with_capacity(rows.len());
         let mut i = 0;
         while i < rows.len() {
+            let (k, local) = self.locate(rows[i])?;
+            let end_of_source = self.starts[k + 1];
             let mut j = i + 1;
-            while j < rows.len() && rows[j] - rows[j - 1] <= GAP {
+            while j < rows.len()
+                && rows[j] < end_of_source
+                && rows[j] - rows[j - 1] <= GAP
+                && rows[j] - rows[i] < KEY_RANGE
+            {
                 j += 1;
             }
-            let (start, end) = (rows[i], rows[j - 1] + 1);
-            let mut want = rows[i..j].iter().peekable();
-            for s in self.samples(start, end.min(self.len()))? {
-                if want.peek() == Some(&&s.row) {
-                    out.push(crate::token::content_key(&s.ids));
-                    want.next();
+            let local_end = rows[j - 1] - self.starts[k] + 1;
+            let want = &rows[i..j];
+            let mut at = 0;
+            let mut next = local;
+            let default = self.default_category(k).to_string();
+            self.sources[k].unchanged()?;
+            self.sources[k].read_rows(local, local_end, &mut |b: &Batch<'_>| {
+                for r in 0..b.rows() {
+                    let row = self.starts[k] + next;
+                    next += 1;
+                    if want.get(at) == Some(&row) {
+                        let s = owned(b, r, k, row, next - 1, &default);
+                        out.push(crate::token::content_key(&s.ids));
+                        at += 1;
+                    }
                 }
-            }
-            if let Some(row) = want.next() {
-                return Err(Error::Usage(format!(
-                    "row {row} is past the corpus's {} samples",
-                    self.len()
-                )));
+                Ok(())
+            })?;
+            self.sources[k].unchanged()?;
+            if at != want.len() {
+                return Err(Error::invalid(
+                    self.sources[k].path(),
+                    format!("row {} was asked for but not read", want[at]),
+                ));
             }
             i = j;
         }
         Ok(out)
+    }
+
+    /// [`crate::token::content_digest`] of the global rows `rows` (ascending) and their content keys, read again.
+    pub fn content_digest_at(&self, rows: &[u64]) -> Result<u64> {
+        let mut digest = 0u64;
+        for chunk in rows.chunks(1 << 16) {
+            let keys = self.content_keys_at(chunk)?;
+            digest = digest.wrapping_add(crate::token::content_digest(
+                chunk.iter().copied().zip(keys),
+            ));
+        }
+        Ok(digest)
     }
 
     /// The files beside the inputs that hold no corpus data, which a copy that stands in for the corpus keeps

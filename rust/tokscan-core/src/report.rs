@@ -386,10 +386,10 @@ pub struct FlaggedSummarized {
     pub rows: String,
     /// Per row, its codes as a bit mask over `codes`: base64 of zlib-compressed little-endian u64.
     pub masks: String,
-    /// Per row, its content key (see `Flagged::content`): base64 of zlib-compressed little-endian u64 (empty
-    /// in a report written before it).
+    /// One key of all these rows' contents ([`crate::token::content_digest`] of each row and its content key,
+    /// 16 hex digits; empty in a report written before it): `clean` reads the rows again and compares.
     #[serde(default)]
-    pub contents: String,
+    pub content_digest: String,
 }
 
 fn packed(values: impl Iterator<Item = u64>) -> String {
@@ -469,7 +469,10 @@ impl FlaggedSummarized {
                 d
             })),
             masks: packed(partial.summarized.iter().map(|s| mask(s.flags))),
-            contents: packed(partial.summarized.iter().map(|s| s.content)),
+            content_digest: format!(
+                "{:016x}",
+                crate::token::content_digest(partial.summarized.iter().map(|s| (s.row, s.content)))
+            ),
         })
     }
 

@@ -685,7 +685,7 @@ fn scan_units(
     let parts: Vec<(Partial, Held)> = parts.into_iter().collect::<Result<_>>()?;
     let mut partial = Partial::new(profile.specials.len());
     partial.benchmarks = index.as_ref().map(|c| c.describe());
-    // Reserved once: grown by doubling, the merged list of summarized samples (24 bytes each, 10M at worst
+    // Reserved once: grown by doubling, the merged list of summarized samples (32 bytes each, 10M at worst
     // for a corpus flagged throughout) would peak at three times its size while reallocating.
     partial.summarized.reserve_exact(
         parts

@@ -8,7 +8,7 @@
 //! resolve what they flag (once for their codes, and again only for a unit with rows the report lists in full,
 //! [`corpus_checks::resolve_units`]). The findings are the in-memory ones (the same steps a Ray scan takes,
 //! tested equal); memory is the budget, a unit's records per thread, one bucket's keys (at most one a unit for
-//! a group of copies, however many) and one entry per group of repeated keys, plus the 24-byte summary of each
+//! a group of copies, however many) and one entry per group of repeated keys, plus the 32-byte summary of each
 //! flagged sample past the report's detail limit.
 //!
 //! Near-duplicate detection and prompt pairing look at every record together, so a scan with either keeps its

@@ -194,7 +194,7 @@ pub struct Summarized {
 }
 
 /// What the corpus-wide checks flagged in a whole corpus, as the report will hold it: in full, the samples
-/// the report can list in full; the others as their row, codes and category (24 bytes each, where a full
+/// the report can list in full; the others as their row, codes and category (32 bytes each, where a full
 /// entry takes ~300), so that a corpus made of copies of itself does not hold every duplicate in full.
 #[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Found {
@@ -377,7 +377,7 @@ impl Partial {
         }
         seen.resize(N_CODES, 0);
         let limit = self.detail_limit;
-        // The samples past the limit become 24-byte entries as they are met, so a long detailed list (the
+        // The samples past the limit become 32-byte entries as they are met, so a long detailed list (the
         // corpus-wide checks' duplicates) is never held twice.
         let (mut kept, mut moved) = (Vec::new(), Vec::new());
         let mut s = 0;

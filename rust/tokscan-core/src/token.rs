@@ -280,28 +280,60 @@ pub fn hash_ids<T: TokenId>(ids: &[T]) -> u64 {
 /// Ids a [`content_key`] reads from each end of a sample, and spread between them.
 const KEY_IDS: usize = 16;
 
-/// A key of a sample's content, cheap enough to take for every sample: xxh3-64 of its length and of 48 of
-/// its ids (the first 16, the last 16, and 16 spread evenly between), normalised as [`hash_ids`]. Two rows with
-/// the same key hold the same sample, or samples alike in length and in all 48 places: what `clean` checks to
-/// know that a report's row still holds the sample the scan flagged there (a corpus without ids reordered since).
+/// A key of a sample's content, cheap enough to take for every sample: xxh3-64 of its length and of 48 of its
+/// ids (the first 16, the last 16, and 16 spread evenly between) of the part between its leading and trailing
+/// runs of one repeated id (padding), normalised as [`hash_ids`]. Two rows with the same key hold the same
+/// sample, or samples alike in length and in all 48 places: what `clean` checks to know that a report's row
+/// still holds the sample the scan flagged there (a corpus without ids reordered since).
 pub fn content_key<T: TokenId>(ids: &[T]) -> u64 {
     let n = ids.len();
-    let mut buf = [0u8; 8 + 4 * 3 * KEY_IDS];
+    // Padding left and right (a run of one id) is skipped, so that the places read fall in the text.
+    let lead = ids
+        .iter()
+        .take_while(|t| t.id() == ids[0].id())
+        .count()
+        .saturating_sub(1);
+    let trail = ids
+        .iter()
+        .rev()
+        .take_while(|t| t.id() == ids[n - 1].id())
+        .count()
+        .saturating_sub(1);
+    let body = if lead + trail < n {
+        &ids[lead..n - trail]
+    } else {
+        ids
+    };
+    let m = body.len();
+    let mut buf = [0u8; 24 + 4 * 3 * KEY_IDS];
     buf[..8].copy_from_slice(&(n as u64).to_le_bytes());
-    let mut at = 8;
+    buf[8..16].copy_from_slice(&(lead as u64).to_le_bytes());
+    buf[16..24].copy_from_slice(&(trail as u64).to_le_bytes());
+    let mut at = 24;
     let mut put = |i: usize| {
-        buf[at..at + 4].copy_from_slice(&ids[i].id().to_le_bytes());
+        buf[at..at + 4].copy_from_slice(&body[i].id().to_le_bytes());
         at += 4;
     };
-    if n <= 3 * KEY_IDS {
-        (0..n).for_each(&mut put);
+    if m <= 3 * KEY_IDS {
+        (0..m).for_each(&mut put);
     } else {
         (0..KEY_IDS).for_each(&mut put);
-        let inner = n - 2 * KEY_IDS;
+        let inner = m - 2 * KEY_IDS;
         (0..KEY_IDS).for_each(|k| put(KEY_IDS + k * inner / KEY_IDS));
-        (n - KEY_IDS..n).for_each(&mut put);
+        (m - KEY_IDS..m).for_each(&mut put);
     }
     xxhash_rust::xxh3::xxh3_64(&buf[..at])
+}
+
+/// One key of many rows' contents: the wrapping sum of xxh3-64 of each `(row, content key)`, so it does not
+/// depend on the order the rows are met in, and a row holding another sample changes it.
+pub fn content_digest(rows: impl Iterator<Item = (u64, u64)>) -> u64 {
+    rows.fold(0u64, |acc, (row, key)| {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&row.to_le_bytes());
+        b[8..].copy_from_slice(&key.to_le_bytes());
+        acc.wrapping_add(xxhash_rust::xxh3::xxh3_64(&b))
+    })
 }
 
 #[cfg(test)]
@@ -327,6 +359,15 @@ mod tests {
         assert_ne!(content_key(&w), k);
         assert_ne!(content_key(&[1u32, 2]), content_key(&[2u32, 1]));
         assert_ne!(content_key::<u32>(&[]), content_key(&[0u32]));
+        assert_eq!(content_key(&[7u32, 7, 7]), content_key(&[7u32, 7, 7]));
+        // Fixed-length padded samples sharing a 20-token header: the places read fall in the text between.
+        let padded = |text: u32| -> Vec<u32> {
+            let mut v: Vec<u32> = (1000..1020).collect();
+            v.extend((0..200).map(|i| text * 1000 + i));
+            v.resize(4096, 0);
+            v
+        };
+        assert_ne!(content_key(&padded(5)), content_key(&padded(6)));
     }
 
     #[test]

@@ -178,6 +178,12 @@ impl PyCorpus {
         detached(py, || self.inner.content_keys_at(&rows))
     }
 
+    /// The content digest (`token::content_digest`) of the global rows `rows` (ascending), read again: what
+    /// `clean` compares with the report's `flagged_summarized.content_digest`.
+    fn content_digest_at(&self, py: Python<'_>, rows: Vec<u64>) -> PyResult<u64> {
+        detached(py, || self.inner.content_digest_at(&rows))
+    }
+
     /// Global rows `[start, end)` as a list of the dicts `sample` returns, read in one pass.
     fn samples<'py>(
         &self,

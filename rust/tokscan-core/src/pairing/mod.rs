@@ -1,6 +1,6 @@
 //! Pairing every sample with the prompt record it was generated from, as part of the scan.
 //!
-//! A prompts file pairs with the inputs under its folder ([`crate::source::prompts_for`]), or with the whole
+//! A prompts file pairs with the inputs under its folder ([`crate::source::paired_prompts_for`]), or with the whole
 //! corpus when named with `--prompts`. A sample finds its record by id (the record's `id` / `sample_id` field
 //! against the sample's id) or, when either side has none, by position: sample N of the folder is record N.
 //!
@@ -34,7 +34,7 @@ use crate::records::{
     Fit, PairFact, Records, NOT_RENDERED, NO_RATIO, RENDER_FAILED, SHIFT_WINDOW, TOKENS_MATCH,
 };
 use crate::sample_id::SampleId;
-use crate::source::prompts_for;
+use crate::source::paired_prompts_for;
 use crate::token::TokenId;
 
 pub use records::{PromptRecord, PromptSet};
@@ -73,6 +73,11 @@ pub trait RecordEncoder: Send + Sync + std::fmt::Debug {
     }
     /// Where the tokenizer came from, for the report.
     fn describe(&self) -> String;
+    /// Why records are no longer rendered (the chat template ran out of its budget too often), if they are not:
+    /// the records left are compared by shape, and the report's note says why.
+    fn runaway(&self) -> Option<String> {
+        None
+    }
 }
 
 #[cfg(feature = "prompt")]
@@ -91,6 +96,10 @@ impl RecordEncoder for crate::prompt::PromptEncoder {
 
     fn describe(&self) -> String {
         self.path().display().to_string()
+    }
+
+    fn runaway(&self) -> Option<String> {
+        crate::prompt::PromptEncoder::runaway(self).map(str::to_string)
     }
 }
 
@@ -167,7 +176,7 @@ impl Pairing {
                 if !explicit.is_empty() {
                     return Some(0);
                 }
-                prompts_for(&corpus.prompts, &i.path)
+                paired_prompts_for(&corpus.prompts, &corpus.unpaired_prompt_dirs, &i.path)
                     .and_then(|p| sets.iter().position(|s| s.path == p.path).map(|k| k as u32))
             })
             .collect();
@@ -416,7 +425,9 @@ pub fn pair_sample<T: TokenId>(
         let text = match rec.raw.as_deref().map(|r| enc.render(r)) {
             Some(Ok(text)) => text,
             // The template raised (`raise_exception`, a record it does not support) or ran out of its budget:
-            // its own finding, with the template's message, not a mismatch at token 0.
+            // its own finding, with the template's message, not a mismatch at token 0. A template given up as a
+            // runaway compares the rest by shape (one note for the scan, not an error per sample).
+            Some(Err(_)) if enc.runaway().is_some() => return NOT_RENDERED,
             Some(Err(_)) => return RENDER_FAILED,
             None => return 0,
         };
@@ -465,7 +476,9 @@ pub fn pair_sample<T: TokenId>(
     if pairing.encoder.is_some() {
         let own_diff = encoded(own as usize, false);
         fact.fits[SHIFT_WINDOW].first_diff = own_diff;
-        if own_diff != TOKENS_MATCH {
+        // Neighbours are rendered only for a sample whose own record rendered and differs (a record the template
+        // failed on is not a shift).
+        if own_diff < RENDER_FAILED {
             for slot in (0..fact.fits.len()).filter(|&s| s != SHIFT_WINDOW) {
                 if !fact.fits[slot].absent {
                     let j = own as usize + slot - SHIFT_WINDOW;
@@ -840,7 +853,13 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
             shifts,
             compared: if tokens { "tokens" } else { "shape" }.into(),
             bytes_per_token: cal.map(|(m, _)| (m.exp() * 1000.0).round() / 1000.0),
-            note: pairing.note.clone(),
+            note: pairing.note.clone().or_else(|| {
+                pairing
+                    .encoder
+                    .as_ref()
+                    .and_then(|e| e.runaway())
+                    .map(|why| format!("tokens not compared for the records left: {why}"))
+            }),
             unrenderable: 0,
             render_error,
             records_too_large: 0,

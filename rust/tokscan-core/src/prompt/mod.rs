@@ -130,6 +130,11 @@ impl PromptEncoder {
     }
 
     /// The rendered generation prompt of `record`.
+    /// Why its chat template is no longer rendered in this scan, if it is not ([`ChatTemplate::runaway`]).
+    pub fn runaway(&self) -> Option<&str> {
+        self.template.runaway()
+    }
+
     pub fn render(&self, record: &PromptRecord) -> Result<String> {
         self.template
             .render(&record.messages, record.tools.as_ref())

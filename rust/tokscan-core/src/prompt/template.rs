@@ -256,6 +256,12 @@ impl ChatTemplate {
         })
     }
 
+    /// Why the template is no longer rendered in this scan (it ran out of its budget [`RUNAWAY_RENDERS`]
+    /// times), if it is not.
+    pub fn runaway(&self) -> Option<&str> {
+        self.runaway.get().map(String::as_str)
+    }
+
     /// Where the template came from.
     pub fn origin(&self) -> &Path {
         &self.origin
@@ -289,7 +295,7 @@ impl ChatTemplate {
                     + 1;
                 if n >= RUNAWAY_RENDERS {
                     let _ = self.runaway.set(format!(
-                        "{} (the chat template {} did so on {n} records and is not rendered again)",
+                        "{} (the chat template {} did so on {n} renders and is not rendered again: the records are compared by shape)",
                         one_line(&e),
                         crate::source::path_text(&self.origin)
                     ));
@@ -328,35 +334,21 @@ fn is_too_large(e: &minijinja::Error) -> bool {
     e.detail().is_some_and(|d| d.contains(TOO_LARGE))
 }
 
-/// Refuses a format string (`%`-style or `str.format`) whose width or precision exceeds [`MAX_FORMAT_WIDTH`]:
-/// `"%3000000000d"` would allocate gigabytes before the budget could see them.
+/// Refuses a `str.format` string whose width or precision exceeds [`MAX_FORMAT_WIDTH`]: `"{:>3000000000}"`
+/// would allocate gigabytes before the budget could see them. (A `%` in it is text; minijinja's own `format`
+/// filter checks what a printf-style width would allocate against the budget.)
 fn check_format_widths(format: &str) -> std::result::Result<(), minijinja::Error> {
-    let b = format.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        let spec_end = match b[i] {
-            b'%' => Some(
-                b[i + 1..]
-                    .iter()
-                    .position(|c| c.is_ascii_alphabetic() || *c == b'%')
-                    .map_or(b.len(), |k| i + 1 + k),
-            ),
-            b'{' => b[i + 1..]
-                .iter()
-                .position(|c| *c == b'}')
-                .map(|k| i + 1 + k),
-            _ => None,
-        };
-        let Some(end) = spec_end else {
-            i += 1;
+    let mut rest = format;
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open + 1..];
+        if let Some(stripped) = after.strip_prefix('{') {
+            rest = stripped; // `{{` is a literal brace
             continue;
+        }
+        let Some(close) = after.find('}') else {
+            break;
         };
-        let spec = &format[i + 1..end];
-        let spec = if b[i] == b'{' {
-            spec.split_once(':').map_or("", |(_, f)| f)
-        } else {
-            spec
-        };
+        let spec = after[..close].split_once(':').map_or("", |(_, f)| f);
         for run in spec.split(|c: char| !c.is_ascii_digit()) {
             if run.len() > 4 || run.parse::<usize>().is_ok_and(|n| n > MAX_FORMAT_WIDTH) {
                 return Err(too_large(format!(
@@ -364,7 +356,7 @@ fn check_format_widths(format: &str) -> std::result::Result<(), minijinja::Error
                 )));
             }
         }
-        i = end + 1;
+        rest = &after[close + 1..];
     }
     Ok(())
 }
@@ -1028,6 +1020,11 @@ mod tests {
             )
             .unwrap(),
             "   x|%-3s|  ab"
+        );
+        // A `%` in a str.format string is text, whatever digits follow it.
+        assert_eq!(
+            render("{{ '{}%: 123456 {{x}}'.format('x') }}", HI, None).unwrap(),
+            "x%: 123456 {x}"
         );
         // Once a template has run out of its budget on RUNAWAY_RENDERS records, every later render fails at
         // once with a message naming the template, instead of spending the budget again.

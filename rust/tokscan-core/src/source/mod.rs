@@ -503,20 +503,28 @@ pub const NOT_A_CORPUS_FILE: &str = "not a corpus file (no known format)";
 /// named `prompts.jsonl` (the start of the reason; `clean` copies these beside the cleaned inputs too).
 pub const UNPAIRED_PROMPTS_FILE: &str = "a prompts file that does not pair";
 
-/// The name a folder's prompts file has when it holds several: `prompts.jsonl` (`.ndjson`, `.gz`, `.zst`).
+/// The name a folder's prompts file has when it holds several: `prompts.jsonl` or `prompts.ndjson`, optionally
+/// `.gz` / `.zst` (not `prompts.old.jsonl`).
 fn is_conventional_prompts_name(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.split('.').next() == Some("prompts"))
+    let Some(n) = path.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    let n = [".gz", ".zst", ".zstd"]
+        .iter()
+        .find_map(|z| n.strip_suffix(z))
+        .unwrap_or(n);
+    n == "prompts.jsonl" || n == "prompts.ndjson"
 }
 
 /// One prompts file per folder: where a folder holds several (`prompts.jsonl` beside `prompts_edited.jsonl`,
 /// an old copy kept beside the real one), the one named `prompts.jsonl` pairs and the others are listed as
-/// skipped; with several and none of that name, none pairs (which one is meant is the user's to say). Two files
-/// never pair the same samples.
+/// skipped; with several and none of that name, none pairs (which one is meant is the user's to say), and that
+/// folder is returned in `unpaired` so that its shards pair with no file above it either. Two files never pair
+/// the same samples.
 fn one_prompts_file_per_folder(
     prompts: Vec<PromptsFile>,
     skipped: &mut Vec<Skipped>,
+    unpaired: &mut Vec<PathBuf>,
 ) -> Vec<PromptsFile> {
     let mut by_dir: BTreeMap<PathBuf, Vec<PromptsFile>> = BTreeMap::new();
     for p in prompts {
@@ -533,6 +541,9 @@ fn one_prompts_file_per_folder(
             .filter(|&i| is_conventional_prompts_name(&files[i].path))
             .collect();
         let keep = (named.len() == 1).then(|| named[0]);
+        if keep.is_none() {
+            unpaired.push(files[0].dir.clone());
+        }
         let why = match keep {
             Some(k) => format!(
                 "{UNPAIRED_PROMPTS_FILE}: {} is this folder's prompts file; pass --prompts to use this one",
@@ -577,6 +588,8 @@ pub struct PromptsFile {
 pub struct Discovery {
     pub inputs: Vec<Input>,
     pub prompts: Vec<PromptsFile>,
+    /// Folders whose several prompts files do not pair ([`crate::corpus::Corpus::unpaired_prompt_dirs`]).
+    pub unpaired_prompt_dirs: Vec<PathBuf>,
     pub skipped: Vec<Skipped>,
 }
 
@@ -633,6 +646,7 @@ pub fn discover_all(paths: &[String]) -> Result<Discovery> {
     let mut d = Discovery {
         inputs: w.inputs,
         prompts: Vec::new(),
+        unpaired_prompt_dirs: Vec::new(),
         skipped: w.skipped,
     };
     d.inputs.sort_by(|a, b| a.path.cmp(&b.path));
@@ -648,7 +662,7 @@ pub fn discover_all(paths: &[String]) -> Result<Discovery> {
                 .map(|n| n.to_string_lossy().into_owned());
         }
     }
-    d.prompts = one_prompts_file_per_folder(w.prompts, &mut d.skipped);
+    d.prompts = one_prompts_file_per_folder(w.prompts, &mut d.skipped, &mut d.unpaired_prompt_dirs);
     d.prompts.sort_by(|a, b| a.path.cmp(&b.path));
     d.skipped.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(d)
@@ -660,6 +674,20 @@ pub fn prompts_for<'p>(prompts: &'p [PromptsFile], path: &Path) -> Option<&'p Pr
         .iter()
         .filter(|p| path.starts_with(&p.dir) && path != p.dir)
         .max_by_key(|p| p.dir.components().count())
+}
+
+/// [`prompts_for`], unless a folder nearer the input holds prompts files none of which pairs (`unpaired`).
+pub fn paired_prompts_for<'p>(
+    prompts: &'p [PromptsFile],
+    unpaired: &[PathBuf],
+    path: &Path,
+) -> Option<&'p PromptsFile> {
+    let found = prompts_for(prompts, path)?;
+    let depth = found.dir.components().count();
+    let nearer = unpaired
+        .iter()
+        .any(|d| path.starts_with(d) && d.components().count() > depth);
+    (!nearer).then_some(found)
 }
 
 /// Discovery's state: what it found so far and the files it has already taken (by device and inode, so a
@@ -1145,6 +1173,7 @@ mod category_folder_tests {
                 "B1_code",
                 &[
                     "prompts.jsonl",
+                    "prompts.old.jsonl",
                     "prompts_edited.jsonl",
                     "prompts_rotated.jsonl",
                 ][..],
@@ -1183,6 +1212,7 @@ mod category_folder_tests {
                 .unwrap_or_else(|| panic!("{name} not listed: {:?}", found.skipped))
         };
         for n in [
+            "B1_code/prompts.old.jsonl",
             "B1_code/prompts_edited.jsonl",
             "B1_code/prompts_rotated.jsonl",
         ] {
@@ -1199,6 +1229,20 @@ mod category_folder_tests {
         }
         #[cfg(unix)]
         assert_eq!(why("B3_chat/loop.jsonl"), "a symbolic link loop");
+        // B2's shards pair with no prompts file, not with one a folder above holds.
+        assert_eq!(found.unpaired_prompt_dirs, vec![root.join("B2_math")]);
+        std::fs::write(root.join("prompts.jsonl"), prompt).unwrap();
+        let found = discover_all(&[root.display().to_string()]).expect("read");
+        let shard = root.join("B2_math/gen.jsonl");
+        assert!(prompts_for(&found.prompts, &shard).is_some());
+        assert!(paired_prompts_for(&found.prompts, &found.unpaired_prompt_dirs, &shard).is_none());
+        let shard = root.join("B1_code/gen.jsonl");
+        assert_eq!(
+            paired_prompts_for(&found.prompts, &found.unpaired_prompt_dirs, &shard)
+                .map(|p| p.path.clone()),
+            Some(root.join("B1_code/prompts.jsonl"))
+        );
+        std::fs::remove_file(root.join("prompts.jsonl")).unwrap();
         // A folder whose prompts files do not pair still names its category.
         let cats: Vec<_> = found
             .inputs
