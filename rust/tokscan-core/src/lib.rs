@@ -14,6 +14,7 @@ pub mod corpus_checks;
 pub mod error;
 pub mod files;
 pub mod flagged;
+pub mod hidden;
 pub mod json;
 pub mod neardup;
 pub mod pairing;

@@ -304,6 +304,16 @@ fn read_file<'py>(py: Python<'py>, path: std::path::PathBuf) -> PyResult<Bound<'
     Ok(PyBytes::new(py, &data))
 }
 
+/// The header of one hidden-state dump file (a `torch.save` zip, its gzip, or safetensors) as JSON `{path,
+/// container, size, tensors: [{name, dtype, shape, offset, bytes}]}`, read without torch and without running
+/// anything in the file: a pickle that would call anything but a tensor rebuild is an `InputError` naming the
+/// file.
+#[pyfunction]
+fn hidden_state_header(py: Python<'_>, path: std::path::PathBuf) -> PyResult<String> {
+    let h = detached(py, || tokscan_core::hidden::read_header(&path))?;
+    Ok(serde_json::to_string(&h).expect("plain data"))
+}
+
 /// `(name, how errors list it)` of every input format, in the registry's order.
 #[pyfunction]
 fn formats() -> Vec<(&'static str, &'static str)> {
@@ -419,6 +429,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(report_fields, m)?)?;
     m.add_function(wrap_pyfunction!(reads_tokenizer_vocabulary, m)?)?;
     m.add_function(wrap_pyfunction!(read_file, m)?)?;
+    m.add_function(wrap_pyfunction!(hidden_state_header, m)?)?;
     m.add_function(wrap_pyfunction!(prompt::encode_prompts, m)?)?;
     m.add_function(wrap_pyfunction!(prompt::render_prompts, m)?)?;
     m.add_class::<distributed::PyTaskScan>()?;
