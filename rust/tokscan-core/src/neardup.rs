@@ -62,9 +62,11 @@ pub fn memory_budget() -> crate::error::Result<u64> {
     Ok(crate::settings::bytes(MEMORY_VAR)?.unwrap_or(DEFAULT_MEMORY))
 }
 
-/// `bytes` for a message: MiB below a GiB, else GiB.
+/// `bytes` for a message: bytes below a MiB, MiB below a GiB, else GiB.
 fn mib(bytes: u64) -> String {
-    if bytes >= 1 << 30 {
+    if bytes < 1 << 20 {
+        format!("{bytes} bytes")
+    } else if bytes >= 1 << 30 {
         format!("{:.1} GiB", bytes as f64 / f64::from(1u32 << 30))
     } else {
         format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
