@@ -56,9 +56,13 @@ fn storage_dtype(name: &str) -> Option<DType> {
     })
 }
 
-/// Most values a pickle may build, and the deepest nesting (a dump holds a handful of tensors).
-const MAX_VALUES: usize = 1 << 20;
-const MAX_DEPTH: usize = 64;
+/// Most opcodes a pickle may run, and the deepest nesting of its values (a dump of a handful of tensors runs a
+/// few hundred opcodes, nested 4 deep).
+const MAX_OPS: usize = 1 << 20;
+const MAX_DEPTH: u16 = 64;
+/// Most values (tensors, numbers, strings, containers) a pickle may hold, memo copies counted: a memo get of a
+/// container copies it, so a few bytes could otherwise build an exponential value.
+const MAX_CELLS: u64 = 1 << 20;
 
 struct Reader<'a> {
     b: &'a [u8],
@@ -97,20 +101,6 @@ impl Reader<'_> {
         let s = String::from_utf8_lossy(&rest[..n]).into_owned();
         self.at += n + 1;
         Ok(s)
-    }
-}
-
-fn depth(v: &Value) -> usize {
-    match v {
-        Value::Tuple(x) | Value::List(x) => 1 + x.iter().map(depth).max().unwrap_or(0),
-        Value::Dict(x) => {
-            1 + x
-                .iter()
-                .map(|(a, b)| depth(a).max(depth(b)))
-                .max()
-                .unwrap_or(0)
-        }
-        _ => 0,
     }
 }
 
@@ -160,33 +150,41 @@ fn reduce(f: Value, args: Value) -> Result<Value, String> {
     }
 }
 
-/// The value a pickle builds, or why it is refused (an opcode or a global a tensor dump has no use for).
+/// The value a pickle builds, or why it is refused (an opcode or a global a tensor dump has no use for). Each
+/// value on the stack carries how deep it nests, so nesting is bounded without walking values.
 pub fn load(b: &[u8]) -> Result<Value, String> {
     let mut r = Reader { b, at: 0 };
-    let mut stack: Vec<Value> = Vec::new();
-    let mut memo: std::collections::HashMap<u32, Value> = Default::default();
-    let mut built = 0usize;
-    let pop = |stack: &mut Vec<Value>| {
+    let mut stack: Vec<(Value, u16, u64)> = Vec::new();
+    let mut memo: std::collections::HashMap<u32, (Value, u16, u64)> = Default::default();
+    let pop = |stack: &mut Vec<(Value, u16, u64)>| {
         stack
             .pop()
             .ok_or_else(|| "the pickle's stack is empty".to_string())
     };
-    let pop_mark = |stack: &mut Vec<Value>| -> Result<Vec<Value>, String> {
+    let pop_mark = |stack: &mut Vec<(Value, u16, u64)>| -> Result<Vec<(Value, u16, u64)>, String> {
         let k = stack
             .iter()
-            .rposition(|v| *v == Value::Mark)
+            .rposition(|v| v.0 == Value::Mark)
             .ok_or("no MARK on the pickle's stack")?;
         let items = stack.split_off(k + 1);
         stack.pop();
         Ok(items)
     };
-    loop {
-        built += 1;
-        if built > MAX_VALUES || stack.len() > MAX_VALUES {
-            return Err("the pickle builds more values than a tensor dump holds".into());
+    // A container of `items`: one deeper than the deepest of them.
+    type Entry = (Value, u16, u64);
+    let nested = |items: Vec<Entry>, make: fn(Vec<Value>) -> Value| -> Result<Entry, String> {
+        let d = 1 + items.iter().map(|i| i.1).max().unwrap_or(0);
+        if d > MAX_DEPTH {
+            return Err("the pickle nests deeper than a tensor dump".into());
         }
+        let size = 1 + items.iter().map(|i| i.2).sum::<u64>();
+        Ok((make(items.into_iter().map(|i| i.0).collect()), d, size))
+    };
+    let mut cells = 0u64;
+    for _ in 0..MAX_OPS {
         let at = r.at;
         let op = r.u8()?;
+        let leaf = |v: Value| (v, 0u16, 1u64);
         match op {
             0x80 => {
                 let proto = r.u8()?;
@@ -194,37 +192,44 @@ pub fn load(b: &[u8]) -> Result<Value, String> {
                     return Err(format!("pickle protocol {proto}"));
                 }
             }
-            b'.' => return pop(&mut stack),
-            b'}' => stack.push(Value::Dict(Vec::new())),
-            b']' => stack.push(Value::List(Vec::new())),
-            b')' => stack.push(Value::Tuple(Vec::new())),
-            b'(' => stack.push(Value::Mark),
-            b'N' => stack.push(Value::None),
-            0x88 => stack.push(Value::Bool(true)),
-            0x89 => stack.push(Value::Bool(false)),
-            b'K' => stack.push(Value::Int(i64::from(r.u8()?))),
-            b'M' => stack.push(Value::Int(i64::from(r.u16()?))),
-            b'J' => stack.push(Value::Int(i64::from(r.u32()? as i32))),
+            b'.' => return pop(&mut stack).map(|v| v.0),
+            b'}' => stack.push((Value::Dict(Vec::new()), 1, 1)),
+            b']' => stack.push((Value::List(Vec::new()), 1, 1)),
+            b')' => stack.push((Value::Tuple(Vec::new()), 1, 1)),
+            b'(' => stack.push(leaf(Value::Mark)),
+            b'N' => stack.push(leaf(Value::None)),
+            0x88 => stack.push(leaf(Value::Bool(true))),
+            0x89 => stack.push(leaf(Value::Bool(false))),
+            b'K' => stack.push(leaf(Value::Int(i64::from(r.u8()?)))),
+            b'M' => stack.push(leaf(Value::Int(i64::from(r.u16()?)))),
+            b'J' => stack.push(leaf(Value::Int(i64::from(r.u32()? as i32)))),
             0x8a => {
                 let n = r.u8()? as usize;
                 if n > 8 {
                     return Err("an integer wider than 64 bits".into());
                 }
                 let bytes = r.take(n)?;
-                let mut buf = [if bytes.last().is_some_and(|b| b & 0x80 != 0) { 0xff } else { 0 }; 8];
+                let fill = if bytes.last().is_some_and(|b| b & 0x80 != 0) {
+                    0xff
+                } else {
+                    0
+                };
+                let mut buf = [fill; 8];
                 buf[..n].copy_from_slice(bytes);
-                stack.push(Value::Int(i64::from_le_bytes(buf)));
+                stack.push(leaf(Value::Int(i64::from_le_bytes(buf))));
             }
-            b'G' => stack.push(Value::Float(f64::from_be_bytes(r.take(8)?.try_into().expect("8")))),
+            b'G' => stack.push(leaf(Value::Float(f64::from_be_bytes(
+                r.take(8)?.try_into().expect("8"),
+            )))),
             b'X' => {
                 let n = r.u32()? as usize;
                 let s = r.take(n)?;
-                stack.push(Value::Str(String::from_utf8_lossy(s).into_owned()));
+                stack.push(leaf(Value::Str(String::from_utf8_lossy(s).into_owned())));
             }
             0x8c => {
                 let n = r.u8()? as usize;
                 let s = r.take(n)?;
-                stack.push(Value::Str(String::from_utf8_lossy(s).into_owned()));
+                stack.push(leaf(Value::Str(String::from_utf8_lossy(s).into_owned())));
             }
             b'c' => {
                 let module = r.line()?;
@@ -235,34 +240,43 @@ pub fn load(b: &[u8]) -> Result<Value, String> {
                         "the global {full} (only plain tensors are read; nothing in the file is run)"
                     ));
                 }
-                stack.push(Value::Global(full));
+                stack.push(leaf(Value::Global(full)));
             }
-            b'q' => {
-                let k = u32::from(r.u8()?);
-                memo.insert(k, stack.last().cloned().ok_or("BINPUT on an empty stack")?);
+            b'q' | b'r' | 0x94 => {
+                let k = match op {
+                    b'q' => u32::from(r.u8()?),
+                    b'r' => r.u32()?,
+                    _ => memo.len() as u32,
+                };
+                let top = stack.last().ok_or("a memo put on an empty stack")?;
+                // A put copies the value too: counted as a get is.
+                cells += top.2;
+                if cells > MAX_CELLS {
+                    return Err("the pickle holds more values than a tensor dump".into());
+                }
+                memo.insert(k, top.clone());
             }
-            b'r' => {
-                let k = r.u32()?;
-                memo.insert(k, stack.last().cloned().ok_or("LONG_BINPUT on an empty stack")?);
-            }
-            0x94 => {
-                let k = memo.len() as u32;
-                memo.insert(k, stack.last().cloned().ok_or("MEMOIZE on an empty stack")?);
-            }
-            b'h' => {
-                let k = u32::from(r.u8()?);
-                stack.push(memo.get(&k).cloned().ok_or(format!("BINGET of memo {k}, never put"))?);
-            }
-            b'j' => {
-                let k = r.u32()?;
-                stack.push(memo.get(&k).cloned().ok_or(format!("LONG_BINGET of memo {k}, never put"))?);
+            b'h' | b'j' => {
+                let k = if op == b'h' {
+                    u32::from(r.u8()?)
+                } else {
+                    r.u32()?
+                };
+                let v = memo
+                    .get(&k)
+                    .ok_or(format!("a memo get of {k}, never put"))?;
+                cells += v.2;
+                if cells > MAX_CELLS {
+                    return Err("the pickle holds more values than a tensor dump".into());
+                }
+                stack.push(v.clone());
             }
             0x95 => {
                 r.take(8)?; // FRAME: a length hint
             }
             b't' => {
                 let items = pop_mark(&mut stack)?;
-                stack.push(Value::Tuple(items));
+                stack.push(nested(items, Value::Tuple)?);
             }
             0x85..=0x87 => {
                 let n = usize::from(op - 0x84);
@@ -270,20 +284,26 @@ pub fn load(b: &[u8]) -> Result<Value, String> {
                     return Err("a TUPLE opcode on a short stack".into());
                 }
                 let items = stack.split_off(stack.len() - n);
-                stack.push(Value::Tuple(items));
+                stack.push(nested(items, Value::Tuple)?);
             }
-            b'a' => {
-                let v = pop(&mut stack)?;
+            b'a' | b'e' => {
+                let items = if op == b'a' {
+                    vec![pop(&mut stack)?]
+                } else {
+                    pop_mark(&mut stack)?
+                };
+                let d = 1 + items.iter().map(|i| i.1).max().unwrap_or(0);
+                let added: u64 = items.iter().map(|i| i.2).sum();
                 match stack.last_mut() {
-                    Some(Value::List(l)) => l.push(v),
+                    Some((Value::List(l), depth, size)) => {
+                        *depth = (*depth).max(d);
+                        *size += added;
+                        l.extend(items.into_iter().map(|i| i.0));
+                    }
                     _ => return Err("APPEND to something that is not a list".into()),
                 }
-            }
-            b'e' => {
-                let items = pop_mark(&mut stack)?;
-                match stack.last_mut() {
-                    Some(Value::List(l)) => l.extend(items),
-                    _ => return Err("APPENDS to something that is not a list".into()),
+                if d > MAX_DEPTH {
+                    return Err("the pickle nests deeper than a tensor dump".into());
                 }
             }
             b's' | b'u' => {
@@ -297,16 +317,23 @@ pub fn load(b: &[u8]) -> Result<Value, String> {
                 if items.len() % 2 != 0 {
                     return Err("SETITEMS with an odd number of values".into());
                 }
-                let Some(Value::Dict(d)) = stack.last_mut() else {
+                let d = 1 + items.iter().map(|i| i.1).max().unwrap_or(0);
+                if d > MAX_DEPTH {
+                    return Err("the pickle nests deeper than a tensor dump".into());
+                }
+                let added: u64 = items.iter().map(|i| i.2).sum();
+                let Some((Value::Dict(dict), depth, size)) = stack.last_mut() else {
                     return Err("SETITEM on something that is not a dict".into());
                 };
-                let mut it = items.into_iter();
+                *depth = (*depth).max(d);
+                *size += added;
+                let mut it = items.into_iter().map(|i| i.0);
                 while let (Some(k), Some(v)) = (it.next(), it.next()) {
-                    d.push((k, v));
+                    dict.push((k, v));
                 }
             }
             b'Q' => {
-                let pid = pop(&mut stack)?;
+                let (pid, _, _) = pop(&mut stack)?;
                 let Value::Tuple(t) = pid else {
                     return Err("a persistent id that is not a tuple".into());
                 };
@@ -315,19 +342,18 @@ pub fn load(b: &[u8]) -> Result<Value, String> {
                         if kind == "storage" =>
                     {
                         let dtype = storage_dtype(cls).ok_or(format!("a storage of {cls}"))?;
-                        stack.push(Value::Storage {
+                        stack.push(leaf(Value::Storage {
                             key: key.clone(),
                             dtype,
-                        });
+                        }));
                     }
                     _ => return Err("a persistent id that is not a tensor storage".into()),
                 }
             }
             b'R' => {
-                let args = pop(&mut stack)?;
-                let f = pop(&mut stack)?;
-                let v = reduce(f, args)?;
-                stack.push(v);
+                let (args, _, _) = pop(&mut stack)?;
+                let (f, _, _) = pop(&mut stack)?;
+                stack.push(leaf(reduce(f, args)?));
             }
             other => {
                 return Err(format!(
@@ -335,12 +361,8 @@ pub fn load(b: &[u8]) -> Result<Value, String> {
                 ))
             }
         }
-        if let Some(top) = stack.last() {
-            if depth(top) > MAX_DEPTH {
-                return Err("the pickle nests deeper than a tensor dump".into());
-            }
-        }
     }
+    Err("the pickle runs more opcodes than a tensor dump".into())
 }
 
 #[cfg(test)]
@@ -365,6 +387,31 @@ mod tests {
             assert!(e.contains("opcode"), "{e}");
         }
         assert!(load(b"\x80\x02}(").unwrap_err().contains("ends"));
+        // Nesting and size are bounded without walking values: a million nested tuples, a long list.
+        let mut deep = vec![0x80, 2];
+        deep.extend(std::iter::repeat_n(b'(', 1_000_000));
+        deep.extend(std::iter::repeat_n(b't', 1_000_000));
+        assert!(load(&deep).unwrap_err().contains("deeper"));
+        let mut long = vec![0x80, 2, b']'];
+        for _ in 0..(MAX_OPS / 2) {
+            long.extend([b'N', b'a']);
+        }
+        assert!(load(&long).unwrap_err().contains("more opcodes"));
+        // A list memoized and appended to itself again and again doubles each time: bounded by the copies.
+        let mut bomb = vec![0x80, 2, b']', b'q', 0];
+        for _ in 0..64 {
+            bomb.extend([b'h', 0, b'a', b'q', 0]);
+        }
+        bomb.push(b'.');
+        let e = load(&bomb).unwrap_err();
+        assert!(e.contains("more values") || e.contains("deeper"), "{e}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_are_read_or_refused_never_a_panic(b in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            let _ = load(&b);
+        }
     }
 
     #[test]
