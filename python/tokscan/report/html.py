@@ -707,10 +707,16 @@ def _anomalies(
         links = f"<a href='#flagged' data-code='{_e(code)}'>samples</a>"
         if code in decoded:
             links += f" · <a href='#d-{_e(code)}'>excerpts</a>"
+        counted, share = f"{_num(count)}{more}", _pct(count, report.n_samples)
+        if not report.examples(code) and not report.n_summarized({code}):
+            # A finding about a category or the corpus, not about samples (`category_split`, `draft_vocab_stale`).
+            counted, share = f"{_num(count)} finding(s)", "–"
+            section = {"category_split": "structure", "draft_vocab_stale": "draft-vocab"}.get(code)
+            links = f"<a href='#{section}'>{section.replace('-', ' ')}</a>" if section else ""
         body.append(
             f"<tr data-code='{_e(code)}'><td class='l'><a href='#flagged' data-code='{_e(code)}'><code>{_e(code)}"
-            f"</code></a></td><td class='l sev {a['severity']}'>{a['severity']}</td><td>{_num(count)}{more}</td>"
-            f"<td>{_pct(count, report.n_samples)}</td><td class='l'><span class='status {cls}'>{_e(said)}</span>"
+            f"</code></a></td><td class='l sev {a['severity']}'>{a['severity']}</td><td>{counted}</td>"
+            f"<td>{share}</td><td class='l'><span class='status {cls}'>{_e(said)}</span>"
             f"</td><td class='l wrap'>{_e(a['description'])}</td><td class='l'>{links}</td></tr>"
         )
     table = (
