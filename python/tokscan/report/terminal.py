@@ -171,13 +171,15 @@ def anomaly_table(
     for code, a in found:
         sev = a["severity"]
         status, said = words[code]
+        about_samples = code in examples or report.n_summarized({code}) > 0
         t.add_row(
             code,
             Text(sev, style=SEVERITY_STYLE[sev]),
             _num(a["count"]),
-            f"{100 * a['count'] / n:.2f}%",
+            f"{100 * a['count'] / n:.2f}%" if about_samples else "–",
             Text(STATUS_SHORT[status] if compact else said, style=STATUS_STYLE[status]),
-            ", ".join(examples.get(code, [])),
+            # A finding about a category or the corpus flags no sample: say where it is instead.
+            ", ".join(examples.get(code, [])) if about_samples else NO_SAMPLE_FINDING.get(code, ""),
         )
     return t
 
@@ -227,6 +229,13 @@ def print_drift(drifts, console: Console, baseline: object) -> None:
         t.add_row(d.check, d.category, d.subject, d.message)
     console.print(t)
     console.print(f"[bold red]DRIFT[/]: {len(drifts)} finding(s)")
+
+
+#: Where the terminal summary says more of a finding that flags no sample.
+NO_SAMPLE_FINDING = {
+    "category_split": "finding(s): see the category's 'structure' line",
+    "draft_vocab_stale": "finding: see the draft vocabulary lines",
+}
 
 
 def print_consistency(categories: dict, console: Console) -> None:
