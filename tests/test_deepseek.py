@@ -37,6 +37,7 @@ def test_real_tokenizer_corpus_flags_exactly_the_injected_samples(corpus):
     # Pairing and category-consistency codes need the drafter layout (category folders with prompts files,
     # 100+ samples per category): tests/test_pairing.py plants them.
     layout = {"prompt_missing", "prompt_mismatch", "prompts_shifted", "prompt_unrenderable", "departs_from_category"}
+    layout |= {"category_split"}
     # Shared prompts and benchmark contamination are planted by tests/test_prompt_groups.py and
     # tests/test_contamination.py; near duplicates (an opt-in check) by tests/test_near_dup.py.
     layout |= {"prompt_duplicate", "prompt_cross_category", "contaminated", "near_duplicate"}
