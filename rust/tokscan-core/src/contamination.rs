@@ -371,9 +371,8 @@ struct PartMatch {
 }
 
 /// The text of a JSONL benchmark file, decompressed when its name says `.gz` or `.zst` (as `HumanEval.jsonl.gz`
-/// is distributed), at most [`crate::files::max_bytes`] of it.
+/// is distributed) as a compressed JSONL shard is, within the same inflation cap.
 fn benchmark_text(path: &Path, name: &str) -> Result<String> {
-    use std::io::Read;
     let codec = if name.ends_with(".gz") {
         "gz"
     } else if name.ends_with(".zst") || name.ends_with(".zstd") {
@@ -382,38 +381,18 @@ fn benchmark_text(path: &Path, name: &str) -> Result<String> {
         return crate::files::read_to_string(path);
     };
     let (f, _) = crate::files::open(path)?;
-    let limit = crate::files::max_bytes()?;
-    let reader: Box<dyn Read> = if codec == "gz" {
-        Box::new(flate2::read::MultiGzDecoder::new(f))
-    } else {
-        Box::new(
-            zstd::stream::read::Decoder::new(f)
-                .map_err(|e| Error::invalid(path, format!("not a readable zstd file: {e}")))?,
-        )
-    };
-    let mut bytes = Vec::new();
-    reader
-        .take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|e| Error::invalid(path, format!("not a readable {codec} file: {e}")))?;
-    if bytes.len() as u64 > limit {
-        return Err(Error::invalid(
-            path,
-            format!(
-                "inflates past {limit} bytes ({}=N raises the limit)",
-                crate::files::MAX_FILE_BYTES_VAR
-            ),
-        ));
-    }
-    String::from_utf8(bytes).map_err(|e| {
-        Error::invalid(
-            path,
-            format!(
-                "not UTF-8 text once decompressed (at byte {})",
-                e.utf8_error().valid_up_to()
-            ),
-        )
-    })
+    let bytes = crate::source::jsonl::inflate_file(path, &f, codec)?;
+    std::str::from_utf8(&bytes)
+        .map(str::to_string)
+        .map_err(|e| {
+            Error::invalid(
+                path,
+                format!(
+                    "not UTF-8 text once decompressed (at byte {})",
+                    e.valid_up_to()
+                ),
+            )
+        })
 }
 
 /// The items of a benchmark file: JSONL (`.jsonl`, `.json`, optionally `.gz` / `.zst`) or Parquet (`.parquet`).

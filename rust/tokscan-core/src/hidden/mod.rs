@@ -6,7 +6,7 @@
 //! their bytes are — from the zip central directory and the restricted pickle ([`pickle`]) of a `torch.save`
 //! file, or the JSON header of a safetensors file. No tensor byte is read to list them; the records `torch.save`
 //! writes are stored uncompressed and aligned, so their bytes can be memory-mapped where a check needs them.
-//! A `.gz` file (SpecForge `--compress`) is inflated whole, within [`crate::files::max_bytes`].
+//! A `.gz` file (SpecForge `--compress`) is inflated whole, within the cap compressed JSONL shards have.
 
 pub mod pickle;
 
@@ -118,20 +118,10 @@ pub fn read_header(path: &Path) -> Result<DumpHeader> {
             })
         }
         [0x1f, 0x8b, ..] => {
-            let limit = crate::files::max_bytes()?;
-            let mut bytes = Vec::new();
-            flate2::read::MultiGzDecoder::new(f)
-                .take(limit.saturating_add(1))
-                .read_to_end(&mut bytes)
-                .map_err(|e| bad(format!("not a readable gzip file: {e}")))?;
-            if bytes.len() as u64 > limit {
-                return Err(bad(format!(
-                    "inflates past {limit} bytes ({}=N raises the limit)",
-                    crate::files::MAX_FILE_BYTES_VAR
-                )));
-            }
+            // Inflated whole, as a compressed JSONL shard is (within the same cap).
+            let bytes = crate::source::jsonl::inflate_file(path, &f, "gz")?;
             let inflated = bytes.len() as u64;
-            let tensors = torch_zip(std::io::Cursor::new(bytes), inflated)
+            let tensors = torch_zip(std::io::Cursor::new(&*bytes), inflated)
                 .map_err(|e| bad(format!("inside its gzip: {e}")))?;
             Ok(DumpHeader {
                 path: path.to_path_buf(),

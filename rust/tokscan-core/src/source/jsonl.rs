@@ -366,7 +366,7 @@ pub struct JsonlShard {
 }
 
 /// A JSONL file's bytes: memory-mapped when plain, decompressed into memory when `.gz` / `.zst`.
-enum Text {
+pub(crate) enum Text {
     Empty,
     Mapped(memmap2::Mmap),
     Owned(Vec<u8>),
@@ -463,18 +463,26 @@ fn rewound(file: &File) -> std::io::Result<File> {
     Ok(f)
 }
 
+/// `file` (opened at `path`) decompressed by `codec` (`gz` or `zst`) within the inflation cap: how a compressed
+/// JSONL shard is read, and a benchmark file or a gzipped hidden-state dump too.
+pub(crate) fn inflate_file(path: &Path, file: &File, codec: &str) -> Result<Text> {
+    let compressed = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    // Both passes read the file opened by the caller (from its start), never the path again.
+    match codec {
+        "gz" => inflate(path, compressed, "gzip", || {
+            Ok(flate2::read::MultiGzDecoder::new(rewound(file)?))
+        }),
+        _ => inflate(path, compressed, "zstd", || {
+            zstd::stream::read::Decoder::new(rewound(file)?)
+        }),
+    }
+}
+
 /// Reads the file's bytes (decompressing by its name's codec, within the inflation cap).
 fn load(path: &Path) -> Result<Text> {
     let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let compressed = file.metadata().map_err(|e| Error::io(path, e))?.len();
     Ok(match codec(path) {
-        // Both passes read the file opened here (from its start), never the path again.
-        "gz" => inflate(path, compressed, "gzip", || {
-            Ok(flate2::read::MultiGzDecoder::new(rewound(&file)?))
-        })?,
-        "zst" => inflate(path, compressed, "zstd", || {
-            zstd::stream::read::Decoder::new(rewound(&file)?)
-        })?,
+        c @ ("gz" | "zst") => inflate_file(path, &file, c)?,
         _ => {
             let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
             if len == 0 {
