@@ -222,6 +222,11 @@ class Report:
         want = np.uint64(sum(1 << i for i, c in enumerate(names) if c in codes))
         return rows[(masks & want) != 0]
 
+    def flags_samples(self, code: str) -> bool:
+        """Whether `code`'s findings here are samples (listed in `flagged`, or past the detail limit), not a
+        category or the corpus (`category_split`, `draft_vocab_stale` flag no sample)."""
+        return any(code in f["codes"] for f in self.flagged) or self.n_summarized({code}) > 0
+
     def n_summarized(self, codes: set[str] | None = None) -> int:
         """How many summarized flagged samples there are (those with one of `codes` when given); numpy is
         imported only when the report has some."""

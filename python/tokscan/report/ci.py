@@ -14,7 +14,7 @@ from .drift import Drift
 def _anomaly_line(report: Report, code: str) -> str:
     a = report.anomalies[code]
     ex = ", ".join(report.examples(code))
-    if a["count"] and not ex and not report.n_summarized({code}):
+    if a["count"] and not report.flags_samples(code):
         # A finding about the corpus or a category that flags no sample (`category_split`, `draft_vocab_stale`).
         return f"{a['count']} finding(s) {code}: {a['description']}"
     share = 100 * a["count"] / max(1, report.n_samples)

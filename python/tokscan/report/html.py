@@ -708,7 +708,7 @@ def _anomalies(
         if code in decoded:
             links += f" · <a href='#d-{_e(code)}'>excerpts</a>"
         counted, share = f"{_num(count)}{more}", _pct(count, report.n_samples)
-        if not report.examples(code) and not report.n_summarized({code}):
+        if not report.flags_samples(code):
             # A finding about a category or the corpus, not about samples (`category_split`, `draft_vocab_stale`).
             counted, share = f"{_num(count)} finding(s)", "–"
             section = {"category_split": "structure", "draft_vocab_stale": "draft-vocab"}.get(code)

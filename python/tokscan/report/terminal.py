@@ -171,7 +171,7 @@ def anomaly_table(
     for code, a in found:
         sev = a["severity"]
         status, said = words[code]
-        about_samples = code in examples or report.n_summarized({code}) > 0
+        about_samples = report.flags_samples(code)
         t.add_row(
             code,
             Text(sev, style=SEVERITY_STYLE[sev]),
