@@ -264,13 +264,11 @@ def test_prompts_option_pairs_the_whole_corpus(tmp_path, data):
     assert {s["offset"] for s in p["shifts"]} == {-1} and p["shifted"] >= 0.7 * N_PER_CATEGORY
 
 
-def test_what_a_category_agrees_on_each_sample_is_held_to(tmp_path):
-    """A DeepSeek category whose samples all carry a system prompt but three: under the built-in profile (which
-    does not require one), those three are flagged as departing from their category, naming the feature."""
+def _system_category(tmp_path, n: int, without: set[int], seed: int = 5):
+    """A DeepSeek category `B5_math` of `n` samples, all with a system prompt but the rows in `without`."""
     tok = _tokenizer()
-    rng = random.Random(3)
+    rng = random.Random(seed)
     samples = []
-    n, without = 400, {7, 150, 311}  # 99.25 % have one: above the default 95 % majority
     for i in range(n):
         system = "" if i in without else demo.SYSTEMS[0]
         user = " ".join(rng.choice(SENTENCES) for _ in range(rng.randint(1, 6)))
@@ -280,6 +278,14 @@ def test_what_a_category_agrees_on_each_sample_is_held_to(tmp_path):
         c = list(tok.encode(completion, add_special_tokens=False))
         samples.append(synth.Sample(f"s{i}", "B5_math", p, c, 0, 0))
     synth.write_parquet_full(samples, tmp_path / "c", n_shards=1)
+    return tmp_path / "c"
+
+
+def test_what_a_category_agrees_on_each_sample_is_held_to(tmp_path):
+    """A DeepSeek category whose samples all carry a system prompt but three: under the built-in profile (which
+    does not require one), those three are flagged as departing from their category, naming the feature."""
+    n, without = 400, {7, 150, 311}  # 99.25 % have one: above the default 95 % majority
+    _system_category(tmp_path, n, without, seed=3)
     r = tokscan.scan(tmp_path / "c", "deepseek")
     flagged = {f["row"]: f for f in r.flagged if "departs_from_category" in f["codes"]}
     assert set(flagged) == without
@@ -297,23 +303,6 @@ def test_what_a_category_agrees_on_each_sample_is_held_to(tmp_path):
     proc = run_cli("scan", str(tmp_path / "c"), "-p", "deepseek")
     out = " ".join(proc.stdout.split())
     assert "structure B5_math: " in out and "system=present 99." in out and "thinking=present" in out
-
-
-def _system_category(tmp_path, n: int, without: set[int]):
-    """A DeepSeek category `B5_math` of `n` samples, all with a system prompt but the rows in `without`."""
-    tok = _tokenizer()
-    rng = random.Random(5)
-    samples = []
-    for i in range(n):
-        system = "" if i in without else demo.SYSTEMS[0]
-        user = " ".join(rng.choice(SENTENCES) for _ in range(rng.randint(1, 6)))
-        prompt = f"{demo.BOS}{system}{demo.USER}{user}{demo.ASSISTANT}{demo.THINK}"
-        completion = f"Thinking about {i}.{demo.UNTHINK}{rng.choice(SENTENCES)} ({i}){demo.EOS}"
-        p = list(tok.encode(prompt, add_special_tokens=False))
-        c = list(tok.encode(completion, add_special_tokens=False))
-        samples.append(synth.Sample(f"s{i}", "B5_math", p, c, 0, 0))
-    synth.write_parquet_full(samples, tmp_path / "c", n_shards=1)
-    return tmp_path / "c"
 
 
 def test_a_few_deviants_in_a_category_are_found_and_a_split_is_said_as_such(tmp_path):

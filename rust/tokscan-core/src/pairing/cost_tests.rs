@@ -57,22 +57,7 @@ fn record(line: usize, text: &str, too_large: bool) -> PromptRecord {
 /// Pairs samples `0..n` (sample i's prompt is `content(i)`, stored apart from its completion) with `records`.
 fn pair_all(records: Vec<PromptRecord>, n: usize, enc: &Arc<Counting>) -> Vec<PairFact> {
     let profile = Profile::load("deepseek", None).unwrap();
-    let pairing = Pairing {
-        sets: vec![PromptSet {
-            path: "prompts.jsonl".into(),
-            dir: None,
-            category: None,
-            records,
-            id_field: None,
-            by_id: Default::default(),
-            duplicate_ids: Vec::new(),
-        }],
-        source_set: vec![Some(0)],
-        first_row: vec![0],
-        samples: vec![n as u64],
-        encoder: Some(enc.clone() as Arc<dyn RecordEncoder>),
-        note: None,
-    };
+    let pairing = super::tests::one_file(records, n, Some(enc.clone() as Arc<dyn RecordEncoder>));
     let mut shape = PromptShape::default();
     (0..n)
         .map(|i| {

@@ -62,28 +62,38 @@ fn fact(row: u64, record: u32, ratios: [Option<i16>; 7]) -> PairFact {
     }
 }
 
-fn pairing(n: usize) -> Pairing {
+/// One prompts file of `records`, paired by line with the corpus's one input of `samples` samples.
+pub(super) fn one_file(
+    records: Vec<PromptRecord>,
+    samples: usize,
+    encoder: Option<Arc<dyn RecordEncoder>>,
+) -> Pairing {
     Pairing {
         sets: vec![PromptSet {
-            path: "p.jsonl".into(),
+            path: "prompts.jsonl".into(),
             dir: None,
             category: None,
-            records: (0..n)
-                .map(|i| PromptRecord {
-                    line: i as u32 + 1,
-                    ..PromptRecord::default()
-                })
-                .collect(),
+            records,
             id_field: None,
             by_id: Default::default(),
             duplicate_ids: Vec::new(),
         }],
         source_set: vec![Some(0)],
         first_row: vec![0],
-        samples: vec![n as u64],
-        encoder: None,
+        samples: vec![samples as u64],
+        encoder,
         note: None,
     }
+}
+
+fn pairing(n: usize) -> Pairing {
+    let records = (0..n)
+        .map(|i| PromptRecord {
+            line: i as u32 + 1,
+            ..PromptRecord::default()
+        })
+        .collect();
+    one_file(records, n, None)
 }
 
 fn records_of(facts: Vec<PairFact>) -> Records {
