@@ -381,7 +381,7 @@ fn benchmark_text(path: &Path, name: &str) -> Result<String> {
         return crate::files::read_to_string(path);
     };
     let (f, _) = crate::files::open(path)?;
-    let bytes = crate::source::jsonl::inflate_file(path, &f, codec)?;
+    let bytes = crate::source::jsonl::inflate_file(path, &f, codec, crate::files::max_bytes()?)?;
     std::str::from_utf8(&bytes)
         .map(str::to_string)
         .map_err(|e| {

@@ -119,7 +119,8 @@ pub fn read_header(path: &Path) -> Result<DumpHeader> {
         }
         [0x1f, 0x8b, ..] => {
             // Inflated whole, as a compressed JSONL shard is (within the same cap).
-            let bytes = crate::source::jsonl::inflate_file(path, &f, "gz")?;
+            let bytes =
+                crate::source::jsonl::inflate_file(path, &f, "gz", crate::files::max_bytes()?)?;
             let inflated = bytes.len() as u64;
             let tensors = torch_zip(std::io::Cursor::new(&*bytes), inflated)
                 .map_err(|e| bad(format!("inside its gzip: {e}")))?;

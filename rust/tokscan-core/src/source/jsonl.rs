@@ -406,13 +406,15 @@ fn inflate<R: Read>(
     path: &Path,
     compressed: u64,
     what: &str,
+    most: u64,
     open: impl Fn() -> std::io::Result<R>,
 ) -> Result<Text> {
     let bad = |e: std::io::Error| Error::invalid(path, format!("not a readable {what} file: {e}"));
     let cap = limit(
         "TOKSCAN_MAX_DECOMPRESSED_BYTES",
         (256 << 20u64).max(compressed.saturating_mul(MAX_INFLATE_RATIO)),
-    )?;
+    )?
+    .min(most);
     let bomb = || {
         Error::invalid(
             path,
@@ -463,16 +465,17 @@ fn rewound(file: &File) -> std::io::Result<File> {
     Ok(f)
 }
 
-/// `file` (opened at `path`) decompressed by `codec` (`gz` or `zst`) within the inflation cap: how a compressed
-/// JSONL shard is read, and a benchmark file or a gzipped hidden-state dump too.
-pub(crate) fn inflate_file(path: &Path, file: &File, codec: &str) -> Result<Text> {
+/// `file` (opened at `path`) decompressed by `codec` (`gz` or `zst`) within the inflation cap, and at most `most`
+/// bytes: how a compressed JSONL shard is read, and a benchmark file or a gzipped hidden-state dump too (which,
+/// read whole, also keep within [`crate::files::max_bytes`]).
+pub(crate) fn inflate_file(path: &Path, file: &File, codec: &str, most: u64) -> Result<Text> {
     let compressed = file.metadata().map_err(|e| Error::io(path, e))?.len();
     // Both passes read the file opened by the caller (from its start), never the path again.
     match codec {
-        "gz" => inflate(path, compressed, "gzip", || {
+        "gz" => inflate(path, compressed, "gzip", most, || {
             Ok(flate2::read::MultiGzDecoder::new(rewound(file)?))
         }),
-        _ => inflate(path, compressed, "zstd", || {
+        _ => inflate(path, compressed, "zstd", most, || {
             zstd::stream::read::Decoder::new(rewound(file)?)
         }),
     }
@@ -482,7 +485,7 @@ pub(crate) fn inflate_file(path: &Path, file: &File, codec: &str) -> Result<Text
 fn load(path: &Path) -> Result<Text> {
     let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
     Ok(match codec(path) {
-        c @ ("gz" | "zst") => inflate_file(path, &file, c)?,
+        c @ ("gz" | "zst") => inflate_file(path, &file, c, u64::MAX)?,
         _ => {
             let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
             if len == 0 {
