@@ -76,6 +76,11 @@ def scan(
     near_dup_bands: int = 16,
     near_dup_rows: int = 8,
     near_dup_threshold: float = 0.8,
+    hidden_states: str | os.PathLike[str] | None = None,
+    hidden_layout: str | None = None,
+    target_model: str | os.PathLike[str] | None = None,
+    agreement_positions: int = 1024,
+    agreement_min: float = 0.25,
     flagged_detail: int = 1000,
     command: Sequence[str] | None = None,
     keep_corpus: bool = False,
@@ -111,6 +116,12 @@ def scan(
     `near_dup` finds near-duplicate completions: MinHash over `near_dup_n`-grams of the completion's ids, LSH with
     `near_dup_bands` bands of `near_dup_rows` rows, confirmed at exact Jaccard >= `near_dup_threshold`; every
     cluster member but its representative (lowest row) is flagged `near_duplicate` (both engines).
+    `hidden_states` (a directory) checks the EAGLE-3 hidden-state dump made from the corpus (SpecForge, AngelSlim,
+    speculators or Model-Optimizer files, detected from names and keys, or named by `hidden_layout`): every
+    file paired with its sample, its shapes, ids, loss mask and values, the `hidden_*` codes and the report's
+    `hidden_states` section. With `target_model` (a Hugging Face checkpoint directory; only the final norm and
+    `lm_head` are read) the norm convention is decided and `agreement_positions` sampled completion positions
+    (0: all) are checked for next-token agreement; a sample below `agreement_min` is `hidden_disagree`.
     `flagged_detail` bounds the memory flagged samples take: the report's `flagged` list holds full detail for
     the first N flagged samples of each code (in row order), every other flagged sample is kept as its row and
     codes in `flagged_summarized` (still reached by `--exclude`, `clean` and `Report.flagged_rows`); 0 keeps
@@ -174,6 +185,22 @@ def scan(
             None if tokenizer is None else os.fspath(tokenizer),
         )
     near = (near_dup_n, near_dup_bands, near_dup_rows, float(near_dup_threshold)) if near_dup else None
+    hidden = None
+    if hidden_states is not None:
+        ok = isinstance(agreement_positions, int) and not isinstance(agreement_positions, bool)
+        if not ok or not 0 <= agreement_positions < 2**63:
+            raise UsageError(f"agreement_positions must be an integer >= 0 (0: all), got {agreement_positions!r}")
+        if not 0.0 <= float(agreement_min) <= 1.0:
+            raise UsageError(f"agreement_min must be between 0 and 1, got {agreement_min!r}")
+        hidden = (
+            os.fspath(hidden_states),
+            hidden_layout,
+            None if target_model is None else os.fspath(target_model),
+            agreement_positions,
+            float(agreement_min),
+        )
+    elif hidden_layout is not None or target_model is not None:
+        raise UsageError("hidden_layout and target_model go with hidden_states (the dump's directory)")
 
     options = ScanOptions(
         columns=dict(columns or {}),
@@ -188,6 +215,7 @@ def scan(
         contamination=bench,
         near_dup=near,
         draft_vocab=vocab,
+        hidden_states=hidden,
         flagged_detail=flagged_detail,
         command=_command(command),
         profile_source=profile.source if isinstance(profile, _core.Profile) else os.fspath(profile),

@@ -37,6 +37,9 @@ class ScanOptions:
     near_dup: tuple[int, int, int, float] | None = None
     #: The draft-vocabulary options as the core reads them (JSON, `tokscan.vocab.options`).
     draft_vocab: str | None = None
+    #: `(dump directory, layout or None, target model directory or None, agreement positions, agreement minimum)`
+    #: of the hidden-state dump checked against the corpus.
+    hidden_states: tuple[str, str | None, str | None, int, float] | None = None
     flagged_detail: int = 1000
     #: For the report's `run`: the command line and where the profile came from.
     command: list[str] | None = None

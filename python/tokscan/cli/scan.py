@@ -117,6 +117,11 @@ class ScanArgs:
     near_dup_bands: int = 16
     near_dup_rows: int = 8
     near_dup_threshold: float = 0.8
+    hidden_states: Path | None = None
+    hidden_layout: str | None = None
+    target_model: Path | None = None
+    agreement_positions: int = 1024
+    agreement_min: float = 0.25
     flagged_detail: int = 1000
     draft_vocab: str | None = None
     vocab_size: int | None = None
@@ -171,6 +176,8 @@ def execute(a: ScanArgs) -> int:
     ]
     reads += [a.prompts or cfg.prompts, a.chat_template or cfg.chat_template, a.check_vocab, *a.contamination]
     refuse_clobbering(outputs, paths, reads)
+    if a.hidden_states is None and (a.hidden_layout is not None or a.target_model is not None):
+        raise UsageError("--hidden-layout and --target-model go with --hidden-states DIR (the dump's directory)")
     from ..vocab import check_sizes, parse_sizes
 
     if a.vocab_size is not None:
@@ -238,6 +245,11 @@ def execute(a: ScanArgs) -> int:
         near_dup_bands=a.near_dup_bands,
         near_dup_rows=a.near_dup_rows,
         near_dup_threshold=a.near_dup_threshold,
+        hidden_states=a.hidden_states,
+        hidden_layout=a.hidden_layout,
+        target_model=a.target_model,
+        agreement_positions=a.agreement_positions,
+        agreement_min=a.agreement_min,
         flagged_detail=a.flagged_detail,
         command=a.argv,
         draft_vocab=sizes or None,
@@ -438,6 +450,50 @@ def scan(
         float,
         typer.Option(metavar="J", min=0.0, max=1.0, help="With --near-dup: the exact Jaccard that confirms a pair."),
     ] = 0.8,
+    hidden_states: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="DIR",
+            help="Check the EAGLE-3 hidden-state dump made from this corpus (SpecForge .ckpt, speculators "
+            ".safetensors, Model-Optimizer / AngelSlim .pt): every file paired with its sample, shapes, ids, loss "
+            "mask, NaN / zero rows, norm scale (hidden_* codes, the report's hidden_states section).",
+        ),
+    ] = None,
+    hidden_layout: Annotated[
+        str | None,
+        typer.Option(
+            metavar="LAYOUT",
+            help="With --hidden-states: the dump's writer when its names and keys do not say (specforge, "
+            "angelslim, speculators, speculators_legacy, model_optimizer).",
+        ),
+    ] = None,
+    target_model: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="DIR",
+            help="With --hidden-states: the target model's Hugging Face checkpoint directory (config.json + "
+            "safetensors; only the final norm and lm_head are read): decides the dump's norm convention and "
+            "checks next-token agreement of the stored states (hidden_disagree).",
+        ),
+    ] = None,
+    agreement_positions: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            min=0,
+            help="With --target-model: completion positions checked for agreement over the whole dump, 16 per "
+            "sample (0: every position of every sample; each costs a pass over lm_head's rows on CPU).",
+        ),
+    ] = 1024,
+    agreement_min: Annotated[
+        float,
+        typer.Option(
+            metavar="RATE",
+            min=0.0,
+            max=1.0,
+            help="With --target-model: a sample whose sampled positions agree less than this is hidden_disagree.",
+        ),
+    ] = 0.25,
     draft_vocab: Annotated[
         str | None,
         typer.Option(
@@ -511,6 +567,11 @@ def scan(
                 near_dup_bands=near_dup_bands,
                 near_dup_rows=near_dup_rows,
                 near_dup_threshold=near_dup_threshold,
+                hidden_states=hidden_states,
+                hidden_layout=hidden_layout,
+                target_model=target_model,
+                agreement_positions=agreement_positions,
+                agreement_min=agreement_min,
                 flagged_detail=flagged_detail,
                 draft_vocab=draft_vocab,
                 check_vocab=check_vocab,

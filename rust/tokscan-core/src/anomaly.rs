@@ -150,6 +150,34 @@ codes! {
         r#"a category of at least `consistency_min_samples` (100) samples in which no value of a structural feature (see `departs_from_category`) holds the `consistency_majority` share (95 %): e.g. 60 % of its samples with a system prompt and 40 % without. One finding per category and feature, no sample flagged (which side is wrong is for a person to say); the category's `splits` names the features and its `consistency` table gives each value's count"#;
     PromptUnrenderable = 35, "prompt_unrenderable", Error, Corpus, "with a tokenizer: the chat template raised an error (raise_exception, a record it does not support) or ran out of its budget on the paired prompt record; the first message is in the pairing section",
         r#"with `--tokenizer`: the chat template could not render the paired prompt record: it called `raise_exception` (as real templates do on a conversation they do not support: a system turn, a tool role, roles out of order) or ran out of its render budget. The sample cannot be compared with its record. The pairing section counts them (`unrenderable`) and gives the first record's line and the template's message (`render_error`); `show` and `align` print it for one sample"#;
+    HiddenMissing = 36, "hidden_missing", Error, Dump, "with --hidden-states: no file of the dump pairs with this sample (its states were never captured, or were lost)",
+        r#"with `--hidden-states DIR`: no file of the dump pairs with the sample (by the index in a file's name, its conversation id or its token ids, see *Hidden-state dumps*): the drafter never trains on it, or a writer skipped or lost it"#;
+    HiddenUnreadable = 37, "hidden_unreadable", Error, Dump, "with --hidden-states: the sample's file is cut, damaged or refused (a pickle that is not plain tensors); a file no sample owns counts once for the corpus",
+        r#"with `--hidden-states`: the file paired with the sample cannot be read: cut (a writer preempted mid-file; SpecForge and AngelSlim resume by "file exists"), damaged, or refused because its pickle is not the plain tensors `torch.save` writes (nothing in it is run). An unreadable file that pairs with no sample counts once, with no sample flagged; the report's `hidden_states.pairing.unpaired` names it"#;
+    HiddenDuplicate = 38, "hidden_duplicate", Warning, Dump, "with --hidden-states: two or more files pair with this sample (the first by path is checked; the others are in the flagged entry)",
+        r#"with `--hidden-states`: two or more files of the dump pair with the sample (a resumed writer that wrote a sample twice under two names): the trainer sees it twice. The first file by path is the one checked; `hidden_states.other_files` lists the rest"#;
+    HiddenOrphan = 39, "hidden_orphan", Warning, Dump, "with --hidden-states: files of the dump that pair with no sample of the corpus (counted for the corpus; the report lists them)",
+        r#"with `--hidden-states`: a file whose name, conversation id and token ids match no sample of the corpus: states of a sample that is not in this corpus (an older corpus, another split), trained on with nothing to check them against. One finding per file, no sample flagged; `hidden_states.pairing.unpaired` lists the first 20"#;
+    HiddenShape = 40, "hidden_shape", Error, Dump, "with --hidden-states: the file lacks a key its layout writes, or its dtype, state width, aux width or layer count differs from the dump's, or its tensors disagree on the number of positions",
+        r#"with `--hidden-states`: the sample's file is not shaped as the rest of the dump: a key its layout writes is missing, its states' dtype, width `D`, aux width `k·D` or layer count differs from what most files hold, or its tensors (ids, mask, states, aux) disagree on the number of positions"#;
+    HiddenLength = 41, "hidden_length", Error, Dump, "with --hidden-states: the file holds fewer (a short capture) or more positions than the sample has tokens (trailing batch padding aside)",
+        r#"with `--hidden-states`: the file covers fewer positions than the sample has tokens (a short capture: prefix caching, a dropped chunk) or more (rows past the sample that are not batch padding, i.e. ids 0 with mask 0). A capture cut at the dump's max length is `hidden_truncated` instead"#;
+    HiddenTruncated = 42, "hidden_truncated", Info, Dump, "with --hidden-states: the capture stops at the dump's max length (the longest file) while the sample is longer",
+        r#"with `--hidden-states`: the sample is longer than the dump's max length (the longest file's positions) and its file stops there, as a writer's `--max-length` cuts: the drafter trains on the sample's beginning only. The length is `hidden_states.max_length`"#;
+    HiddenIdsMismatch = 43, "hidden_ids_mismatch", Error, Dump, "with --hidden-states: the file's token ids differ from the sample's (position: the first difference; when they are another sample's ids, its row)",
+        r#"with `--hidden-states`: the token ids stored in the file differ from the sample's, on the positions both hold: the file's states were computed for other tokens. The finding names the first differing position and, when the file's ids are another sample's, that row (a file named by a rank-local counter, a writer that mixed up requests)"#;
+    HiddenMaskMismatch = 44, "hidden_mask_mismatch", Error, Dump, "with --hidden-states: the file's loss mask differs from the corpus's (a mask shifted by one is named so)",
+        r#"with `--hidden-states`, on a corpus with a loss mask: the file's `loss_mask` differs from the corpus's on the positions both hold; a mask one position later or earlier than the corpus's is named so (SpecForge #885: the trainer shifts ids and targets but not the mask)"#;
+    HiddenNonfinite = 45, "hidden_nonfinite", Error, Dump, "with --hidden-states: NaN or Inf values in the sample's states (the count and the first position are in the flagged entry)",
+        r#"with `--hidden-states`: NaN or ±Inf in the last state or an aux state within the sample's positions (speculators #615: training went on over them). The flagged entry gives the count, the first position and the tensor"#;
+    HiddenZeroRows = 46, "hidden_zero_rows", Error, Dump, "with --hidden-states: all-zero state rows inside the sample (padding rows past its length are not defects)",
+        r#"with `--hidden-states`: a state row of all zeros at a position the sample owns (a dropped or never-written chunk); batch padding past the sample's length is not looked at"#;
+    HiddenNorm = 47, "hidden_norm", Error, Dump, "with --hidden-states: the file's last state departs from the dump's norm convention (with --target-model: stored on the other side of the final norm; without: a row RMS scale far from the dump's)",
+        r#"with `--hidden-states`: the sample's last state is not taken where the rest of the dump's is. With `--target-model`, `rms(h / w)` (w the final norm's weight) is 1 for a state stored after the norm: a file on the other side of the norm from most is flagged. Without, a file whose median row RMS is more than 4 times the dump's (or less than a quarter) is"#;
+    HiddenConvention = 48, "hidden_convention", Error, Dump, "with --hidden-states --target-model: the dump's last states are stored on the other side of the final norm from where its layout's trainer expects them (one finding for the corpus)",
+        r#"with `--hidden-states` and `--target-model`: most files store the last state before the final norm where the layout's trainer expects it after (SpecForge, AngelSlim apply `lm_head` to it directly), or after where it expects before (speculators applies the verifier's norm): speculators #313, Model-Optimizer #1846. One finding for the corpus, no sample flagged"#;
+    HiddenDisagree = 49, "hidden_disagree", Error, Dump, "with --hidden-states --target-model: the stored last states predict too few of the sample's own next tokens (argmax lm_head(norm(h_t)) vs token t+1 on sampled completion positions)",
+        r#"with `--target-model DIR`: on the sample's sampled completion positions, `argmax(lm_head(norm(h_t)))` equals token `t + 1` less often than `--agreement-min` (25 %). A target's own completions agree on most positions; another sample's states, states shifted by a position, a wrong layer or a wrong norm agree on almost none. The flagged entry has the positions, the agreed count and the first disagreements (`show` decodes them)"#;
 }
 
 /// Number of codes; per-sample arrays are sized by it.
@@ -183,6 +211,8 @@ pub enum Scope {
     Source,
     /// By the scan, from reference data it was given besides the corpus (`--contamination` benchmarks).
     Reference,
+    /// From the hidden-state dump made from the corpus (`--hidden-states`).
+    Dump,
 }
 
 impl Scope {
@@ -192,6 +222,7 @@ impl Scope {
             Scope::Corpus => "corpus",
             Scope::Source => "source",
             Scope::Reference => "reference",
+            Scope::Dump => "hidden states",
         }
     }
 }

@@ -486,6 +486,7 @@ fn full_entry(
         prompt_of: repeat.and_then(|x| x.prompt_of.cloned().map(Box::new)),
         contamination: None,
         near_of: None,
+        hidden: None,
     }
 }
 

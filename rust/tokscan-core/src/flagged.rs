@@ -79,6 +79,9 @@ pub struct FlaggedSample {
     /// For `near_duplicate`: its cluster's representative.
     #[serde(default)]
     pub near_of: Option<FirstSeen>,
+    /// For the `hidden_*` codes: its hidden-state file and what was found in it.
+    #[serde(default)]
+    pub hidden: Option<Box<crate::hidden::check::Evidence>>,
 }
 
 impl FlaggedSample {
@@ -108,6 +111,9 @@ impl FlaggedSample {
         }
         if self.near_of.is_none() {
             self.near_of = other.near_of;
+        }
+        if self.hidden.is_none() {
+            self.hidden = other.hidden;
         }
     }
 }

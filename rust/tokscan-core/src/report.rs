@@ -193,6 +193,10 @@ pub struct Flagged {
     /// For `near_duplicate`: the cluster's representative (kept).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub near_duplicate_of: Option<FirstSeen>,
+    /// For the `hidden_*` codes: the sample's hidden-state file, how it was paired, what was found in it and
+    /// its next-token agreement.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub hidden_states: Option<crate::hidden::check::Evidence>,
     /// For `departs_from_category`: per feature, the sample's value and its category's majority.
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub departs: BTreeMap<String, Departure>,
@@ -317,6 +321,9 @@ pub struct Report {
     /// `tokscan vocab`, `--check-vocab`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft_vocab: Option<crate::vocab::DraftVocabReport>,
+    /// With `--hidden-states`: the dump's layout, pairing, shapes, norm convention and next-token agreement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden_states: Option<crate::hidden::check::HiddenReport>,
     /// How the scan ran (absent from version-1 reports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunInfo>,
@@ -682,6 +689,7 @@ fn flagged_entry(
         prompt_of: f.prompt_of.map(|p| *p),
         contamination: f.contamination.map(|h| *h),
         near_duplicate_of: f.near_of,
+        hidden_states: f.hidden.map(|h| *h),
         sample_id: f.sample_id,
         category: f.category,
     }
@@ -690,6 +698,7 @@ fn flagged_entry(
 /// Builds the report from the merged partial summary of the whole corpus and the samples the corpus-wide
 /// checks flagged ([`crate::corpus_checks`]). `inputs` describe the corpus's inputs (their sample and token
 /// counts are filled in from the partial).
+#[allow(clippy::too_many_arguments)]
 pub fn build_report(
     mut partial: Partial,
     corpus_flagged: crate::corpus_checks::Found,
@@ -698,6 +707,7 @@ pub fn build_report(
     policy: &Policy,
     coverage: bool,
     vocab: Option<&crate::vocab::VocabOptions>,
+    corpus_counts: &[(Code, u64)],
 ) -> Report {
     let draft_vocab = vocab.map(|v| {
         let counts = partial
@@ -736,6 +746,10 @@ pub fn build_report(
         categories.insert(name.clone(), stats);
     }
     let mut overall = category_stats(&all, profile, coverage, None);
+    // Findings of the corpus that no sample carries (a file of a dump that pairs with no sample).
+    for (c, n) in corpus_counts {
+        *overall.anomalies.entry(c.as_str().to_string()).or_default() += n;
+    }
     if let Some(check) = draft_vocab.as_ref().and_then(|d| d.check.as_ref()) {
         // One finding for the corpus: the mapping does not fit it.
         overall.anomalies.insert(
@@ -804,6 +818,7 @@ pub fn build_report(
         contamination,
         near_duplicates: None,
         draft_vocab,
+        hidden_states: None,
         run: None,
         not_checked: unchecked,
     }

@@ -53,6 +53,8 @@ pub struct ScanOptions {
     /// Count the loss-bearing tokens for the draft-vocabulary section of the report (coverage, mapping,
     /// check); `None`: no counting.
     pub vocab: Option<crate::vocab::VocabOptions>,
+    /// A hidden-state dump made from the corpus, checked against it (`--hidden-states`, [`crate::hidden`]).
+    pub hidden: Option<crate::hidden::check::Options>,
     /// Full detail (positions, boundaries, lengths, ids) for the first this many flagged samples of each code;
     /// the others are kept as (row, codes, category) and listed compactly (`flagged_summarized`). 0: no limit.
     pub flagged_detail: u64,
@@ -197,6 +199,11 @@ fn scan_in_pool(
         }
         None => None,
     };
+    let hidden = opts
+        .hidden
+        .as_ref()
+        .map(|h| crate::hidden::check::run(corpus, profile, h, progress))
+        .transpose()?;
     let mut report = finish(
         partial,
         corpus_flagged,
@@ -206,6 +213,7 @@ fn scan_in_pool(
         opts,
         pairing.as_ref(),
         near,
+        hidden,
     )?;
     report.skipped = SkippedInfo::of_corpus(corpus, false);
     report.run = Some(crate::report::RunInfo::of(
@@ -230,6 +238,7 @@ pub fn finish(
     opts: &ScanOptions,
     pairing: Option<&Pairing>,
     near: Option<(Vec<FlaggedSample>, crate::neardup::NearDupReport)>,
+    hidden: Option<crate::hidden::check::Outcome>,
 ) -> Result<Report> {
     if partial.n_samples() == 0 {
         return Err(no_samples(&inputs));
@@ -246,6 +255,12 @@ pub fn finish(
         *full = crate::flagged::merge_by_row(std::mem::take(full), flagged);
         pairing_reports = reports;
     }
+    let mut corpus_counts = Vec::new();
+    let hidden_report = hidden.map(|h| {
+        *full = crate::flagged::merge_by_row(std::mem::take(full), h.flagged);
+        corpus_counts = h.corpus_counts;
+        h.report
+    });
     let mut report = build_report(
         partial,
         corpus_flagged,
@@ -254,9 +269,21 @@ pub fn finish(
         &opts.policy,
         opts.ngram_coverage,
         opts.vocab.as_ref(),
+        &corpus_counts,
     );
     report.pairing = pairing_reports;
     report.near_duplicates = near_report;
+    if let Some(h) = &hidden_report {
+        if h.agreement.is_none() {
+            for c in [Code::HiddenDisagree, Code::HiddenConvention] {
+                report.not_checked.insert(
+                    c.as_str().to_string(),
+                    "needs --target-model DIR".to_string(),
+                );
+            }
+        }
+    }
+    report.hidden_states = hidden_report;
     Ok(report)
 }
 
@@ -311,6 +338,7 @@ pub fn near_duplicates(
             prompt_of: None,
             contamination: None,
             near_of: Some(first_seen(rep)),
+            hidden: None,
         });
     }
     let mut categories: BTreeMap<String, CategoryRate> = partial
@@ -1008,6 +1036,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                 prompt_of: None,
                 contamination: hit.map(|(_, h)| Box::new(h)),
                 near_of: None,
+                hidden: None,
             });
         }
     }

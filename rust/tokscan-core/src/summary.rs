@@ -557,6 +557,7 @@ mod tests {
                     prompt_of: None,
                     contamination: None,
                     near_of: None,
+                    hidden: None,
                 });
             }
             let e = p.inputs.entry(c as u32 % 2).or_default();
@@ -635,6 +636,7 @@ mod tests {
             prompt_of: None,
             contamination: None,
             near_of: None,
+            hidden: None,
         }
     }
 

@@ -184,6 +184,7 @@ fn scan_distributed(
         &o.policy,
         true,
         o.vocab.as_ref(),
+        &[],
     ))
 }
 

@@ -346,8 +346,17 @@ pub fn finish_report(
             None => None,
         };
         // The local scan's last step, with what the tasks found.
-        let mut report =
-            tokscan_core::scan::finish(partial, corpus, &[], &profile, inputs, &scan, None, near)?;
+        let mut report = tokscan_core::scan::finish(
+            partial,
+            corpus,
+            &[],
+            &profile,
+            inputs,
+            &scan,
+            None,
+            near,
+            None,
+        )?;
         report.skipped = skipped;
         report.run = run;
         serde_json::to_string(&report).map_err(|e| Error::Usage(e.to_string()))

@@ -28,6 +28,7 @@ const KEYS: &[&str] = &[
     "contamination",
     "near_dup",
     "draft_vocab",
+    "hidden_states",
     "flagged_detail",
     "command",
     "profile_source",
@@ -81,6 +82,7 @@ pub(crate) fn scan_options(d: Option<&Bound<'_, PyDict>>) -> Result<ScanOptions,
     let draft_vocab: Option<String> = get(d, "draft_vocab")?;
     let contamination: Option<ContaminationArgs> = get(d, "contamination")?;
     let near_dup: Option<NearDupArgs> = get(d, "near_dup")?;
+    let hidden: Option<HiddenArgs> = get(d, "hidden_states")?;
     Ok(ScanOptions {
         columns: parse_columns(get(d, "columns")?)?,
         threads: get(d, "threads")?.unwrap_or(0),
@@ -98,6 +100,7 @@ pub(crate) fn scan_options(d: Option<&Bound<'_, PyDict>>) -> Result<ScanOptions,
         contamination: contamination.map(contamination_spec),
         near_dup: near_params(near_dup)?,
         vocab: parse_vocab(draft_vocab.as_deref())?,
+        hidden: hidden.map(hidden_options).transpose()?,
         flagged_detail: get(d, "flagged_detail")?.unwrap_or(1000),
     })
 }
@@ -119,6 +122,31 @@ pub(crate) fn near_params(
     };
     p.check()?;
     Ok(Some(p))
+}
+
+/// `(dump directory, layout, target model directory, agreement positions, agreement minimum)` of
+/// `--hidden-states`.
+pub(crate) type HiddenArgs = (PathBuf, Option<String>, Option<PathBuf>, u64, f64);
+
+pub(crate) fn hidden_options(
+    a: HiddenArgs,
+) -> tokscan_core::Result<tokscan_core::hidden::check::Options> {
+    let (dir, layout, target, agreement_positions, agreement_min) = a;
+    if !(0.0..=1.0).contains(&agreement_min) {
+        return Err(Error::Usage(format!(
+            "--agreement-min must be between 0 and 1, got {agreement_min}"
+        )));
+    }
+    Ok(tokscan_core::hidden::check::Options {
+        dir,
+        layout: layout
+            .as_deref()
+            .map(tokscan_core::hidden::dump::Layout::parse)
+            .transpose()?,
+        target,
+        agreement_positions,
+        agreement_min,
+    })
 }
 
 /// `(benchmark files, n-gram length, share, tokenizer directory)` of `--contamination`.

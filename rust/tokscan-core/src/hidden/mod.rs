@@ -8,7 +8,10 @@
 //! writes are stored uncompressed and aligned, so their bytes can be memory-mapped where a check needs them.
 //! A `.gz` file (SpecForge `--compress`) is inflated whole, within the cap compressed JSONL shards have.
 
+pub mod check;
+pub mod dump;
 pub mod pickle;
+pub mod target;
 
 use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
@@ -18,7 +21,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 
 /// Element types of the tensors a dump holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
     BF16,
@@ -92,6 +95,9 @@ pub struct DumpHeader {
     /// File size in bytes (of the file on disk).
     pub size: u64,
     pub tensors: Vec<TensorHeader>,
+    /// Plain values saved beside the tensors (Model-Optimizer's `conversation_id`), as text.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub values: std::collections::BTreeMap<String, String>,
 }
 
 impl DumpHeader {
@@ -109,12 +115,13 @@ pub fn read_header(path: &Path) -> Result<DumpHeader> {
     let bad = |why: String| Error::invalid(path, why);
     match &magic[..n] {
         [b'P', b'K', 3, 4] => {
-            let tensors = torch_zip(f, size).map_err(bad)?;
+            let (tensors, values) = torch_zip(f, size).map_err(bad)?;
             Ok(DumpHeader {
                 path: path.to_path_buf(),
                 container: Container::TorchZip,
                 size,
                 tensors,
+                values,
             })
         }
         [0x1f, 0x8b, ..] => {
@@ -122,13 +129,14 @@ pub fn read_header(path: &Path) -> Result<DumpHeader> {
             let bytes =
                 crate::source::jsonl::inflate_file(path, &f, "gz", crate::files::max_bytes()?)?;
             let inflated = bytes.len() as u64;
-            let tensors = torch_zip(std::io::Cursor::new(&*bytes), inflated)
+            let (tensors, values) = torch_zip(std::io::Cursor::new(&*bytes), inflated)
                 .map_err(|e| bad(format!("inside its gzip: {e}")))?;
             Ok(DumpHeader {
                 path: path.to_path_buf(),
                 container: Container::TorchZipGz,
                 size,
                 tensors,
+                values,
             })
         }
         _ if n == 4 || size >= 8 => {
@@ -138,6 +146,7 @@ pub fn read_header(path: &Path) -> Result<DumpHeader> {
                 container: Container::Safetensors,
                 size,
                 tensors,
+                values: Default::default(),
             })
         }
         _ => Err(bad(
@@ -152,10 +161,12 @@ const MAX_PICKLE_BYTES: u64 = 16 << 20;
 /// The tensors of a `torch.save` zip: the central directory names the records, `data.pkl` (read through the
 /// restricted [`pickle`]) names the tensors and their storages, and each storage is the stored record
 /// `data/{key}`.
+type Values = std::collections::BTreeMap<String, String>;
+
 fn torch_zip<R: Read + Seek>(
     reader: R,
     size: u64,
-) -> std::result::Result<Vec<TensorHeader>, String> {
+) -> std::result::Result<(Vec<TensorHeader>, Values), String> {
     let mut zip =
         zip::ZipArchive::new(reader).map_err(|e| format!("not a readable torch.save zip: {e}"))?;
     let mut records: std::collections::HashMap<String, (u64, u64)> = Default::default();
@@ -203,6 +214,7 @@ fn torch_zip<R: Read + Seek>(
         return Err("data.pkl does not hold a dict of tensors".into());
     };
     let mut out = Vec::with_capacity(items.len());
+    let mut values = Values::new();
     for (k, v) in items {
         let pickle::Value::Str(name) = k else {
             return Err("a key of the saved dict is not a string".into());
@@ -241,16 +253,21 @@ fn torch_zip<R: Read + Seek>(
                 continue;
             }
             // Plain values beside the tensors (a `conversation_id` string, a flag) are not tensors.
-            pickle::Value::Str(_)
-            | pickle::Value::Int(_)
-            | pickle::Value::Bool(_)
-            | pickle::Value::None => continue,
+            pickle::Value::Str(s) => {
+                values.insert(name, s);
+                continue;
+            }
+            pickle::Value::Int(i) => {
+                values.insert(name, i.to_string());
+                continue;
+            }
+            pickle::Value::Bool(_) | pickle::Value::None => continue,
             _ => return Err(format!("{name} is not a tensor")),
         };
         let (key, dtype, offset, shape, stride) = tensor;
         out.push(located(&records, name, key, dtype, offset, shape, stride)?);
     }
-    Ok(out)
+    Ok((out, values))
 }
 
 /// A tensor's bytes within its storage's record: contiguous (row-major strides), inside the record.

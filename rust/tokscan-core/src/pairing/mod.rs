@@ -932,6 +932,7 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
                     prompt_of: None,
                     contamination: None,
                     near_of: None,
+                    hidden: None,
                 });
             }
         }
