@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: help venv build browser demo test test-rust test-python lint fmt fuzz bench clean
+.PHONY: help venv build browser demo test test-rust test-python lint fmt docs reference fuzz bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/; s/\$$\(PROFILE\)/$(PROFILE)/g'
@@ -26,8 +26,9 @@ PROPTEST_RNG_SEED ?= 1892010519
 export PROPTEST_RNG_SEED
 
 # Python dependencies come from pyproject.toml (one list), read by tools/requirements.py on every supported
-# Python: the demo needs the runtime and `tokenizer` extra, the tests and lint the `dev` extra on top. Each
-# marker is touched only when its recipe succeeded; a virtualenv without one is half-made and is recreated.
+# Python: the demo needs the runtime and `tokenizer` extra, the tests and lint the `dev` extra on top, the docs
+# site the `docs` extra (the tests build it too). Each marker is touched only when its recipe succeeded; a
+# virtualenv without one is half-made and is recreated.
 $(VENV)/.runtime: pyproject.toml tools/requirements.py
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "tokscan needs Python >= 3.10; $(PYTHON) is " + sys.version.split()[0] + " (make PYTHON=python3.X)")'
 	[ -f $@ ] || $(PYTHON) -m venv --clear $(VENV)
@@ -37,8 +38,13 @@ $(VENV)/.runtime: pyproject.toml tools/requirements.py
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime
-	$(PY) tools/requirements.py tokenizer dev > $(VENV)/requirements-dev.txt
+	$(PY) tools/requirements.py tokenizer dev docs > $(VENV)/requirements-dev.txt
 	$(PIP_INSTALL) -r $(VENV)/requirements-dev.txt
+	touch $@
+
+$(VENV)/.docs: $(VENV)/.runtime
+	$(PY) tools/requirements.py docs > $(VENV)/requirements-docs.txt
+	$(PIP_INSTALL) -r $(VENV)/requirements-docs.txt
 	touch $@
 
 venv: $(VENV)/.runtime ## create the virtualenv with what the demo needs (runtime + tokenizer extra)
@@ -87,15 +93,24 @@ test: ## everything CI runs
 lint: $(VENV)/.dev ## rustfmt, clippy -D warnings, ruff, the _core.pyi stub against the built extension
 	cargo fmt --all --check
 	cargo clippy --profile $(PROFILE) --workspace --all-targets -- -D warnings
-	$(BIN)/ruff check python tests benches
-	$(BIN)/ruff format --check python tests benches
+	$(BIN)/ruff check python tests benches tools
+	$(BIN)/ruff format --check python tests benches tools
 	$(MAKE) build
 	$(BIN)/python -m mypy.stubtest tokscan._core
 
 fmt: $(VENV)/.dev ## format Rust and Python
 	cargo fmt --all
-	$(BIN)/ruff format python tests benches
-	$(BIN)/ruff check --fix python tests benches
+	$(BIN)/ruff format python tests benches tools
+	$(BIN)/ruff check --fix python tests benches tools
+
+# The docs site needs no build of the extension: its generated tables (docs/reference/) are checked by the test
+# suite and written by `make reference`. mkdocs.yml's `strict` and `validation` make a link to a missing page or
+# anchor, or a page left out of the nav, fail the build; external links are not followed (CI has no network).
+docs: $(VENV)/.docs ## build the docs site into site/ (mkdocs --strict: a broken link or anchor fails)
+	$(BIN)/mkdocs build --strict --site-dir site
+
+reference: build ## write docs/reference/'s generated tables from the core (tokscan codes --markdown / --report-schema)
+	$(PY) tools/reference.py
 
 fuzz: ## stable-toolchain fuzzing of every reader and the checker (FUZZ_CASES, default 200000 per target)
 	seed=$$(od -An -N4 -tu4 /dev/urandom | tr -d ' '); echo "fuzzing with PROPTEST_RNG_SEED=$$seed"; \
@@ -111,4 +126,4 @@ bench: venv ## full benchmark (DuckDB, polars, numpy baselines; corpus cached in
 
 clean: ## remove build output and the virtualenv
 	cargo clean
-	rm -rf $(VENV) demo-out
+	rm -rf $(VENV) demo-out site

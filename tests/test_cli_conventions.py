@@ -208,23 +208,28 @@ def test_the_hint_probe_checks_rows_as_the_validator_checks_their_ids(ds):
     assert any(core.check_ids(tokscan.load_profile("kimi-k2"), 0, 50))  # the wrong profile flags its rows
 
 
-def test_the_readme_code_table_is_the_cores():
-    """Issue 21: the README's table of codes is `tokscan codes --markdown`, generated from the core's catalogue
-    (name, severity, scope, meaning in one row per code); editing either alone fails here."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Anomaly codes\n") : readme.index("\n## ", readme.index("## Anomaly codes\n") + 1)]
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+REGENERATE = "run `make reference` (or `python tools/reference.py` with the extension built) to write it again"
+
+
+def test_the_docs_code_table_is_the_cores():
+    """Issue 21: the docs' table of codes (docs/reference/codes.md) is `tokscan codes --markdown`, generated from
+    the core's catalogue (name, severity, scope, meaning in one row per code); editing either alone fails here."""
+    page = (DOCS / "reference/codes.md").read_text(encoding="utf-8")
     table = run_cli("codes", "--markdown").stdout
     assert table.count("\n") == 2 + len(tokscan._core.codes())
-    assert table in section, "README.md's code table differs from `tokscan codes --markdown`: paste it again"
+    assert table in page, f"docs/reference/codes.md's table differs from `tokscan codes --markdown`: {REGENERATE}"
 
 
-def test_the_readme_report_fields_are_the_cores(ds, tmp_path):
-    """Issue 21: the README's table of the JSON report's fields is `tokscan codes --report-schema`, generated
-    from the core's; and a report of a scan with the optional sections on has every always-present field and
-    no field the table does not document."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+def test_the_docs_report_fields_are_the_cores(ds, tmp_path):
+    """Issue 21: the docs' table of the JSON report's fields (docs/reference/report-schema.md) is `tokscan codes
+    --report-schema`, generated from the core's; and a report of a scan with the optional sections on has every
+    always-present field and no field the table does not document."""
+    page = (DOCS / "reference/report-schema.md").read_text(encoding="utf-8")
     table = run_cli("codes", "--report-schema").stdout
-    assert table in readme, "README.md's report field table differs from `tokscan codes --report-schema`"
+    assert table in page, (
+        f"docs/reference/report-schema.md's table differs from `tokscan codes --report-schema`: {REGENERATE}"
+    )
     documented = {n for names, _always in tokscan._core.report_fields() for n in names}
     always = {n for names, a in tokscan._core.report_fields() if a for n in names}
     _root, path, profile = ds

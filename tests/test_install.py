@@ -1,6 +1,7 @@
 """Install instructions that work from this repository: no package named tokscan is published, so no hint,
-README line or example may say `pip install tokscan` / `'tokscan[extra]'`; each "needs ..." error names the extra's
-real requirements; the example GitHub workflow installs from a checkout and its scan step runs as written."""
+line of the README or the docs, or example may say `pip install tokscan` / `'tokscan[extra]'`; each "needs ..."
+error names the extra's real requirements; the example GitHub workflow installs from a checkout and its scan step
+runs as written."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ PUBLISHED_NAME = re.compile(r"pip install\s+['\"]?tokscan(\[|['\"\s]|$)", re.M)
 
 
 def test_no_instruction_installs_an_unpublished_name():
-    files = [ROOT / "README.md", *ROOT.glob("examples/*"), *ROOT.glob("python/tokscan/**/*.py")]
+    docs = [ROOT / "README.md", ROOT / "benches/README.md", *ROOT.glob("docs/**/*.md")]
+    files = [*docs, *ROOT.glob("examples/*"), *ROOT.glob("python/tokscan/**/*.py")]
+    assert ROOT / "docs/install.md" in files  # the page that says how to install is among them
     offenders = [f"{f.relative_to(ROOT)}: {m.group(0)}" for f in files for m in PUBLISHED_NAME.finditer(f.read_text())]
     assert offenders == []
 

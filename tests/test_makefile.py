@@ -72,9 +72,12 @@ def test_venv_recipe_reads_the_dependencies_on_the_oldest_python(tmp_path):
     version = subprocess.run([venv / "bin/python", "--version"], capture_output=True, text=True).stdout
     assert version.startswith(f"Python {OLDEST}."), version
     assert (venv / "requirements-runtime.txt").read_text().splitlines() == _expected("tokenizer")
-    assert (venv / "requirements-dev.txt").read_text().splitlines() == _expected("tokenizer", "dev")
+    assert (venv / "requirements-dev.txt").read_text().splitlines() == _expected("tokenizer", "dev", "docs")
     assert (venv / ".runtime").exists() and (venv / ".dev").exists()
     assert "ModuleNotFoundError" not in proc.stderr
+    proc = _make(repo, python, ".venv/.docs")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (venv / "requirements-docs.txt").read_text().splitlines() == _expected("docs")
 
 
 @needs_make
@@ -161,3 +164,18 @@ def test_help_expands_the_profile_and_lint_checks_in_the_build_profile():
     assert clippy.split("--profile ")[1].split()[0] == build.split("--profile ")[1].split()[0] == "fast", dry
     # The whole workspace, whose features resolve as the Rust tests' (test_the_rust_tests_reuse_the_extension_build).
     assert "--workspace" in clippy.split()
+
+
+@needs_make
+def test_docs_builds_the_site_strictly_without_building_the_extension():
+    """`make docs` (run by CI after `make test`) needs only the docs extra: no cargo or maturin on its way, and
+    mkdocs in strict mode, so that a broken link fails it (tests/test_docs.py plants one)."""
+    proc = subprocess.run(["make", "-n", "-C", str(ROOT), "docs"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert not [line for line in lines if "cargo" in line or "maturin develop" in line], lines
+    build = next(line for line in lines if "mkdocs build" in line)
+    assert "--strict" in build.split()
+    assert any("requirements.py docs" in line for line in lines) or (ROOT / ".venv/.docs").exists(), lines
+    ci = (ROOT / ".ci/run").read_text().splitlines()
+    assert ci.index("make docs") > ci.index("make test"), "CI builds the docs after the tests"

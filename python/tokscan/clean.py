@@ -67,8 +67,8 @@ def _wanted(
 def _one_line(sample_id: str) -> str:
     """A sample id on one line, written so that every line reads back to one id: a backslash as `\\\\`, a
     control character (a newline above all; C0, DEL, C1) as `\\xNN`, a line or paragraph separator (U+2028,
-    U+2029: `str.splitlines` breaks there) as `\\uNNNN`, every other character as it is (README, *Acting on
-    findings*, has the line of Python that reads one back)."""
+    U+2029: `str.splitlines` breaks there) as `\\uNNNN`, every other character as it is
+    (docs/guide/acting-on-findings.md has the line of Python that reads one back)."""
     return _UNSAFE.sub(_escaped, sample_id)
 
 

@@ -1,6 +1,6 @@
 """Compatibility path: reading flagged samples back from a corpus lives in `tokscan.samples.corpus`.
 
-`tokscan.forensics.Corpus` is the documented name (README) and keeps working; new code imports
+`tokscan.forensics.Corpus` is the documented name (docs/guide/python-api.md) and keeps working; new code imports
 `tokscan.samples.corpus`. Importing this module costs what importing that one does (numpy).
 """
 

@@ -1,6 +1,6 @@
 """Compatibility path: the PyTorch integration lives in `tokscan.integrations.torch`.
 
-`tokscan.torch.ValidatedDataset` is the documented name (README) and keeps working; importing this
+`tokscan.torch.ValidatedDataset` is the documented name (docs/guide/data-loader.md) and keeps working; importing this
 module without PyTorch raises the same ImportError as that one.
 """
 

@@ -1,6 +1,6 @@
 """Compatibility path: the Validator for data loaders lives in `tokscan.integrations.validate`.
 
-`tokscan.validate.CORPUS_WIDE_CODES` is documented in the README and keeps working, as do the other
+`tokscan.validate.CORPUS_WIDE_CODES` is documented in docs/guide/data-loader.md and keeps working, as do the other
 names below; new code imports `tokscan.integrations.validate` (or uses `tokscan.Validator`).
 """
 

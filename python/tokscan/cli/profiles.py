@@ -49,7 +49,7 @@ def profiles(ctx: typer.Context) -> None:
                 f"[bold]{name}[/]  vocab_size={vocab}  {len(p.special_tokens)} named special tokens{also}",
                 highlight=False,
             )
-        out.print("or a TOML profile file: --profile ./my-model.toml (see README, Profiles)", highlight=False)
+        out.print("or a TOML profile file: --profile ./my-model.toml (see docs/guide/profiles.md)", highlight=False)
 
 
 @profiles_app.command("check")
@@ -164,11 +164,14 @@ def print_check(r, console=out) -> None:
 @app.command()
 def codes(
     markdown: Annotated[
-        bool, typer.Option("--markdown", help="The full table in Markdown, as in the README (with scopes).")
+        bool,
+        typer.Option("--markdown", help="The full table in Markdown, as in docs/reference/codes.md (with scopes)."),
     ] = False,
     report_schema: Annotated[
         bool,
-        typer.Option("--report-schema", help="The JSON report's fields in Markdown, as in the README."),
+        typer.Option(
+            "--report-schema", help="The JSON report's fields in Markdown, as in docs/reference/report-schema.md."
+        ),
     ] = False,
 ) -> None:
     """List the anomaly codes with their default severities."""

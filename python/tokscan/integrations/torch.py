@@ -10,7 +10,7 @@ needed. For a map-style source it does the index work itself — `shuffle`/`seed
 indices per DataLoader worker and per `torch.distributed` rank. Each worker process checks its own samples on
 its own thread (no thread pool survives a fork), and `stats` / the `tokscan` logger report what was dropped.
 
-Needs PyTorch (the `torch` extra; see the README's *Installing*).
+Needs PyTorch (the `torch` extra; see docs/install.md).
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def _short(n: int) -> str:
 
 
 class Report:
-    """A scan report. `data` is exactly the JSON document (see the README for its schema).
+    """A scan report. `data` is exactly the JSON document (docs/reference/report-schema.md has its schema).
 
     A report from a scan wraps the JSON text the core wrote and parses it on first use of `data`, so
     `write_json` right after a scan (what `tokscan scan -q --json F` does) never builds the Python objects."""
@@ -85,7 +85,8 @@ class Report:
 
     @property
     def data(self) -> ReportDoc:
-        """The JSON document (typed by `tokscan.report.schema.ReportDoc`; the README documents every field)."""
+        """The JSON document (typed by `tokscan.report.schema.ReportDoc`; every field is in
+        docs/reference/report-schema.md)."""
         if self._data is None:
             # One assignment of a fully parsed dict, so a concurrent reader sees either nothing or all of it.
             data = json.loads(self._text)  # type: ignore[arg-type]

@@ -1,7 +1,8 @@
-"""Types of the JSON report (`Report.data`), for the code that reads it: the terminal summary, the HTML page, the
-CI formats, `clean`, `diff` and users' own scripts. The fields and what they hold are documented once, in the
-core (`tokscan codes --report-schema`, the README's table); a test holds the top-level keys here, and which are
-always present, against the core's table. Nested sections that only the renderers walk stay `dict[str, Any]`."""
+"""Types of the JSON report (`Report.data`), for the code that reads it: the terminal summary, the HTML page, the CI
+formats, `clean`, `diff` and users' own scripts. The fields and what they hold are documented once, in the core
+(`tokscan codes --report-schema`, the table of docs/reference/report-schema.md); a test holds the top-level keys
+here, and which are always present, against the core's table. Nested sections that only the renderers walk stay
+`dict[str, Any]`."""
 
 from __future__ import annotations
 

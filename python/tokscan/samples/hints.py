@@ -43,7 +43,7 @@ class ProfileHint:
         head = f"{100 * self.share:.0f} % of {which} {_WHAT[self.code]} for profile {self.profile}"
         if self.better is not None:
             return f"{head}: is this {self.better} data? try --profile {self.better}"
-        return f"{head}: no built-in profile fits either; write a TOML profile for this chat format (see README)"
+        return f"{head}: no built-in profile fits either; write a TOML profile (docs/guide/profiles.md)"
 
 
 def _structure_bits() -> dict[str, int]:
