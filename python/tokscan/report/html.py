@@ -522,6 +522,70 @@ def _near_duplicates(report: Report) -> str:
     )
 
 
+def _hidden_states(report: Report) -> str:
+    """The hidden-state dump: layout, shapes, pairing, norm convention, agreement per category."""
+    h = report.data.get("hidden_states")
+    if not h:
+        return ""
+    p, n, a = h["pairing"], h["norm"], h.get("agreement")
+    facts = [
+        ("layout", f"{h['layout']} ({h['layout_from']})"),
+        (
+            "files",
+            f"{h['files']:,} ({h['bytes']:,} bytes; "
+            + ", ".join(f"{k} {v:,}" for k, v in h["containers"].items())
+            + ")",
+        ),
+        (
+            "states",
+            f"{h.get('dtype')} · D {h.get('hidden_size')} · aux {h.get('aux_width') or '—'} · "
+            f"layers {h.get('layers') or '—'}",
+        ),
+        ("bytes per token", f"{h['bytes_per_token']:,.0f}"),
+        ("paired by", f"{p.get('rule')} (" + ", ".join(f"{k} {v:,}" for k, v in sorted(p["by_rule"].items())) + ")"),
+        (
+            "files with no sample",
+            f"{p['unpaired_count']:,}" + (": " + ", ".join(p["unpaired"][:20]) if p["unpaired"] else ""),
+        ),
+        ("samples with no file", f"{p['samples_without_file']:,}"),
+        (
+            "norm convention",
+            f"{n.get('convention') or 'not decided'} the final norm "
+            f"· trainer expects {n.get('trainer_expects') or '—'} · {n['decided_by']}",
+        ),
+        ("row RMS (10/50/90 %)", " / ".join(f"{x:.3g}" for x in n["row_rms"])),
+        ("files departing", f"{n['files_departing']:,}"),
+    ]
+    if h.get("max_length"):
+        facts.append(("captures cut at", f"{h['max_length']:,} positions"))
+    if p.get("note"):
+        facts.append(("note", p["note"]))
+    table = "".join(f"<tr><th class='l'>{_e(k)}</th><td class='l'>{_e(v)}</td></tr>" for k, v in facts)
+    agree = ""
+    if a:
+        cats = "".join(
+            f"<tr><td class='l'>{_e(c)}</td><td>{v['samples']:,}</td><td>{v['positions']:,}</td>"
+            f"<td>{v['rate']:.1%}</td>"
+            f"<td>{v['quantiles'][0]:.0%}</td><td>{v['quantiles'][1]:.0%}</td><td>{v['quantiles'][2]:.0%}</td></tr>"
+            for c, v in sorted(a["categories"].items())
+        )
+        agree = (
+            f"<p class='note'>Next-token agreement with {_e(a['target'])}: argmax(lm_head(norm(h<sub>t</sub>))) = "
+            f"token t+1 on {a['agreed']:,} of {a['positions']:,} sampled completion positions "
+            f"(norm {'applied' if a['norm_applied'] else 'already in the states'}); a sample below {a['min']:.0%} is "
+            "flagged <code>hidden_disagree</code>. It is also a ceiling on what a draft can learn from this data.</p>"
+            "<div class='scroll'><table><thead><tr><th class='l'>category</th><th>samples</th><th>positions</th>"
+            "<th>agreement</th><th>p10</th><th>p50</th><th>p90</th></tr></thead>"
+            f"<tbody>{cats}</tbody></table></div>"
+        )
+    return (
+        "<section id='hidden-states'><h2>Hidden states</h2>"
+        f"<p class='note'>The dump at <code>{_e(h['dir'])}</code>, checked against the corpus: each file paired "
+        "with its sample, its shapes, ids, loss mask and every state row (the <code>hidden_*</code> codes).</p>"
+        f"<div class='scroll'><table><tbody>{table}</tbody></table></div>{agree}"
+    )
+
+
 def _special_tokens(report: Report) -> str:
     names = report.data["profile"]["special_tokens"]
     cols = [*report.categories.items(), ("all", report.data["overall"])]
@@ -835,6 +899,11 @@ def _flagged(report: Report, rows: list[int], decoded_keys: set[tuple[str, int]]
             dup += (
                 f"{'; ' if dup else ''}benchmark item <b>{_e(h['item'])}</b> <span class='note'>{_e(h['part'])}</span>"
             )
+        hs = f.get("hidden_states")
+        if hs:
+            said = "; ".join(f"{c}: {t}" for c, t in hs["findings"].items())
+            where = f"<code>{_e(hs['file'])}</code> " if hs.get("file") else ""
+            dup += f"{'; ' if dup else ''}{where}<span class='note'>{_e(said)}</span>"
         out.append(
             f"<tr id='s{row}' data-codes='{_e(' '.join(f['codes']))}'><td>{row}</td>"
             f"<td>{_e(f['sample_id'] if f['sample_id'] is not None else '')}</td><td>{_e(f['category'])}</td>"
@@ -1077,6 +1146,7 @@ def render(
         _prompt_groups(report),
         _contamination(report),
         _near_duplicates(report),
+        _hidden_states(report),
         _special_tokens(report),
         _lengths(report),
         _anomalies(report, fail_on, policy, failures, shown, decoded),

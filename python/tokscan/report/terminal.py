@@ -235,6 +235,9 @@ def print_drift(drifts, console: Console, baseline: object) -> None:
 NO_SAMPLE_FINDING = {
     "category_split": "finding(s): see the category's 'structure' line",
     "draft_vocab_stale": "finding: see the draft vocabulary lines",
+    "hidden_orphan": "file(s) with no sample: see the hidden-state lines",
+    "hidden_unreadable": "file(s) with no sample: see the hidden-state lines",
+    "hidden_convention": "finding: see the hidden-state lines",
 }
 
 
@@ -359,6 +362,77 @@ def print_near_duplicates(nd: dict | None, console: Console, limit: int = 3) -> 
         console.print(f"  {c['size']} samples like {escape(str(who))} ({escape(c['category'])})", highlight=False)
 
 
+def _rules(pairing: dict) -> str:
+    return ", ".join(f"{r.replace('_', ' ')} {_num(n)}" for r, n in sorted(pairing["by_rule"].items()))
+
+
+def hidden_state_lines(h: dict | None) -> list[str]:
+    """The hidden-state dump in a few lines (Rich markup): layout, files, shapes, pairing, norm, agreement."""
+    if not h:
+        return []
+    shape = [f"{h['dtype']}" if h.get("dtype") else None, f"D {h['hidden_size']:,}" if h.get("hidden_size") else None]
+    if h.get("aux_width"):
+        shape.append(f"aux {h['aux_width']:,}")
+    if h.get("layers"):
+        shape.append(f"{h['layers']} layers")
+    shape.append(f"{h['bytes_per_token']:,.0f} B/token")
+    p = h["pairing"]
+    rule = p["rule"].replace("_", " ") if p.get("rule") else "none"
+    lines = [
+        f"[bold]hidden states[/] {escape(h['dir'])}: {escape(str(h['layout']))} ({escape(h['layout_from'])}), "
+        f"{_num(h['files'])} files, {_bytes(h['bytes'])}, {' · '.join(s for s in shape if s)}; paired by {rule}"
+        f" ({_rules(p)})"
+    ]
+    if p.get("note"):
+        lines.append(f"  [dim]{escape(p['note'])}[/]")
+    if p["unpaired_count"]:
+        listed = ", ".join(escape(f) for f in p["unpaired"][:3])
+        more = f" and {_num(p['unpaired_count'] - 3)} more" if p["unpaired_count"] > 3 else ""
+        lines.append(f"  [yellow]{_num(p['unpaired_count'])} file(s) pair with no sample[/]: {listed}{more}")
+    n = h["norm"]
+    expects = n.get("trainer_expects")
+    if n.get("convention"):
+        ok = expects is None or expects == n["convention"]
+        verdict = (
+            ""
+            if expects is None
+            else (" [green]as its trainer expects[/]" if ok else f" [red]but its trainer expects {expects}[/]")
+        )
+        lines.append(
+            f"  last state stored {n['convention']} the final norm{verdict}; "
+            f"{_num(n['files_departing'])} file(s) depart"
+        )
+    else:
+        q = n["row_rms"]
+        lines.append(
+            f"  norm convention not decided (--target-model decides it): row RMS {q[0]:.3g} / {q[1]:.3g} / {q[2]:.3g} "
+            f"(10/50/90 %), {_num(n['files_departing'])} file(s) off the dump's scale"
+        )
+    a = h.get("agreement")
+    if a and a["positions"]:
+        cats = ", ".join(f"{escape(c)} {v['rate']:.1%}" for c, v in sorted(a["categories"].items()))
+        lines.append(
+            f"  next-token agreement: {_num(a['agreed'])} of {_num(a['positions'])} sampled positions "
+            f"({a['agreed'] / a['positions']:.1%}) over {_num(a['samples'])} samples: {cats}"
+        )
+    if h.get("max_length"):
+        lines.append(f"  captures cut at {h['max_length']:,} positions (hidden_truncated)")
+    return lines
+
+
+def print_hidden_states(h: dict | None, console: Console) -> None:
+    for line in hidden_state_lines(h):
+        console.print(line, highlight=False)
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n} B"
+
+
 def print_skipped(skipped: list[dict], console: Console, limit: int = 5) -> None:
     """What a directory scan left aside, so nothing is dropped without a word."""
     if not skipped:
@@ -401,6 +475,7 @@ def print_summary(
     print_prompt_groups(d.get("prompt_groups"), console)
     print_contamination(d.get("contamination"), console)
     print_near_duplicates(d.get("near_duplicates"), console)
+    print_hidden_states(d.get("hidden_states"), console)
     print_skipped(d.get("skipped") or [], console)
     if any(a["count"] for a in report.anomalies.values()):
         console.print(anomaly_table(report, console.width, fail_on, policy))
