@@ -35,6 +35,7 @@ __all__ = [
     "finish_report",
     "formats",
     "hidden_state_header",
+    "hidden_state_sample",
     "is_object_url",
     "max_threads",
     "merge_partials",
@@ -190,6 +191,15 @@ def report_fields() -> list[tuple[list[str], bool]]: ...
 def reads_tokenizer_vocabulary(path: str | os.PathLike[str]) -> bool: ...
 def read_file(path: str | os.PathLike[str]) -> bytes: ...
 def hidden_state_header(path: str | os.PathLike[str]) -> str: ...
+
+# hidden: (dump directory, layout or None, target model directory or None, agreement positions, agreement minimum)
+def hidden_state_sample(
+    paths: list[str],
+    profile: Profile,
+    row: int,
+    hidden: tuple[str | os.PathLike[str], str | None, str | os.PathLike[str] | None, int, float],
+    columns: dict[str, str] | None = None,
+) -> str: ...
 def not_checked(profile: Profile, layouts: list[str]) -> dict[str, str]: ...
 def encode_prompts(
     tokenizer_dir: str | os.PathLike[str], records: list[str], template: str | None = None

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from .app import (
     CategoryColumnOpt,
@@ -97,6 +98,25 @@ def show(
         bool,
         typer.Option(help="Print every token of long segments (paged in a terminal); by default they are elided."),
     ] = False,
+    hidden_states: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="DIR",
+            help="The hidden-state dump made from the corpus: the sample's file, its tensors and what the checks "
+            "find in it (as `scan --hidden-states`).",
+        ),
+    ] = None,
+    hidden_layout: Annotated[
+        str | None, typer.Option(metavar="LAYOUT", help="With --hidden-states: the dump's writer.")
+    ] = None,
+    target_model: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="DIR",
+            help="With --hidden-states: the target's checkpoint directory; next-token agreement on up to 512 "
+            "completion positions, the first disagreements decoded.",
+        ),
+    ] = None,
     json_out: Annotated[Path | None, JsonOpt("the sample")] = None,
     quiet: QuietOpt = False,
 ) -> None:
@@ -113,6 +133,8 @@ def show(
     with user_errors(), ExitStack() as stack:
         if (sample_id is None) == (row is None):
             raise UsageError("give exactly one of --sample-id or --row")
+        if hidden_states is None and (hidden_layout is not None or target_model is not None):
+            raise UsageError("--hidden-layout and --target-model go with --hidden-states DIR (the dump's directory)")
         check_output(json_out, "--json")
         cfg = load_file(config_file) if config_file is not None else discover()
         reads = [
@@ -191,6 +213,16 @@ def show(
                 how = f"{paired['path']}: no record pairs with this sample (paired by {paired['matched_by']})"
                 check = {"status": "no record"}
             doc["prompt_record"] = {"match": how, "record": record, "rendering": check}
+        if hidden_states is not None:
+            hidden = (str(hidden_states), hidden_layout, None if target_model is None else str(target_model), 0, 0.25)
+            dump = json.loads(
+                _core.hidden_state_sample([str(p) for p in path], prof, int(sample.row), hidden, dict(corpus.columns))
+            )
+            if dump.get("agreement") and tok is not None:
+                for d in dump["agreement"]["disagreements"]:
+                    d.append(tok.decode([d[1]]))
+                    d.append(tok.decode([d[2]]))
+            doc["hidden_states"] = dump
         doc, how = relabel(doc, bases), relabel(how, bases)
         if json_out is not None:
             write_output(json_out, json.dumps(doc, indent=2, ensure_ascii=False))
@@ -201,6 +233,43 @@ def show(
                     render_sample(view, record, how, check)
             else:
                 render_sample(view, record, how, check)
+
+
+def render_hidden_states(h: dict) -> None:
+    """The sample's hidden-state file: its tensors, what the checks found, its next-token agreement."""
+    if h.get("file") is None:
+        out.print(f"[bold]hidden states[/]: [red]no file pairs with this sample[/] ({h['layout']} dump)")
+        return
+    others = f" (also {', '.join(h['other_files'])})" if h["other_files"] else ""
+    out.print(
+        f"[bold]hidden states[/]: {escape(h['file'])}{escape(others)} · {h['layout']} · paired by "
+        f"{str(h['paired_by']).replace('_', ' ')}",
+        highlight=False,
+    )
+    for t in h["tensors"]:
+        out.print(f"  {escape(t['name'])}: {t['dtype']} {t['shape']}", highlight=False)
+    if h.get("row_rms") is not None:
+        line = f"  last state: median row RMS {h['row_rms']:.3g}"
+        if h.get("convention"):
+            line += f", stored {h['convention']} the final norm (rms(h / w) {h['unweighted_rms']:.2f})"
+        out.print(line, highlight=False)
+    for code, text in h["findings"].items():
+        out.print(f"  [red]{code}[/]: {escape(text)}", highlight=False)
+    a = h.get("agreement")
+    if a and a["positions"]:
+        out.print(
+            f"  next-token agreement: {a['agreed']:,} of {a['positions']:,} completion positions "
+            f"({a['agreed'] / a['positions']:.1%})",
+            highlight=False,
+        )
+        for d in a["disagreements"][:10]:
+            said = f" {d[3]!r} → predicted {d[4]!r}" if len(d) == 5 else ""
+            out.print(
+                f"    position {d[0]:,}: token {d[1]} predicted {d[2]}{escape(said)}",
+                highlight=False,
+            )
+    elif not h["findings"]:
+        out.print("  [green]no finding[/]")
 
 
 def render_sample(doc: dict, record: dict | None, how: str, check: dict | None) -> None:
@@ -239,6 +308,8 @@ def render_sample(doc: dict, record: dict | None, how: str, check: dict | None) 
             + "[/]",
             highlight=False,
         )
+    if doc.get("hidden_states"):
+        render_hidden_states(doc["hidden_states"])
     if how:
         out.print(f"prompt record: {how}", highlight=False)
         render_prompt_check(check or {})

@@ -60,7 +60,7 @@ macro_rules! codes {
                 match self { $( Code::$variant => $doc, )* }
             }
 
-            /// The full meaning, Markdown: the README's table of codes (`tokscan codes --markdown`).
+            /// The full meaning, Markdown: docs/reference/codes.md's table (`tokscan codes --markdown`).
             pub fn explanation(self) -> &'static str {
                 match self { $( Code::$variant => $long, )* }
             }
@@ -183,7 +183,7 @@ codes! {
 /// Number of codes; per-sample arrays are sized by it.
 pub const N_CODES: usize = Code::ALL.len();
 
-/// The table of codes in Markdown, one row per code in bit order: the README's (`tokscan codes --markdown`).
+/// The table of codes in Markdown, one row per code in bit order: docs/reference/codes.md's (`tokscan codes --markdown`).
 /// A `|` in an explanation (`<|im_end|>`) is escaped: in a table it ends the cell even inside backticks.
 pub fn markdown_table() -> String {
     let mut out =

@@ -81,7 +81,7 @@ pub struct FlaggedSample {
     pub near_of: Option<FirstSeen>,
     /// For the `hidden_*` codes: its hidden-state file and what was found in it.
     #[serde(default)]
-    pub hidden: Option<Box<crate::hidden::check::Evidence>>,
+    pub hidden: Option<Box<Evidence>>,
 }
 
 impl FlaggedSample {
@@ -182,4 +182,53 @@ pub fn merge_sorted<T, K: Ord>(
             (None, None) => return out,
         }
     }
+}
+
+/// How a hidden-state file was paired with its sample (`--hidden-states`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// The number in its name is the corpus row.
+    Index,
+    /// Its `conversation_id` (or its name) is the sample's id.
+    SampleId,
+    /// Its token ids are the sample's.
+    Content,
+}
+
+impl Rule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::Index => "index",
+            Rule::SampleId => "sample_id",
+            Rule::Content => "content",
+        }
+    }
+}
+
+/// A flagged sample's evidence about its hidden-state file (the report's `hidden_states` of a flagged entry).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// The sample's file, under the dump directory (none for `hidden_missing`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paired_by: Option<Rule>,
+    /// For `hidden_duplicate`: the sample's other files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_files: Vec<String>,
+    /// One line per code: what was found.
+    pub findings: std::collections::BTreeMap<String, String>,
+    /// Sampled completion positions and how many of them the stored state predicts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agreement: Option<Agreement>,
+}
+
+/// Next-token agreement of one sample.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Agreement {
+    pub positions: u32,
+    pub agreed: u32,
+    /// The first disagreeing positions: `[position t, token t + 1, predicted]`.
+    pub disagreements: Vec<[i64; 3]>,
 }

@@ -1,5 +1,5 @@
 //! The report: what a scan found, as serializable types. Built from the merged [`Partial`] summary of the
-//! corpus and what the corpus-wide checks ([`crate::corpus_checks`]) flagged. The JSON schema is documented in the README; `SCHEMA_VERSION` changes when a field
+//! corpus and what the corpus-wide checks ([`crate::corpus_checks`]) flagged. The JSON schema is documented in docs/reference/report-schema.md; `SCHEMA_VERSION` changes when a field
 //! changes meaning or is removed.
 
 use std::collections::BTreeMap;
@@ -196,7 +196,7 @@ pub struct Flagged {
     /// For the `hidden_*` codes: the sample's hidden-state file, how it was paired, what was found in it and
     /// its next-token agreement.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub hidden_states: Option<crate::hidden::check::Evidence>,
+    pub hidden_states: Option<crate::flagged::Evidence>,
     /// For `departs_from_category`: per feature, the sample's value and its category's majority.
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub departs: BTreeMap<String, Departure>,

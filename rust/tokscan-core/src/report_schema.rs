@@ -1,4 +1,4 @@
-//! The JSON report's fields, documented once: the README's table of them is `tokscan codes --report-schema`,
+//! The JSON report's fields, documented once: the docs' table of them (docs/reference/report-schema.md) is `tokscan codes --report-schema`,
 //! generated from [`FIELDS`] (a test compares them), and a test holds the field names against the keys a real
 //! report has.
 
@@ -14,7 +14,7 @@ pub struct Field {
     pub content: &'static str,
 }
 
-/// The table of the report's fields (Markdown), as the README shows it.
+/// The table of the report's fields (Markdown), as docs/reference/report-schema.md shows it.
 pub fn markdown_table() -> String {
     let mut out = String::from("| field | content |\n|---|---|\n");
     for f in FIELDS {

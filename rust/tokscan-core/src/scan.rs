@@ -202,7 +202,7 @@ fn scan_in_pool(
     let hidden = opts
         .hidden
         .as_ref()
-        .map(|h| crate::hidden::check::run(corpus, profile, h, progress))
+        .map(|h| crate::hidden::check::run(corpus, profile, h, &|| progress.cancelled()))
         .transpose()?;
     let mut report = finish(
         partial,

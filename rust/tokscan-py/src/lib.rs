@@ -256,6 +256,28 @@ fn paired_record(
     Ok(found.map(|r| serde_json::to_string(&r).expect("plain data")))
 }
 
+/// The hidden-state file of corpus row `row` and what the checks find in it (`tokscan show --hidden-states`),
+/// as JSON; `hidden` is the scan's `(dump directory, layout, target model, positions, minimum)`.
+#[pyfunction]
+#[pyo3(signature = (paths, profile, row, hidden, columns=None))]
+fn hidden_state_sample(
+    py: Python<'_>,
+    paths: Vec<String>,
+    profile: &PyProfile,
+    row: u64,
+    hidden: crate::options::HiddenArgs,
+    columns: Option<HashMap<String, String>>,
+) -> PyResult<String> {
+    let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
+    let opts = crate::options::hidden_options(hidden).map_err(|e| to_py(py, e))?;
+    let p = profile.inner.clone();
+    let found = detached(py, move || {
+        let corpus = tokscan_core::Corpus::open(&paths, &columns)?;
+        tokscan_core::hidden::check::inspect(&corpus, &p, &opts, row)
+    })?;
+    Ok(serde_json::to_string(&found).expect("plain data"))
+}
+
 /// The most worker threads a scan starts (4 × the cores); a larger `threads` is capped to it.
 #[pyfunction]
 fn max_threads() -> usize {
@@ -323,7 +345,7 @@ fn formats() -> Vec<(&'static str, &'static str)> {
         .collect()
 }
 
-/// The README's table of the JSON report's fields (Markdown), from the core's.
+/// The docs' table of the JSON report's fields (Markdown), from the core's.
 #[pyfunction]
 fn report_schema_markdown() -> String {
     tokscan_core::report_schema::markdown_table()
@@ -338,7 +360,7 @@ fn report_fields() -> Vec<(Vec<&'static str>, bool)> {
         .collect()
 }
 
-/// The README's table of codes (Markdown), from the core's catalogue.
+/// The docs' table of codes (Markdown), from the core's catalogue.
 #[pyfunction]
 fn codes_markdown() -> String {
     tokscan_core::anomaly::markdown_table()
@@ -421,6 +443,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(upload_objects, m)?)?;
     m.add_function(wrap_pyfunction!(fill_row, m)?)?;
     m.add_function(wrap_pyfunction!(paired_record, m)?)?;
+    m.add_function(wrap_pyfunction!(hidden_state_sample, m)?)?;
     m.add_function(wrap_pyfunction!(not_checked, m)?)?;
     m.add_function(wrap_pyfunction!(code_scopes, m)?)?;
     m.add_function(wrap_pyfunction!(codes_markdown, m)?)?;

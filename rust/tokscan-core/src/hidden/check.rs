@@ -30,9 +30,11 @@ use super::{read_header, DType, DumpHeader};
 use crate::anomaly::Code;
 use crate::corpus::{Corpus, SampleData};
 use crate::error::{Error, Result};
-use crate::flagged::FlaggedSample;
+use crate::flagged::{Agreement, Evidence, FlaggedSample, Rule};
 use crate::profile::Profile;
-use crate::scan::Progress;
+
+/// Asked between units: whether the caller cancelled the scan.
+pub type Cancelled<'a> = dyn Fn() -> bool + Sync + 'a;
 
 /// What `--hidden-states` and its options ask for.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,55 +75,6 @@ impl Options {
             agreement_min: AGREEMENT_MIN,
         }
     }
-}
-
-/// How a file was paired with its sample.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Rule {
-    /// The number in its name is the corpus row.
-    Index,
-    /// Its `conversation_id` (or its name) is the sample's id.
-    SampleId,
-    /// Its token ids are the sample's.
-    Content,
-}
-
-impl Rule {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Rule::Index => "index",
-            Rule::SampleId => "sample_id",
-            Rule::Content => "content",
-        }
-    }
-}
-
-/// A flagged sample's evidence about its dump file (the report's `hidden_states` of a flagged entry).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Evidence {
-    /// The sample's file, under the dump directory (none for `hidden_missing`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub file: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub paired_by: Option<Rule>,
-    /// For `hidden_duplicate`: the sample's other files.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub other_files: Vec<String>,
-    /// One line per code: what was found.
-    pub findings: BTreeMap<String, String>,
-    /// Sampled completion positions and how many of them the stored state predicts.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub agreement: Option<Agreement>,
-}
-
-/// Next-token agreement of one sample.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Agreement {
-    pub positions: u32,
-    pub agreed: u32,
-    /// The first disagreeing positions: `[position t, token t + 1, predicted]`.
-    pub disagreements: Vec<[i64; 3]>,
 }
 
 /// The `hidden_states` section of the report.
@@ -716,13 +669,21 @@ fn check_file(
     c
 }
 
-/// Runs the checks of the dump at `opts.dir` against `corpus`.
-pub fn run(
-    corpus: &Corpus,
-    profile: &Profile,
-    opts: &Options,
-    progress: &Progress,
-) -> Result<Outcome> {
+/// A dump inventoried and paired: what both the whole check and one sample's ([`inspect`]) start from.
+struct Prepared {
+    report: HiddenReport,
+    layout: Layout,
+    heads: Vec<Head>,
+    shape: Shape,
+    target: Option<Target>,
+    max_length: Option<u64>,
+    paired: Paired,
+    files_of: BTreeMap<u64, Vec<usize>>,
+    unpaired: Vec<usize>,
+}
+
+/// Inventories the dump at `opts.dir` and pairs its files with `corpus`'s samples (stages 1 and 2).
+fn prepare(corpus: &Corpus, opts: &Options, cancelled: &Cancelled<'_>) -> Result<Prepared> {
     let listing = dump::discover(&opts.dir)?;
     let target = opts.target.as_deref().map(Target::open).transpose()?;
     let first_header = listing
@@ -766,7 +727,7 @@ pub fn run(
         .into_par_iter()
         .map(|f| inventory(Some(layout), f, true))
         .collect();
-    if progress.cancelled() {
+    if cancelled() {
         return Err(Error::Interrupted);
     }
     for h in &heads {
@@ -866,6 +827,37 @@ pub fn run(
         })
         .collect();
     report.pairing.samples_without_file = corpus.len() - files_of.len() as u64;
+    Ok(Prepared {
+        report,
+        layout,
+        heads,
+        shape,
+        target,
+        max_length,
+        paired,
+        files_of,
+        unpaired,
+    })
+}
+
+/// Runs the checks of the dump at `opts.dir` against `corpus`.
+pub fn run(
+    corpus: &Corpus,
+    profile: &Profile,
+    opts: &Options,
+    cancelled: &Cancelled<'_>,
+) -> Result<Outcome> {
+    let Prepared {
+        mut report,
+        layout,
+        heads,
+        shape,
+        target,
+        max_length,
+        paired,
+        files_of,
+        unpaired,
+    } = prepare(corpus, opts, cancelled)?;
     // Which samples are probed for agreement: every k-th paired sample, 16 positions each.
     let probe_every = match (&target, opts.agreement_positions) {
         (None, _) => u64::MAX,
@@ -903,7 +895,7 @@ pub fn run(
         .par_iter()
         .map(|&(start, end)| {
             let mut out = Vec::new();
-            if progress.cancelled() {
+            if cancelled() {
                 return Err(Error::Interrupted);
             }
             let mut scratch = crate::check::Scratch::default();
@@ -1195,4 +1187,149 @@ pub fn run(
         corpus_counts,
         report,
     })
+}
+
+/// Completion positions `show` checks for agreement on one sample.
+const SHOW_POSITIONS: usize = 512;
+/// Disagreeing positions `show` lists.
+const SHOW_DISAGREEMENTS: usize = 20;
+
+/// One sample's dump file, as `tokscan show --hidden-states` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SampleDump {
+    pub row: u64,
+    pub layout: Layout,
+    /// Its file under the dump directory (none: no file pairs with the sample).
+    pub file: Option<String>,
+    pub paired_by: Option<Rule>,
+    pub other_files: Vec<String>,
+    pub container: Option<super::Container>,
+    pub tensors: Vec<super::TensorHeader>,
+    /// code → what was found (the dump-wide norm comparison aside, which needs every file).
+    pub findings: BTreeMap<String, String>,
+    /// Median row RMS of the last state, and of `h / w` with the target.
+    pub row_rms: Option<f32>,
+    pub unweighted_rms: Option<f32>,
+    /// With the target: where this file's last state was taken.
+    pub convention: Option<Norm>,
+    /// With the target: agreement on up to 512 completion positions, the first 20 disagreements.
+    pub agreement: Option<Agreement>,
+}
+
+/// The dump file of corpus row `row` and what the checks find in it: the inventory and pairing of the whole
+/// dump (headers and ids only), then this one file read in full.
+pub fn inspect(corpus: &Corpus, profile: &Profile, opts: &Options, row: u64) -> Result<SampleDump> {
+    let s = corpus.sample(row)?;
+    let prep = prepare(corpus, opts, &|| false)?;
+    let mut out = SampleDump {
+        row,
+        layout: prep.layout,
+        file: None,
+        paired_by: None,
+        other_files: Vec::new(),
+        container: None,
+        tensors: Vec::new(),
+        findings: BTreeMap::new(),
+        row_rms: None,
+        unweighted_rms: None,
+        convention: None,
+        agreement: None,
+    };
+    let Some(list) = prep.files_of.get(&row) else {
+        out.findings.insert(
+            Code::HiddenMissing.as_str().to_string(),
+            "no file of the dump pairs with this sample".into(),
+        );
+        return Ok(out);
+    };
+    let first = list[0];
+    let head = &prep.heads[first];
+    out.file = Some(head.file.rel.clone());
+    out.paired_by = prep.paired.of_file[first].map(|p| p.1);
+    out.other_files = list[1..]
+        .iter()
+        .map(|&i| prep.heads[i].file.rel.clone())
+        .collect();
+    if list.len() > 1 {
+        out.findings.insert(
+            Code::HiddenDuplicate.as_str().to_string(),
+            format!("{} files for this sample", list.len()),
+        );
+    }
+    let h = match &head.header {
+        Ok(h) => h,
+        Err(e) => {
+            out.findings
+                .insert(Code::HiddenUnreadable.as_str().to_string(), e.clone());
+            return Ok(out);
+        }
+    };
+    out.container = Some(h.container);
+    out.tensors = h.tensors.clone();
+    let ctx = Ctx {
+        layout: prep.layout,
+        shape: &prep.shape,
+        target: prep.target.as_ref(),
+        max_length: prep.max_length,
+    };
+    let mut scratch = crate::check::Scratch::default();
+    let mut counts = vec![0u64; profile.specials.len()];
+    let mask = s.mask.as_deref().map(crate::token::MaskSlice::U8);
+    let facts = crate::check::check_sample(
+        profile,
+        &s.ids,
+        s.prompt_len,
+        mask,
+        &mut scratch,
+        &mut counts,
+    );
+    let probes = prep.target.as_ref().map(|_| SHOW_POSITIONS);
+    let mut c = check_file(&ctx, h, &s, facts.completion.0 as usize, probes);
+    for (code, text) in std::mem::take(&mut c.findings) {
+        out.findings.insert(code.as_str().to_string(), text);
+    }
+    out.row_rms = c.rms;
+    out.unweighted_rms = c.unweighted;
+    if let Some(t) = &prep.target {
+        let own = c.unweighted.map(|u| {
+            if (0.8..=1.25).contains(&u) {
+                Norm::After
+            } else {
+                Norm::Before
+            }
+        });
+        out.convention = own;
+        let apply = own.or(prep.layout.trainer_expects()) != Some(Norm::After);
+        let (mut xs, mut at) = (Vec::new(), Vec::new());
+        for (pos, next, mut x) in std::mem::take(&mut c.probes) {
+            if apply {
+                t.apply_norm(&mut x);
+            }
+            xs.push(x);
+            at.push((pos, next));
+        }
+        let mut a = Agreement::default();
+        for ((pos, next), p) in at.into_iter().zip(t.argmax(&xs)) {
+            a.positions += 1;
+            if i64::from(p) == next {
+                a.agreed += 1;
+            } else if a.disagreements.len() < SHOW_DISAGREEMENTS {
+                a.disagreements.push([i64::from(pos), next, i64::from(p)]);
+            }
+        }
+        let rate = f64::from(a.agreed) / f64::from(a.positions.max(1));
+        if a.positions > 0 && rate < opts.agreement_min {
+            out.findings.insert(
+                Code::HiddenDisagree.as_str().to_string(),
+                format!(
+                    "its states predict {} of {} completion positions' next tokens ({:.0} %)",
+                    a.agreed,
+                    a.positions,
+                    rate * 100.0
+                ),
+            );
+        }
+        out.agreement = Some(a);
+    }
+    Ok(out)
 }
