@@ -280,3 +280,20 @@ def test_tool_call_payloads_give_the_local_report(cluster, tmp_path):
     assert local.count("tool_call_arguments") == 3
     r = scan_ray([str(root)], "qwen3", tokenizer=str(d), n_tasks=3)
     assert r.findings == local.findings
+
+
+def test_hidden_states_give_the_local_report(cluster, tmp_path):
+    """Issue 48: the dump's checks run in one task of the cluster scan, on the corpus the tasks read: the same
+    findings, flagged samples and hidden_states section as the local scan."""
+    pytest.importorskip("torch")
+    import hidden_dumps as hd
+
+    b = hd.build(tmp_path, "specforge", n=12, plant={2: "nan", 5: "missing", 7: "other_sample"})
+    kw = {"hidden_states": b.dump_dir, "target_model": b.model_dir}
+    local = tokscan.scan(str(b.corpus_dir), **kw)
+    assert local.count("hidden_nonfinite") == 1 and local.count("hidden_disagree") == 1
+    assert local.count("hidden_missing") == 1
+    remote = tokscan.scan(str(b.corpus_dir), engine="ray", **kw)
+    assert remote.findings == local.findings
+    assert remote.data["flagged"] == local.data["flagged"]
+    assert remote.data["hidden_states"] == local.data["hidden_states"]

@@ -36,6 +36,7 @@ __all__ = [
     "formats",
     "hidden_state_header",
     "hidden_state_sample",
+    "hidden_states_task",
     "is_object_url",
     "max_threads",
     "merge_partials",
@@ -243,6 +244,13 @@ def near_duplicates(
     columns: dict[str, str] | None = None,
     threads: int = 0,
 ) -> bytes: ...
+def hidden_states_task(
+    sources: bytes,  # plan_scan's last value
+    profile: Profile,
+    hidden: tuple[str | os.PathLike[str], str | None, str | os.PathLike[str] | None, int, float],
+    columns: dict[str, str] | None = None,
+    threads: int = 0,
+) -> bytes: ...
 def resolve_flagged(records: bytes, repeats: list[bytes], resolution: bytes) -> bytes: ...
 def finish_report(
     partial: bytes,
@@ -252,4 +260,5 @@ def finish_report(
     options: dict[str, Any] | None = None,  # tokscan.options.ScanOptions.to_core()
     run: str | None = None,
     near: bytes | None = None,
+    hidden: bytes | None = None,
 ) -> str: ...

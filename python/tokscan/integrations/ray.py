@@ -197,6 +197,16 @@ def _remote_functions(ray: Any) -> dict[str, Any]:
         return _core.near_duplicates(sources, _profile(*profile), list(pairs), partial, params, columns, threads)
 
     @ray.remote(max_retries=3)
+    def hidden(
+        sources: bytes,
+        profile: tuple[str, str | None, bool],
+        columns: dict[str, str],
+        threads: int,
+        params: tuple[str, str | None, str | None, int, float],
+    ) -> bytes:
+        return _core.hidden_states_task(sources, _profile(*profile), params, columns, threads)
+
+    @ray.remote(max_retries=3)
     def resolution(partial: bytes, summarize: bool) -> bytes:
         return _core.resolution(partial, summarize)
 
@@ -225,6 +235,7 @@ def _remote_functions(ray: Any) -> dict[str, Any]:
         "resolve": resolve,
         "near_pairs": near_pairs,
         "near": near,
+        "hidden": hidden,
         "Counter": Counter,
     }
 
@@ -443,10 +454,18 @@ def _run_tasks(
         if options.near_dup is not None:
             pairs = [fn["near_pairs"].remote(*(m[2 + b] for m in maps)) for b in range(buckets)]
             near = fn["near"].remote(sources, profile_args, columns, options.threads, options.near_dup, merged, *pairs)
+        # The hidden-state checks in one task (the dump's directory must be readable on its node), beside the
+        # resolve tasks.
+        hidden = None
+        if options.hidden_states is not None:
+            hidden = fn["hidden"].remote(sources, profile_args, columns, options.threads, options.hidden_states)
         partial, resolved = ray.get(merged), ray.get(flagged)
         near_found = None if near is None else ray.get(near)
+        hidden_found = None if hidden is None else ray.get(hidden)
         run = {**run, "seconds": time.time() - run["started"], "threads": cpus}
-        text = _core.finish_report(partial, resolved, prof, inputs, core_options, json.dumps(run), near_found)
+        text = _core.finish_report(
+            partial, resolved, prof, inputs, core_options, json.dumps(run), near_found, hidden_found
+        )
     except KeyboardInterrupt:
         for m in maps:
             ray.cancel(m[0], force=True)

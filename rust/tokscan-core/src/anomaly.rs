@@ -237,6 +237,20 @@ impl Code {
     }
 }
 
+/// A code travels by its name (a cluster task's findings).
+impl Serialize for Code {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Code {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Code, D::Error> {
+        let name = String::deserialize(d)?;
+        Code::parse(&name).ok_or_else(|| serde::de::Error::custom(format!("unknown code {name:?}")))
+    }
+}
+
 /// Codes set in a bitmask, in bit order.
 pub fn codes_in(mask: u64) -> impl Iterator<Item = Code> {
     Code::ALL

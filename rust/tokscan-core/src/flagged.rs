@@ -208,19 +208,17 @@ impl Rule {
 
 /// A flagged sample's evidence about its hidden-state file (the report's `hidden_states` of a flagged entry).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+// Every field is written (no `skip_serializing_if`): the evidence also travels in postcard, which is not
+// self-describing (a cluster task's findings).
 pub struct Evidence {
     /// The sample's file, under the dump directory (none for `hidden_missing`).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub paired_by: Option<Rule>,
     /// For `hidden_duplicate`: the sample's other files.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_files: Vec<String>,
     /// One line per code: what was found.
     pub findings: std::collections::BTreeMap<String, String>,
     /// Sampled completion positions and how many of them the stored state predicts.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub agreement: Option<Agreement>,
 }
 

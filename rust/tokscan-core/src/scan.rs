@@ -423,6 +423,23 @@ pub fn near_task(
         .map_err(|e| crate::remote::named_by_url(e, &places))
 }
 
+/// The hidden-state checks of a cluster scan, in one task: the corpus is opened from the tasks' sources as
+/// every task opens it (so its rows are the scan's), the dump read from `opts.dir` on the task's node.
+pub fn hidden_task(
+    sources: &[crate::plan::TaskSource],
+    columns: &source::ColumnNames,
+    profile: &Profile,
+    opts: &crate::hidden::check::Options,
+) -> Result<crate::hidden::check::Outcome> {
+    let staging = tempfile::Builder::new()
+        .prefix("tokscan-hidden-")
+        .tempdir()
+        .map_err(|e| Error::io(&std::env::temp_dir(), e))?;
+    let (corpus, places) = crate::plan::open_planned(sources, columns, staging.path())?;
+    crate::hidden::check::run(&corpus, profile, opts, &|| false)
+        .map_err(|e| crate::remote::named_by_url(e, &places))
+}
+
 /// The candidate `rows`, read from the units that hold them (each unit's span from its first to its last
 /// candidate, in parallel) through the corpus reader, and checked with the profile for the completion.
 fn candidate_rows(

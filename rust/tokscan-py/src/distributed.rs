@@ -248,6 +248,31 @@ pub fn near_duplicates<'py>(
     Ok(bytes(py, &out))
 }
 
+/// The hidden-state checks of a cluster scan (`--hidden-states`), run by one task: the serialized
+/// [`tokscan_core::hidden::check::Outcome`] the driver's `finish_report` takes.
+#[pyfunction]
+#[pyo3(signature = (sources, profile, hidden, columns=None, threads=0))]
+pub fn hidden_states_task<'py>(
+    py: Python<'py>,
+    sources: Vec<u8>,
+    profile: &PyProfile,
+    hidden: crate::options::HiddenArgs,
+    columns: Option<HashMap<String, String>>,
+    threads: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
+    let opts = crate::options::hidden_options(hidden).map_err(|e| to_py(py, e))?;
+    let profile = profile.inner.clone();
+    let out = detached(py, move || {
+        let sources = plan::sources_from_bytes(&sources)?;
+        let found = tokscan_core::scan::with_pool(threads, || {
+            tokscan_core::scan::hidden_task(&sources, &columns, &profile, &opts)
+        })?;
+        Ok(found.to_bytes())
+    })?;
+    Ok(bytes(py, &out))
+}
+
 /// What every resolve task needs of the merged partial summary ([`corpus_checks::Resolution`]): the
 /// length-outlier fences and category majorities, the rows listed in full and the detail limit (none with
 /// `summarize` false: a scan whose near duplicates join the same rows later).
@@ -291,7 +316,7 @@ pub fn resolve_flagged<'py>(
 /// The report (JSON) of a corpus scanned in tasks: the merged partial, every task's resolved samples, and the
 /// plan's inputs.
 #[pyfunction]
-#[pyo3(signature = (partial, flagged, profile, inputs, options=None, run=None, near=None))]
+#[pyo3(signature = (partial, flagged, profile, inputs, options=None, run=None, near=None, hidden=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn finish_report(
     py: Python<'_>,
@@ -302,6 +327,7 @@ pub fn finish_report(
     options: Option<&Bound<'_, PyDict>>,
     run: Option<&str>,
     near: Option<Vec<u8>>,
+    hidden: Option<Vec<u8>>,
 ) -> PyResult<String> {
     let scan = crate::options::scan_options(options).map_err(|e| to_py(py, e))?;
     /// How the driver ran the cluster scan: `started` in seconds since the Unix epoch.
@@ -345,6 +371,10 @@ pub fn finish_report(
             Some(b) => Some(tokscan_core::neardup::found_from_bytes(b)?),
             None => None,
         };
+        let hidden = match &hidden {
+            Some(b) => Some(tokscan_core::hidden::check::Outcome::from_bytes(b)?),
+            None => None,
+        };
         // The local scan's last step, with what the tasks found.
         let mut report = tokscan_core::scan::finish(
             partial,
@@ -355,7 +385,7 @@ pub fn finish_report(
             &scan,
             None,
             near,
-            None,
+            hidden,
         )?;
         report.skipped = skipped;
         report.run = run;

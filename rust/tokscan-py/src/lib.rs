@@ -464,6 +464,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(distributed::finish_report, m)?)?;
     m.add_function(wrap_pyfunction!(distributed::near_pairs, m)?)?;
     m.add_function(wrap_pyfunction!(distributed::near_duplicates, m)?)?;
+    m.add_function(wrap_pyfunction!(distributed::hidden_states_task, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("SCHEMA_VERSION", tokscan_core::report::SCHEMA_VERSION)?;
     m.add("DEFAULT_PROFILE", tokscan_core::profile::DEFAULT_PROFILE)?;

@@ -166,7 +166,7 @@ pub struct CategoryAgreement {
 
 /// What the checks found: flagged samples (sorted by row), counts of findings no sample carries, and the
 /// report section.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Outcome {
     pub flagged: Vec<FlaggedSample>,
     pub corpus_counts: Vec<(Code, u64)>,
@@ -1187,6 +1187,17 @@ pub fn run(
         corpus_counts,
         report,
     })
+}
+
+impl Outcome {
+    /// Serialized for another process (a cluster task's result).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        crate::wire::encode(self)
+    }
+
+    pub fn from_bytes(b: &[u8]) -> Result<Outcome> {
+        crate::wire::decode(b, "hidden-state findings")
+    }
 }
 
 /// Completion positions `show` checks for agreement on one sample.
