@@ -6,6 +6,7 @@ names below; new code imports `tokscan.integrations.validate` (or uses `tokscan.
 
 from .integrations.validate import (
     CORPUS_WIDE_CODES,
+    DUMP_CODES,
     IGNORE,
     REFERENCE_CODES,
     SOURCE_CODES,
@@ -17,6 +18,7 @@ from .integrations.validate import (
 
 __all__ = [
     "CORPUS_WIDE_CODES",
+    "DUMP_CODES",
     "IGNORE",
     "REFERENCE_CODES",
     "SOURCE_CODES",

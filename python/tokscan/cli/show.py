@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from .app import (
     CategoryColumnOpt,
@@ -237,6 +236,8 @@ def show(
 
 def render_hidden_states(h: dict) -> None:
     """The sample's hidden-state file: its tensors, what the checks found, its next-token agreement."""
+    from rich.markup import escape
+
     if h.get("file") is None:
         out.print(f"[bold]hidden states[/]: [red]no file pairs with this sample[/] ({h['layout']} dump)")
         return

@@ -25,6 +25,8 @@ CORPUS_WIDE_CODES = tuple(sorted(c for c, scope in _core.code_scopes().items() i
 SOURCE_CODES = tuple(sorted(c for c, scope in _core.code_scopes().items() if scope == "source"))
 #: Codes that need reference data a scan is given (`--contamination` benchmarks); never set by `Validator.check`.
 REFERENCE_CODES = tuple(sorted(c for c, scope in _core.code_scopes().items() if scope == "reference"))
+#: Codes decided from a hidden-state dump (`--hidden-states`); never set by `Validator.check`.
+DUMP_CODES = tuple(sorted(c for c, scope in _core.code_scopes().items() if scope == "hidden states"))
 IGNORE = "ignore"
 
 

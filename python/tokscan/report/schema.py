@@ -101,6 +101,7 @@ class FlaggedSample(_FlaggedRequired, total=False):
     prompt_of: dict[str, Any]
     contamination: dict[str, Any]
     near_duplicate_of: FirstSeen
+    hidden_states: dict[str, Any]
     departs: dict[str, dict[str, str]]
     repetition: dict[str, int]
     cut_in: str
@@ -133,4 +134,5 @@ class ReportDoc(_ReportRequired, total=False):
     contamination: dict[str, Any]
     near_duplicates: dict[str, Any]
     draft_vocab: dict[str, Any]
+    hidden_states: dict[str, Any]
     flagged_summarized: dict[str, Any]

@@ -21,6 +21,7 @@ pub mod pairing;
 pub mod plan;
 pub mod policy;
 pub mod profile;
+pub mod progress;
 #[cfg(feature = "prompt")]
 pub mod prompt;
 pub mod records;

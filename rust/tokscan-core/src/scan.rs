@@ -3,7 +3,7 @@
 //! the partial summaries in unit order and build the report.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use rayon::prelude::*;
 
@@ -63,28 +63,7 @@ pub struct ScanOptions {
     pub run: crate::report::RunInfo,
 }
 
-/// Live counters a caller can poll from another thread, and the cancel switch.
-#[derive(Debug, Default)]
-pub struct Progress {
-    pub units_total: AtomicU64,
-    pub units_done: AtomicU64,
-    pub samples: AtomicU64,
-    pub tokens: AtomicU64,
-    pub tokens_total: AtomicU64,
-    cancel: AtomicBool,
-}
-
-impl Progress {
-    /// Asks a running scan to stop; it returns `Error::Interrupted` soon after.
-    pub fn cancel(&self) {
-        self.cancel.store(true, Ordering::Relaxed);
-    }
-
-    /// True once cancelled. Very cheap: checked once per batch of rows.
-    pub fn cancelled(&self) -> bool {
-        self.cancel.load(Ordering::Relaxed)
-    }
-}
+pub use crate::progress::Progress;
 
 /// Scans `paths` and returns the report.
 pub fn scan(
@@ -202,7 +181,7 @@ fn scan_in_pool(
     let hidden = opts
         .hidden
         .as_ref()
-        .map(|h| crate::hidden::check::run(corpus, profile, h, &|| progress.cancelled()))
+        .map(|h| crate::hidden::check::run(corpus, profile, h, progress))
         .transpose()?;
     let mut report = finish(
         partial,
@@ -436,7 +415,7 @@ pub fn hidden_task(
         .tempdir()
         .map_err(|e| Error::io(&std::env::temp_dir(), e))?;
     let (corpus, places) = crate::plan::open_planned(sources, columns, staging.path())?;
-    crate::hidden::check::run(&corpus, profile, opts, &|| false)
+    crate::hidden::check::run(&corpus, profile, opts, &Progress::default())
         .map_err(|e| crate::remote::named_by_url(e, &places))
 }
 

@@ -20,6 +20,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -32,9 +33,7 @@ use crate::corpus::{Corpus, SampleData};
 use crate::error::{Error, Result};
 use crate::flagged::{Agreement, Evidence, FlaggedSample, Rule};
 use crate::profile::Profile;
-
-/// Asked between units: whether the caller cancelled the scan.
-pub type Cancelled<'a> = dyn Fn() -> bool + Sync + 'a;
+use crate::progress::Progress;
 
 /// What `--hidden-states` and its options ask for.
 #[derive(Debug, Clone, PartialEq)]
@@ -234,34 +233,88 @@ fn inventory(layout: Option<Layout>, file: DumpFile, gz_ids: bool) -> Head {
 
 /// A corpus sample as pairing needs it.
 struct RowKey {
+    /// Its category, as an index into the names [`row_keys`] returns.
+    category: u32,
     full: u64,
     len: usize,
     /// xxh3 of its first `max_length` ids, when longer.
     prefix: Option<u64>,
 }
 
-fn row_keys(corpus: &Corpus, max_length: usize) -> Result<Vec<RowKey>> {
+fn row_keys(
+    corpus: &Corpus,
+    max_length: usize,
+    progress: &Progress,
+) -> Result<(Vec<RowKey>, Vec<String>)> {
     let ranges = unit_ranges(corpus);
-    let parts: Vec<Result<Vec<RowKey>>> = ranges
+    progress
+        .units_total
+        .fetch_add(ranges.len() as u64, Ordering::Relaxed);
+    let parts: Vec<Result<Vec<(String, RowKey)>>> = ranges
         .par_iter()
         .map(|&(start, end)| {
-            Ok(corpus
+            if progress.cancelled() {
+                return Err(Error::Interrupted);
+            }
+            let keys = corpus
                 .samples(start, end)?
                 .into_iter()
-                .map(|s| RowKey {
-                    full: hash(&s.ids),
-                    len: s.ids.len(),
-                    prefix: (max_length > 0 && s.ids.len() > max_length)
-                        .then(|| hash(&s.ids[..max_length])),
+                .map(|s| {
+                    let key = RowKey {
+                        category: 0,
+                        full: hash(&s.ids),
+                        len: s.ids.len(),
+                        prefix: (max_length > 0 && s.ids.len() > max_length)
+                            .then(|| hash(&s.ids[..max_length])),
+                    };
+                    (s.category, key)
                 })
-                .collect())
+                .collect();
+            progress.units_done.fetch_add(1, Ordering::Relaxed);
+            Ok(keys)
         })
         .collect();
     let mut out = Vec::with_capacity(corpus.len() as usize);
+    let mut names: Vec<String> = Vec::new();
+    let mut index: HashMap<String, u32> = HashMap::new();
     for p in parts {
-        out.extend(p?);
+        for (category, mut key) in p? {
+            key.category = *index.entry(category).or_insert_with_key(|c| {
+                names.push(c.clone());
+                names.len() as u32 - 1
+            });
+            out.push(key);
+        }
     }
-    Ok(out)
+    Ok((out, names))
+}
+
+/// The paired samples whose positions are checked for agreement: all of them when `budget` (positions) is
+/// 0 or covers 16 of each, else an even spread within each category (so that no category is left out, and a
+/// corpus whose rows alternate categories is not sampled in one).
+fn probed_rows(
+    files_of: &BTreeMap<u64, Vec<usize>>,
+    keys: &[RowKey],
+    budget: u64,
+) -> std::collections::HashSet<u64> {
+    let want = files_of.len() as u64 * POSITIONS_PER_SAMPLE as u64;
+    if budget == 0 || want <= budget {
+        return files_of.keys().copied().collect();
+    }
+    let every = want.div_ceil(budget.max(1)) as usize;
+    let mut by_category: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for &row in files_of.keys() {
+        by_category
+            .entry(keys[row as usize].category)
+            .or_default()
+            .push(row);
+    }
+    let mut out = std::collections::HashSet::new();
+    for rows in by_category.values() {
+        let m = rows.len().div_ceil(every);
+        out.extend((0..m).map(|i| rows[i * rows.len() / m]));
+    }
+    out
 }
 
 fn unit_ranges(corpus: &Corpus) -> Vec<(u64, u64)> {
@@ -392,7 +445,8 @@ fn majority<T: Clone + Eq + std::hash::Hash>(it: impl Iterator<Item = T>) -> Opt
         }
         *c += 1;
     }
-    order.into_iter().max_by_key(|v| counts[v])
+    // `max_by_key` keeps the last of equal maxima: over the reversed order, the first seen.
+    order.into_iter().rev().max_by_key(|v| counts[v])
 }
 
 /// One sample's file, checked.
@@ -680,10 +734,11 @@ struct Prepared {
     paired: Paired,
     files_of: BTreeMap<u64, Vec<usize>>,
     unpaired: Vec<usize>,
+    keys: Vec<RowKey>,
 }
 
 /// Inventories the dump at `opts.dir` and pairs its files with `corpus`'s samples (stages 1 and 2).
-fn prepare(corpus: &Corpus, opts: &Options, cancelled: &Cancelled<'_>) -> Result<Prepared> {
+fn prepare(corpus: &Corpus, opts: &Options, progress: &Progress) -> Result<Prepared> {
     let listing = dump::discover(&opts.dir)?;
     let target = opts.target.as_deref().map(Target::open).transpose()?;
     let first_header = listing
@@ -723,11 +778,18 @@ fn prepare(corpus: &Corpus, opts: &Options, cancelled: &Cancelled<'_>) -> Result
         ));
     };
     // 1. Inventory.
+    progress
+        .units_total
+        .fetch_add(files.len() as u64, Ordering::Relaxed);
     let heads: Vec<Head> = files
         .into_par_iter()
-        .map(|f| inventory(Some(layout), f, true))
+        .map(|f| {
+            let h = inventory(Some(layout), f, true);
+            progress.units_done.fetch_add(1, Ordering::Relaxed);
+            h
+        })
         .collect();
-    if cancelled() {
+    if progress.cancelled() {
         return Err(Error::Interrupted);
     }
     for h in &heads {
@@ -784,7 +846,7 @@ fn prepare(corpus: &Corpus, opts: &Options, cancelled: &Cancelled<'_>) -> Result
         .max()
         .unwrap_or(0);
     // 2. Pairing.
-    let keys = row_keys(corpus, longest)?;
+    let (keys, _categories) = row_keys(corpus, longest, progress)?;
     let truncating = keys.iter().any(|k| k.len > longest) && longest > 0;
     let max_length = truncating.then_some(longest as u64);
     let mut ids: HashMap<String, u64> = HashMap::new();
@@ -837,6 +899,7 @@ fn prepare(corpus: &Corpus, opts: &Options, cancelled: &Cancelled<'_>) -> Result
         paired,
         files_of,
         unpaired,
+        keys,
     })
 }
 
@@ -845,7 +908,7 @@ pub fn run(
     corpus: &Corpus,
     profile: &Profile,
     opts: &Options,
-    cancelled: &Cancelled<'_>,
+    progress: &Progress,
 ) -> Result<Outcome> {
     let Prepared {
         mut report,
@@ -857,27 +920,19 @@ pub fn run(
         paired,
         files_of,
         unpaired,
-    } = prepare(corpus, opts, cancelled)?;
+        keys,
+    } = prepare(corpus, opts, progress)?;
     // Which samples are probed for agreement: every k-th paired sample, 16 positions each.
-    let probe_every = match (&target, opts.agreement_positions) {
-        (None, _) => u64::MAX,
-        (Some(_), 0) => 1,
-        (Some(_), budget) => {
-            let want = files_of.len() as u64 * POSITIONS_PER_SAMPLE as u64;
-            want.div_ceil(budget.max(1)).max(1)
-        }
-    };
     let per_sample = if opts.agreement_positions == 0 {
         0
     } else {
         POSITIONS_PER_SAMPLE
     };
-    let probed: std::collections::HashSet<u64> = files_of
-        .keys()
-        .enumerate()
-        .filter(|(i, _)| (*i as u64).is_multiple_of(probe_every))
-        .map(|(_, r)| *r)
-        .collect();
+    let probed = match &target {
+        Some(_) => probed_rows(&files_of, &keys, opts.agreement_positions),
+        None => Default::default(),
+    };
+    drop(keys);
     // 3. Every sample against its file.
     let ctx = Ctx {
         layout,
@@ -891,11 +946,14 @@ pub fn run(
         evidence: Evidence,
     }
     let ranges = unit_ranges(corpus);
+    progress
+        .units_total
+        .fetch_add(ranges.len() as u64, Ordering::Relaxed);
     let parts: Vec<Result<Vec<Row>>> = ranges
         .par_iter()
         .map(|&(start, end)| {
             let mut out = Vec::new();
-            if cancelled() {
+            if progress.cancelled() {
                 return Err(Error::Interrupted);
             }
             let mut scratch = crate::check::Scratch::default();
@@ -979,6 +1037,7 @@ pub fn run(
                     evidence: ev,
                 });
             }
+            progress.units_done.fetch_add(1, Ordering::Relaxed);
             Ok(out)
         })
         .collect();
@@ -1231,7 +1290,7 @@ pub struct SampleDump {
 /// dump (headers and ids only), then this one file read in full.
 pub fn inspect(corpus: &Corpus, profile: &Profile, opts: &Options, row: u64) -> Result<SampleDump> {
     let s = corpus.sample(row)?;
-    let prep = prepare(corpus, opts, &|| false)?;
+    let prep = prepare(corpus, opts, &Progress::default())?;
     let mut out = SampleDump {
         row,
         layout: prep.layout,
@@ -1343,4 +1402,55 @@ pub fn inspect(corpus: &Corpus, profile: &Profile, opts: &Options, row: u64) -> 
         out.agreement = Some(a);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_padding_is_left_out_of_a_files_ids() {
+        assert_eq!(unpadded(&[5, 6, 7, 0, 0], Some(&[0, 1, 1, 0, 0])), 3);
+        // A 0 the mask trains is the sample's; without a mask nothing is padding.
+        assert_eq!(unpadded(&[5, 6, 0], Some(&[0, 1, 1])), 3);
+        assert_eq!(unpadded(&[5, 6, 0], None), 3);
+    }
+
+    #[test]
+    fn probes_are_spread_over_the_completion() {
+        let mask = [0, 0, 0, 1, 1, 1, 1, 1, 1, 1];
+        assert_eq!(
+            probe_positions(Some(&mask), 0, 10, 0),
+            vec![2, 3, 4, 5, 6, 7, 8]
+        );
+        assert_eq!(probe_positions(Some(&mask), 0, 10, 3), vec![2, 4, 6]);
+        assert_eq!(probe_positions(None, 8, 10, 0), vec![7, 8]);
+        assert_eq!(probe_positions(None, 8, 8, 0), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn agreement_samples_every_category_when_rows_alternate() {
+        let keys: Vec<RowKey> = (0..100)
+            .map(|i| RowKey {
+                category: i % 2,
+                full: 0,
+                len: 0,
+                prefix: None,
+            })
+            .collect();
+        let files_of: BTreeMap<u64, Vec<usize>> = (0..100).map(|r| (r, vec![r as usize])).collect();
+        // 100 samples × 16 positions against a budget of 400: one sample in four, from both categories.
+        let rows = probed_rows(&files_of, &keys, 400);
+        assert_eq!(rows.len(), 26);
+        assert_eq!(rows.iter().filter(|r| *r % 2 == 0).count(), 13);
+        assert_eq!(probed_rows(&files_of, &keys, 0).len(), 100);
+        assert_eq!(probed_rows(&files_of, &keys, 1600).len(), 100);
+    }
+
+    #[test]
+    fn the_majority_is_the_most_common_value_first_seen_on_ties() {
+        assert_eq!(majority([3, 1, 3, 2].into_iter()), Some(3));
+        assert_eq!(majority([1, 2].into_iter()), Some(1));
+        assert_eq!(majority(std::iter::empty::<u8>()), None);
+    }
 }

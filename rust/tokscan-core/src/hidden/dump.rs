@@ -574,3 +574,134 @@ pub fn row_f32(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(names: &[(&str, Vec<u64>, DType)]) -> DumpHeader {
+        DumpHeader {
+            path: PathBuf::from("x.ckpt"),
+            container: Container::TorchZip,
+            size: 0,
+            tensors: names
+                .iter()
+                .map(|(n, shape, dtype)| TensorHeader {
+                    name: n.to_string(),
+                    dtype: *dtype,
+                    shape: shape.clone(),
+                    offset: 0,
+                    bytes: 0,
+                })
+                .collect(),
+            values: Default::default(),
+        }
+    }
+
+    #[test]
+    fn names_give_their_index_and_stem() {
+        assert_eq!(numbered("data_17", "data_"), Some(17));
+        assert_eq!(numbered("data_", "data_"), None);
+        assert_eq!(numbered("data_1a", "data_"), None);
+        assert_eq!(numbered("data_99999999999999999999", "data_"), None);
+        assert_eq!(stem_of("data_3.ckpt.gz"), "data_3");
+        assert_eq!(stem_of("hs_3.safetensors"), "hs_3");
+        assert_eq!(stem_of("conv-9.pt"), "conv-9");
+        assert_eq!(kind_of("a.ckpt.gz"), Some(Kind::Ckpt));
+        assert_eq!(kind_of("a.json"), None);
+    }
+
+    #[test]
+    fn the_layout_is_told_by_names_and_keys() {
+        let file = |rel: &str, kind| {
+            (
+                DumpFile {
+                    path: PathBuf::from(rel),
+                    rel: rel.to_string(),
+                    index: None,
+                    stem: String::new(),
+                },
+                kind,
+            )
+        };
+        let listing = |files: Vec<(DumpFile, Kind)>, data_config| Listing {
+            files,
+            skipped: Vec::new(),
+            data_config,
+        };
+        let l = listing(vec![file("rows_0-2000/data_0.ckpt", Kind::Ckpt)], false);
+        assert_eq!(detect(&l, None), Some(Layout::Specforge));
+        let l = listing(
+            vec![file("rank_1/rows_0-5000/data_0.ckpt", Kind::Ckpt)],
+            false,
+        );
+        assert_eq!(detect(&l, None), Some(Layout::Angelslim));
+        let l = listing(vec![file("hs_0.safetensors", Kind::Safetensors)], false);
+        assert_eq!(detect(&l, None), Some(Layout::Speculators));
+        let l = listing(vec![file("data_0.pt", Kind::Pt)], true);
+        assert_eq!(detect(&l, None), Some(Layout::SpeculatorsLegacy));
+        let l = listing(vec![file("abc.pt", Kind::Pt)], false);
+        assert_eq!(detect(&l, None), Some(Layout::ModelOptimizer));
+        let h = header(&[("hidden_state", vec![1, 4, 8], DType::BF16)]);
+        assert_eq!(detect(&l, Some(&h)), Some(Layout::Specforge));
+        assert_eq!(detect(&listing(vec![], false), None), None);
+    }
+
+    #[test]
+    fn a_speculators_tensor_is_viewed_as_its_last_layer_and_the_others() {
+        let h = header(&[
+            ("token_ids", vec![5], DType::I64),
+            ("hidden_states", vec![5, 4, 8], DType::BF16),
+        ]);
+        let r = roles(Layout::Speculators, &h);
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        let last = r.last.unwrap();
+        assert_eq!((last.n, last.width, last.stride, last.skip), (5, 8, 32, 24));
+        assert_eq!((r.aux[0].width, r.aux[0].skip), (24, 0));
+        assert_eq!(r.layers, Some(4));
+        let h = header(&[
+            ("input_ids", vec![5], DType::I64),
+            ("hidden_state", vec![2, 5, 8], DType::BF16),
+        ]);
+        let r = roles(Layout::Specforge, &h);
+        assert!(r.last.is_none());
+        assert!(r.problems.iter().any(|p| p.contains("no `loss_mask`")));
+        assert!(r.problems.iter().any(|p| p.contains("not [1, N, D]")));
+    }
+
+    #[test]
+    fn rows_are_read_as_f32_from_every_float_type() {
+        let vals = [1.5f32, -2.0, 0.0, 3.25];
+        let view = |dtype: DType| States {
+            tensor: TensorHeader {
+                name: "h".into(),
+                dtype,
+                shape: vec![1, 4],
+                offset: 0,
+                bytes: 4 * dtype.size(),
+            },
+            n: 1,
+            width: 4,
+            stride: 4,
+            skip: 0,
+        };
+        let mut out = [0f32; 4];
+        let bf16: Vec<u8> = vals
+            .iter()
+            .flat_map(|v| ((v.to_bits() >> 16) as u16).to_le_bytes())
+            .collect();
+        row_f32(&bf16, &view(DType::BF16), 0, &mut out).unwrap();
+        assert_eq!(out, vals);
+        let f16: Vec<u8> = vals
+            .iter()
+            .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+            .collect();
+        row_f32(&f16, &view(DType::F16), 0, &mut out).unwrap();
+        assert_eq!(out, vals);
+        let f32b: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+        row_f32(&f32b, &view(DType::F32), 0, &mut out).unwrap();
+        assert_eq!(out, vals);
+        assert!(row_f32(&f32b[..8], &view(DType::F32), 0, &mut out).is_err());
+        assert!(row_f32(&f32b, &view(DType::F32), 1, &mut out).is_err());
+    }
+}

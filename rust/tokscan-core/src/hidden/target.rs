@@ -292,3 +292,62 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_is_the_plain_sum() {
+        let a: Vec<f32> = (0..19).map(|i| i as f32 * 0.5 - 3.0).collect();
+        let b: Vec<f32> = (0..19).map(|i| 1.0 - i as f32 * 0.25).collect();
+        let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        assert!((dot(&a, &b) - plain).abs() < 1e-4);
+    }
+
+    #[test]
+    fn a_checkpoint_directory_gives_the_head_and_its_argmax() {
+        use safetensors::tensor::{serialize_to_file, Dtype, TensorView};
+        let dir = tempfile::tempdir().unwrap();
+        let (v, d) = (7usize, 4usize);
+        // Row i of the head is e_{i % d} scaled by i: the argmax of x = e_k is the largest i with i % d == k.
+        let mut head = vec![0f32; v * d];
+        for i in 0..v {
+            head[i * d + i % d] = i as f32;
+        }
+        let norm = vec![2f32; d];
+        let bytes = |x: &[f32]| x.iter().flat_map(|f| f.to_le_bytes()).collect::<Vec<u8>>();
+        let (hb, nb) = (bytes(&head), bytes(&norm));
+        let tensors = vec![
+            (
+                "lm_head.weight",
+                TensorView::new(Dtype::F32, vec![v, d], &hb).unwrap(),
+            ),
+            (
+                "model.norm.weight",
+                TensorView::new(Dtype::F32, vec![d], &nb).unwrap(),
+            ),
+        ];
+        serialize_to_file(tensors, None, &dir.path().join("model.safetensors")).unwrap();
+        std::fs::write(
+            dir.path().join("config.json"),
+            r#"{"hidden_size": 4, "rms_norm_eps": 0.0}"#,
+        )
+        .unwrap();
+        let t = Target::open(dir.path()).unwrap();
+        assert_eq!((t.hidden, t.vocab), (4, 7));
+        let e = |k: usize| {
+            (0..d)
+                .map(|i| f32::from(u8::from(i == k)))
+                .collect::<Vec<f32>>()
+        };
+        assert_eq!(t.argmax(&[e(0), e(1), e(2), e(3)]), vec![4, 5, 6, 3]);
+        // After the norm, h / w has a root mean square of 1.
+        let mut x = vec![3.0, -1.0, 0.5, 2.0];
+        t.apply_norm(&mut x);
+        assert!((t.unweighted_rms(&x) - 1.0).abs() < 1e-5);
+        std::fs::remove_file(dir.path().join("config.json")).unwrap();
+        let err = Target::open(dir.path()).err().unwrap().to_string();
+        assert!(err.contains("config.json"), "{err}");
+    }
+}
