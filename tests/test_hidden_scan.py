@@ -280,3 +280,14 @@ def test_show_prints_one_samples_dump(tmp_path):
     assert r.returncode == 0 and "no file pairs with this sample" in r.stdout, r.stderr
     r = run_cli(*args, "--row", "4")
     assert not [c for c in set(CODE.values()) if c in r.stdout] and "next-token agreement" in r.stdout
+
+
+def test_without_a_target_a_file_off_the_dumps_scale_is_named(tmp_path):
+    """No target: the convention is not decided, but a file whose states are stored before the norm in an
+    after-norm dump stands out by its row RMS (the samples are read again for their entries)."""
+    b = hd.build(tmp_path, "specforge", n=12, plant={3: "prenorm", 8: "prenorm"})
+    r = scan(b, target=False)
+    assert hidden_flags(r) == {3: {"hidden_norm"}, 8: {"hidden_norm"}}
+    by_row = {f["row"]: f for f in r["flagged"]}
+    assert by_row[8]["sample_id"] == b.samples[8].sample_id and by_row[8]["hidden_states"]["file"]
+    assert r["hidden_states"]["norm"]["files_departing"] == 2

@@ -903,6 +903,85 @@ fn prepare(corpus: &Corpus, opts: &Options, progress: &Progress) -> Result<Prepa
     })
 }
 
+/// A sample's entry as the report lists it (its codes and evidence are added by the caller).
+fn flagged_sample(s: &SampleData, facts: &crate::check::SampleFacts) -> FlaggedSample {
+    FlaggedSample {
+        row: s.row,
+        source: s.source as u32,
+        category: s.category.clone(),
+        lengths: facts.lengths,
+        flags: 0,
+        content: crate::token::content_key(&s.ids),
+        sample_id: s.sample_id.clone(),
+        detail: None,
+        duplicate_of: None,
+        departs: (0, 0, 0),
+        prompt_of: None,
+        contamination: None,
+        near_of: None,
+        hidden: None,
+    }
+}
+
+/// What pairing says of row `row`: its file, the rule, its other files (`hidden_duplicate`), or none
+/// (`hidden_missing`).
+fn evidence_of(
+    files_of: &BTreeMap<u64, Vec<usize>>,
+    heads: &[Head],
+    paired: &Paired,
+    row: u64,
+) -> Evidence {
+    let mut ev = Evidence::default();
+    let Some(list) = files_of.get(&row) else {
+        ev.findings.insert(
+            Code::HiddenMissing.as_str().to_string(),
+            "no file of the dump pairs with this sample".into(),
+        );
+        return ev;
+    };
+    let first = list[0];
+    ev.file = Some(heads[first].file.rel.clone());
+    ev.paired_by = paired.of_file[first].map(|p| p.1);
+    if list.len() > 1 {
+        ev.other_files = list[1..]
+            .iter()
+            .map(|&i| heads[i].file.rel.clone())
+            .collect();
+        ev.findings.insert(
+            Code::HiddenDuplicate.as_str().to_string(),
+            format!("{} files for this sample", list.len()),
+        );
+    }
+    ev
+}
+
+/// The samples at `rows`, read from the units that hold them (in parallel), in row order.
+fn samples_at(corpus: &Corpus, rows: &std::collections::BTreeSet<u64>) -> Result<Vec<SampleData>> {
+    let parts: Vec<Result<Vec<SampleData>>> = unit_ranges(corpus)
+        .into_iter()
+        .filter_map(|(start, end)| {
+            let mut inside = rows.range(start..end);
+            let first = *inside.next()?;
+            let last = inside.next_back().copied().unwrap_or(first);
+            Some((first, last + 1))
+        })
+        .collect::<Vec<_>>()
+        .par_iter()
+        .map(|&(start, end)| {
+            Ok(corpus
+                .samples(start, end)?
+                .into_iter()
+                .filter(|s| rows.contains(&s.row))
+                .collect())
+        })
+        .collect();
+    let mut out = Vec::with_capacity(rows.len());
+    for p in parts {
+        out.extend(p?);
+    }
+    Ok(out)
+}
+
 /// Runs the checks of the dump at `opts.dir` against `corpus`.
 pub fn run(
     corpus: &Corpus,
@@ -940,28 +1019,35 @@ pub fn run(
         target: target.as_ref(),
         max_length,
     };
+    // Kept in full: the samples with a finding or with positions to check for agreement. Every other checked
+    // sample leaves its row RMS (16 bytes), what the dump's norm convention is decided from.
     struct Row {
         sample: FlaggedSample,
-        checked: Option<Checked>,
         evidence: Evidence,
+        probes: Vec<(u32, i64, Vec<f32>)>,
+    }
+    #[derive(Default)]
+    struct Part {
+        rows: Vec<Row>,
+        norms: Vec<(u64, f32, f32)>,
+        positions: u64,
+        bytes_read: u64,
+        truncated: bool,
     }
     let ranges = unit_ranges(corpus);
     progress
         .units_total
         .fetch_add(ranges.len() as u64, Ordering::Relaxed);
-    let parts: Vec<Result<Vec<Row>>> = ranges
+    let parts: Vec<Result<Part>> = ranges
         .par_iter()
         .map(|&(start, end)| {
-            let mut out = Vec::new();
+            let mut out = Part::default();
             if progress.cancelled() {
                 return Err(Error::Interrupted);
             }
             let mut scratch = crate::check::Scratch::default();
             let mut counts = vec![0u64; profile.specials.len()];
             for s in corpus.samples(start, end)? {
-                let mine = files_of.get(&s.row);
-                let mut ev = Evidence::default();
-                let mut checked = None;
                 let mask = s.mask.as_deref().map(crate::token::MaskSlice::U8);
                 let facts = crate::check::check_sample(
                     profile,
@@ -971,115 +1057,87 @@ pub fn run(
                     &mut scratch,
                     &mut counts,
                 );
-                match mine {
-                    None => {
-                        ev.findings.insert(
-                            Code::HiddenMissing.as_str().to_string(),
-                            "no file of the dump pairs with this sample".into(),
-                        );
-                    }
-                    Some(list) => {
-                        let first = list[0];
-                        ev.file = Some(heads[first].file.rel.clone());
-                        ev.paired_by = paired.of_file[first].map(|p| p.1);
-                        if list.len() > 1 {
-                            ev.other_files = list[1..]
-                                .iter()
-                                .map(|&i| heads[i].file.rel.clone())
-                                .collect();
-                            ev.findings.insert(
-                                Code::HiddenDuplicate.as_str().to_string(),
-                                format!("{} files for this sample", list.len()),
-                            );
+                let mut ev = evidence_of(&files_of, &heads, &paired, s.row);
+                let mut probes = Vec::new();
+                if let Some(first) = files_of.get(&s.row).map(|l| l[0]) {
+                    match &heads[first].header {
+                        Err(e) => {
+                            ev.findings
+                                .insert(Code::HiddenUnreadable.as_str().to_string(), e.clone());
                         }
-                        match &heads[first].header {
-                            Err(e) => {
-                                ev.findings
-                                    .insert(Code::HiddenUnreadable.as_str().to_string(), e.clone());
-                            }
-                            Ok(h) => {
-                                let probes = probed.contains(&s.row).then_some(per_sample);
-                                let mut c =
-                                    check_file(&ctx, h, &s, facts.completion.0 as usize, probes);
-                                if let Some(other) =
-                                    paired.content_row[first].filter(|&r| r != s.row)
-                                {
-                                    if let Some(f) = c.findings.get_mut(&Code::HiddenIdsMismatch) {
-                                        f.push_str(&format!("; they are row {other}'s"));
-                                    }
+                        Ok(h) => {
+                            let want = probed.contains(&s.row).then_some(per_sample);
+                            let mut c = check_file(&ctx, h, &s, facts.completion.0 as usize, want);
+                            if let Some(other) = paired.content_row[first].filter(|&r| r != s.row) {
+                                if let Some(f) = c.findings.get_mut(&Code::HiddenIdsMismatch) {
+                                    f.push_str(&format!("; they are row {other}'s"));
                                 }
-                                for (code, text) in std::mem::take(&mut c.findings) {
-                                    ev.findings.insert(code.as_str().to_string(), text);
-                                }
-                                checked = Some(c);
                             }
+                            for (code, text) in std::mem::take(&mut c.findings) {
+                                ev.findings.insert(code.as_str().to_string(), text);
+                            }
+                            out.norms.push((
+                                s.row,
+                                c.rms.unwrap_or(f32::NAN),
+                                c.unweighted.unwrap_or(f32::NAN),
+                            ));
+                            out.positions += c.positions;
+                            out.bytes_read += c.bytes_read;
+                            out.truncated |= c.truncated_at.is_some();
+                            probes = c.probes;
                         }
                     }
                 }
-                out.push(Row {
-                    sample: FlaggedSample {
-                        row: s.row,
-                        source: s.source as u32,
-                        category: s.category.clone(),
-                        lengths: facts.lengths,
-                        flags: 0,
-                        content: crate::token::content_key(&s.ids),
-                        sample_id: s.sample_id.clone(),
-                        detail: None,
-                        duplicate_of: None,
-                        departs: (0, 0, 0),
-                        prompt_of: None,
-                        contamination: None,
-                        near_of: None,
-                        hidden: None,
-                    },
-                    checked,
-                    evidence: ev,
-                });
+                if !ev.findings.is_empty() || !probes.is_empty() {
+                    out.rows.push(Row {
+                        sample: flagged_sample(&s, &facts),
+                        evidence: ev,
+                        probes,
+                    });
+                }
             }
             progress.units_done.fetch_add(1, Ordering::Relaxed);
             Ok(out)
         })
         .collect();
-    let mut rows = Vec::with_capacity(corpus.len() as usize);
+    let (mut rows, mut norms) = (Vec::new(), Vec::new());
     for p in parts {
-        rows.extend(p?);
+        let p = p?;
+        rows.extend(p.rows);
+        norms.extend(p.norms);
+        report.positions += p.positions;
+        report.bytes_checked += p.bytes_read;
+        if p.truncated {
+            report.max_length = max_length;
+        }
     }
     // 4. The norm convention.
-    let mut file_rms: Vec<f32> = rows
-        .iter()
-        .filter_map(|r| r.checked.as_ref()?.rms)
-        .collect();
-    let dump_rms = {
-        let mut v = file_rms.clone();
-        median(&mut v)
-    };
+    let mut file_rms: Vec<f32> = norms.iter().map(|n| n.1).filter(|v| !v.is_nan()).collect();
     file_rms.sort_by(|a, b| a.total_cmp(b));
     let q = |v: &[f32], p: f64| {
         v.get(((v.len().saturating_sub(1)) as f64 * p).round() as usize)
             .copied()
             .unwrap_or(0.0)
     };
+    let dump_rms = (!file_rms.is_empty()).then(|| file_rms[file_rms.len() / 2]);
     report.norm.row_rms = [q(&file_rms, 0.1), q(&file_rms, 0.5), q(&file_rms, 0.9)];
     report.norm.trainer_expects = layout.trainer_expects();
-    let file_norm = |c: &Checked| -> Option<Norm> {
-        let u = c.unweighted?;
-        Some(if (0.8..=1.25).contains(&u) {
-            Norm::After
+    let file_norm = |u: f32| -> Option<Norm> {
+        if u.is_nan() {
+            None
+        } else if (0.8..=1.25).contains(&u) {
+            Some(Norm::After)
         } else {
-            Norm::Before
-        })
+            Some(Norm::Before)
+        }
     };
     let convention = if target.is_some() {
-        let mut u: Vec<f32> = rows
-            .iter()
-            .filter_map(|r| r.checked.as_ref()?.unweighted)
-            .collect();
+        let mut u: Vec<f32> = norms.iter().map(|n| n.2).filter(|v| !v.is_nan()).collect();
         u.sort_by(|a, b| a.total_cmp(b));
         report.norm.unweighted_rms = Some([q(&u, 0.1), q(&u, 0.5), q(&u, 0.9)]);
         report.norm.decided_by =
             "rms(h / w) of the target's final norm weight w: 1 after the norm".into();
-        majority(rows.iter().filter_map(|r| file_norm(r.checked.as_ref()?)))
+        majority(norms.iter().filter_map(|n| file_norm(n.2)))
     } else {
         report.norm.decided_by =
             "not decided: give --target-model (files are compared with the dump's scale)".into();
@@ -1092,16 +1150,20 @@ pub fn run(
             corpus_counts.push((Code::HiddenConvention, 1));
         }
     }
-    for r in rows.iter_mut() {
-        let Some(c) = &r.checked else { continue };
-        let departs = match (convention, file_norm(c), c.rms, dump_rms) {
-            (Some(conv), Some(own), _, _) if own != conv => Some(format!(
-                "its last state is stored {} where the dump's are {} (rms(h / w) {:.2})",
-                own.as_str(),
+    let mut departing: BTreeMap<u64, String> = BTreeMap::new();
+    for &(row, own, unweighted) in &norms {
+        let departs = match (convention, file_norm(unweighted), dump_rms) {
+            (Some(conv), Some(mine), _) if mine != conv => Some(format!(
+                "its last state is stored {} where the dump's are {} (rms(h / w) {unweighted:.2})",
+                mine.as_str(),
                 conv.as_str(),
-                c.unweighted.unwrap_or(0.0)
             )),
-            (None, _, Some(own), Some(dump)) if dump > 0.0 && (own / dump > SCALE_DEPARTS || dump / own.max(f32::MIN_POSITIVE) > SCALE_DEPARTS) => {
+            (None, _, Some(dump))
+                if dump > 0.0
+                    && !own.is_nan()
+                    && (own / dump > SCALE_DEPARTS
+                        || dump / own.max(f32::MIN_POSITIVE) > SCALE_DEPARTS) =>
+            {
                 Some(format!(
                     "its last state's median row RMS is {own:.3} where the dump's is {dump:.3}: stored on the other side of the final norm, or from another layer?"
                 ))
@@ -1109,11 +1171,44 @@ pub fn run(
             _ => None,
         };
         if let Some(d) = departs {
-            report.norm.files_departing += 1;
+            departing.insert(row, d);
+        }
+    }
+    drop(norms);
+    report.norm.files_departing = departing.len() as u64;
+    // A departing sample kept in full takes the finding; the others are read again (a few, unless the dump
+    // is split on its scale).
+    for r in rows.iter_mut() {
+        if let Some(d) = departing.remove(&r.sample.row) {
             r.evidence
                 .findings
                 .insert(Code::HiddenNorm.as_str().to_string(), d);
         }
+    }
+    if !departing.is_empty() {
+        let wanted: std::collections::BTreeSet<u64> = departing.keys().copied().collect();
+        for s in samples_at(corpus, &wanted)? {
+            let mask = s.mask.as_deref().map(crate::token::MaskSlice::U8);
+            let facts = crate::check::check_sample(
+                profile,
+                &s.ids,
+                s.prompt_len,
+                mask,
+                &mut crate::check::Scratch::default(),
+                &mut vec![0u64; profile.specials.len()],
+            );
+            let mut ev = evidence_of(&files_of, &heads, &paired, s.row);
+            ev.findings.insert(
+                Code::HiddenNorm.as_str().to_string(),
+                departing.remove(&s.row).expect("asked for"),
+            );
+            rows.push(Row {
+                sample: flagged_sample(&s, &facts),
+                evidence: ev,
+                probes: Vec::new(),
+            });
+        }
+        rows.sort_by_key(|r| r.sample.row);
     }
     // 5. Agreement.
     if let Some(t) = &target {
@@ -1121,14 +1216,12 @@ pub fn run(
         let mut xs = Vec::new();
         let mut owner = Vec::new();
         for (k, r) in rows.iter_mut().enumerate() {
-            if let Some(c) = r.checked.as_mut() {
-                for (pos, next, mut x) in std::mem::take(&mut c.probes) {
-                    if apply {
-                        t.apply_norm(&mut x);
-                    }
-                    xs.push(x);
-                    owner.push((k, pos, next));
+            for (pos, next, mut x) in std::mem::take(&mut r.probes) {
+                if apply {
+                    t.apply_norm(&mut x);
                 }
+                xs.push(x);
+                owner.push((k, pos, next));
             }
         }
         let predicted = t.argmax(&xs);
@@ -1202,15 +1295,6 @@ pub fn run(
         report.agreement = Some(summary);
     }
     // The section's totals and the flagged samples.
-    for r in &rows {
-        if let Some(c) = &r.checked {
-            report.positions += c.positions;
-            report.bytes_checked += c.bytes_read;
-            if c.truncated_at.is_some() {
-                report.max_length = max_length;
-            }
-        }
-    }
     report.bytes_per_token = if report.positions > 0 {
         report.bytes as f64 / report.positions as f64
     } else {
