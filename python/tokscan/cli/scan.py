@@ -482,7 +482,8 @@ def scan(
             metavar="N",
             min=0,
             help="With --target-model: completion positions checked for agreement over the whole dump, 16 per "
-            "sample (0: every position of every sample; each costs a pass over lm_head's rows on CPU).",
+            "sample (0: every position of every sample, as far as 1 GiB of held states allows; each position "
+            "costs a pass over lm_head's rows on CPU).",
         ),
     ] = 1024,
     agreement_min: Annotated[

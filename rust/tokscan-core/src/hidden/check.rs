@@ -52,6 +52,9 @@ pub struct Options {
 /// Default of [`Options::agreement_positions`]: on CPU, a 163,840 × 7,168 bf16 head takes ~0.1 s of one
 /// core per position (benches/README.md).
 pub const AGREEMENT_POSITIONS: u64 = 1024;
+/// Bytes of sampled states held for agreement (`f32`, `D` each): 1 GiB, 37,449 positions of a 7,168-wide
+/// model.
+const PROBE_MEMORY: u64 = 1 << 30;
 /// Positions per sample checked for agreement, evenly spread over its completion.
 pub const POSITIONS_PER_SAMPLE: usize = 16;
 /// Default of [`Options::agreement_min`]: a target's own completions agree on most positions (all of them
@@ -289,16 +292,17 @@ fn row_keys(
     Ok((out, names))
 }
 
-/// The paired samples whose positions are checked for agreement: all of them when `budget` (positions) is
-/// 0 or covers 16 of each, else an even spread within each category (so that no category is left out, and a
-/// corpus whose rows alternate categories is not sampled in one).
+/// The paired samples whose positions are checked for agreement: all of them when `budget` (positions)
+/// covers `per_sample` of each, else an even spread within each category (so that no category is left out,
+/// and a corpus whose rows alternate categories is not sampled in one).
 fn probed_rows(
     files_of: &BTreeMap<u64, Vec<usize>>,
     keys: &[RowKey],
     budget: u64,
+    per_sample: u64,
 ) -> std::collections::HashSet<u64> {
-    let want = files_of.len() as u64 * POSITIONS_PER_SAMPLE as u64;
-    if budget == 0 || want <= budget {
+    let want = files_of.len() as u64 * per_sample;
+    if want <= budget {
         return files_of.keys().copied().collect();
     }
     let every = want.div_ceil(budget.max(1)) as usize;
@@ -1002,15 +1006,23 @@ pub fn run(
         keys,
     } = prepare(corpus, opts, progress)?;
     // Which samples are probed for agreement: every k-th paired sample, 16 positions each.
-    let per_sample = if opts.agreement_positions == 0 {
-        0
-    } else {
-        POSITIONS_PER_SAMPLE
+    // The states of the sampled positions are held until the head is read for all of them: at most
+    // PROBE_MEMORY bytes of them, whatever --agreement-positions asks (0: as many as that allows, spread over
+    // every sample).
+    let cap =
+        (PROBE_MEMORY / (4 * shape.width.unwrap_or(1).max(1))).max(POSITIONS_PER_SAMPLE as u64);
+    let (budget, per_sample) = match opts.agreement_positions {
+        0 => (
+            cap,
+            (cap / (files_of.len() as u64).max(1)).max(POSITIONS_PER_SAMPLE as u64),
+        ),
+        n => (n.min(cap), POSITIONS_PER_SAMPLE as u64),
     };
     let probed = match &target {
-        Some(_) => probed_rows(&files_of, &keys, opts.agreement_positions),
+        Some(_) => probed_rows(&files_of, &keys, budget, per_sample),
         None => Default::default(),
     };
+    let per_sample = per_sample as usize;
     drop(keys);
     // 3. Every sample against its file.
     let ctx = Ctx {
@@ -1524,11 +1536,11 @@ mod tests {
             .collect();
         let files_of: BTreeMap<u64, Vec<usize>> = (0..100).map(|r| (r, vec![r as usize])).collect();
         // 100 samples × 16 positions against a budget of 400: one sample in four, from both categories.
-        let rows = probed_rows(&files_of, &keys, 400);
+        let rows = probed_rows(&files_of, &keys, 400, 16);
         assert_eq!(rows.len(), 26);
         assert_eq!(rows.iter().filter(|r| *r % 2 == 0).count(), 13);
-        assert_eq!(probed_rows(&files_of, &keys, 0).len(), 100);
-        assert_eq!(probed_rows(&files_of, &keys, 1600).len(), 100);
+        assert_eq!(probed_rows(&files_of, &keys, 1600, 16).len(), 100);
+        assert_eq!(probed_rows(&files_of, &keys, 1600, 32).len(), 50);
     }
 
     #[test]
