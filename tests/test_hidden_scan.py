@@ -38,7 +38,9 @@ CODE = {
     "shape": "hidden_shape",
     "short": "hidden_length",
     "short_states": "hidden_shape",
-    "truncated": "hidden_truncated",
+    # One sample cut at the longest file's length is a short capture like any other: a max length is told from
+    # two or more (test_truncation_at_a_max_length).
+    "truncated": "hidden_length",
     "ids": "hidden_ids_mismatch",
     "mask_shift": "hidden_mask_mismatch",
     "nan": "hidden_nonfinite",
@@ -121,9 +123,7 @@ def test_every_defect_is_found_on_its_sample(tmp_path, layout):
     assert by_row[shift]["hidden_states"]["file"] and by_row[shift]["hidden_states"]["paired_by"] == RULE[layout]
     dup = next(row for row, d in plant.items() if d == "duplicate")
     assert len(by_row[dup]["hidden_states"]["other_files"]) == 1
-    trunc = next(row for row, d in plant.items() if d == "truncated")
-    assert h["max_length"] == b.max_length
-    assert by_row[trunc]["severity"] == "info"
+    assert h["max_length"] is None
     other = next(row for row, d in plant.items() if d == "other_sample")
     a = by_row[other]["hidden_states"]["agreement"]
     assert a["positions"] == 16 and a["agreed"] / a["positions"] < 0.25 and a["disagreements"]
@@ -291,3 +291,43 @@ def test_without_a_target_a_file_off_the_dumps_scale_is_named(tmp_path):
     by_row = {f["row"]: f for f in r["flagged"]}
     assert by_row[8]["sample_id"] == b.samples[8].sample_id and by_row[8]["hidden_states"]["file"]
     assert r["hidden_states"]["norm"]["files_departing"] == 2
+
+
+def test_an_output_never_replaces_a_dump_or_model_file(tmp_path):
+    b = hd.build(tmp_path, "specforge", n=4)
+    victim = next(b.dump_dir.rglob("data_1.ckpt"))
+    before = victim.read_bytes()
+    for out in (victim, b.model_dir / "config.json"):
+        r = run_cli(
+            "scan", str(b.corpus_dir), "--hidden-states", str(b.dump_dir), "--target-model", str(b.model_dir),
+            "--json", str(out), "-q",
+        )  # fmt: skip
+        assert r.returncode == 2 and "must not overlap the input" in r.stderr, r.stderr
+    assert victim.read_bytes() == before
+
+
+def test_hostile_dumps_are_findings_not_crashes(tmp_path):
+    """From a review's hunt: a tensor of no row with an enormous width, a link back up the dump's tree, a
+    short capture of the corpus's longest sample, integer states, a stray file of another layout."""
+    import os
+
+    import torch
+
+    b = hd.build(tmp_path, "specforge", n=8)
+    files = sorted(b.dump_dir.rglob("*.ckpt"))
+    data = torch.load(files[2], weights_only=True)
+    data["aux_hidden_state"] = torch.zeros(1, 0, 10**15, dtype=torch.bfloat16)[:, :0]
+    torch.save(data, files[2])
+    data = torch.load(files[4], weights_only=True)
+    data["hidden_state"] = data["hidden_state"].to(torch.int64)
+    torch.save(data, files[4])
+    os.symlink(".", files[0].parent / "loop")
+    longest = max(range(8), key=lambda i: len(b.samples[i].ids))
+    data = torch.load(files[longest], weights_only=True)
+    torch.save({k: (v[..., :-4, :] if v.dim() == 3 else v[:-4]) for k, v in data.items()}, files[longest])
+    r = scan(b)
+    got = hidden_flags(r)
+    assert "hidden_shape" in got[2] and got[4] == {"hidden_shape"}
+    assert got[longest] == {"hidden_length"} and r["hidden_states"]["max_length"] is None
+    assert r["hidden_states"]["files"] == 8 and not r["hidden_states"]["pairing"]["unpaired"]
+    assert any("symbolic link" in why for _path, why in r["hidden_states"]["skipped"])

@@ -21,7 +21,7 @@ def scan_flags(report: tokscan.Report) -> np.ndarray:
     flags = np.zeros(report.n_samples, dtype=np.uint64)
     for f in report.flagged:
         for c in f["codes"]:
-            if c not in CORPUS_WIDE_CODES and c not in SOURCE_CODES and c not in REFERENCE_CODES and c not in DUMP_CODES:
+            if c not in (*CORPUS_WIDE_CODES, *SOURCE_CODES, *REFERENCE_CODES, *DUMP_CODES):
                 flags[f["row"]] |= np.uint64(1 << tokscan.CODES[c])
     return flags
 

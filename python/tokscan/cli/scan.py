@@ -175,6 +175,7 @@ def execute(a: ScanArgs) -> int:
         a.tokenizer or cfg.tokenizer,
     ]
     reads += [a.prompts or cfg.prompts, a.chat_template or cfg.chat_template, a.check_vocab, *a.contamination]
+    reads += [a.hidden_states, a.target_model]
     refuse_clobbering(outputs, paths, reads)
     if a.hidden_states is None and (a.hidden_layout is not None or a.target_model is not None):
         raise UsageError("--hidden-layout and --target-model go with --hidden-states DIR (the dump's directory)")

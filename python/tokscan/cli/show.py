@@ -142,6 +142,8 @@ def show(
             chat_template,
             profile_file(cfg.profile_name(profile)),
             config_file or cfg.source,
+            hidden_states,
+            target_model,
         ]
         refuse_clobbering([("--json", json_out)], path, reads)
         columns = corpus_columns(

@@ -305,20 +305,15 @@ fn probed_rows(
     if want <= budget {
         return files_of.keys().copied().collect();
     }
-    let every = want.div_ceil(budget.max(1)) as usize;
-    let mut by_category: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-    for &row in files_of.keys() {
-        by_category
-            .entry(keys[row as usize].category)
-            .or_default()
-            .push(row);
-    }
-    let mut out = std::collections::HashSet::new();
-    for rows in by_category.values() {
-        let m = rows.len().div_ceil(every);
-        out.extend((0..m).map(|i| rows[i * rows.len() / m]));
-    }
-    out
+    // Grouped by category, then an even spread over the whole list: each category in proportion to its
+    // samples, and never more than the budget.
+    let mut rows: Vec<(u32, u64)> = files_of
+        .keys()
+        .map(|&row| (keys[row as usize].category, row))
+        .collect();
+    rows.sort_unstable();
+    let m = (budget / per_sample.max(1)).clamp(1, rows.len() as u64) as usize;
+    (0..m).map(|i| rows[i * rows.len() / m].1).collect()
 }
 
 fn unit_ranges(corpus: &Corpus) -> Vec<(u64, u64)> {
@@ -595,9 +590,10 @@ fn check_file(
         .map_or_else(|| ids.as_ref().map_or(0, |v| v.len() as u64), |l| l.n);
     c.positions = n_file;
     let len = s.ids.len() as u64;
-    let n_ids = ids
-        .as_ref()
-        .map_or(n_file as usize, |v| unpadded(v, mask.as_deref()));
+    // Batch padding is what lies past the sample: a sample that itself ends with id 0 keeps it.
+    let n_ids = ids.as_ref().map_or(n_file as usize, |v| {
+        unpadded(v, mask.as_deref()).max(v.len().min(len as usize))
+    });
     // Positions that are the sample's (padding rows past it are not defects).
     let n = (n_ids as u64).min(n_file).min(len) as usize;
     if (n_ids as u64) < len {
@@ -654,6 +650,7 @@ fn check_file(
     }
     // Every state row the sample owns: non-finite values, all-zero rows, the last state's RMS.
     let mut views: Vec<&States> = roles.last.iter().collect();
+    let has_last = !views.is_empty();
     views.extend(roles.aux.iter());
     let (mut nonfinite, mut zero) = (None::<(u64, u64, String)>, None::<(u64, u64, String)>);
     let mut rms = Vec::new();
@@ -665,8 +662,17 @@ fn check_file(
     let mut want = want.into_iter().peekable();
     let sample_every = (n / 64).max(1);
     for (k, v) in views.iter().enumerate() {
+        let rows = (n as u64).min(v.n);
+        // A row is allocated only when the rows read are bytes of the file (a header may claim a width of
+        // any size for a tensor of no row).
+        let needed = rows
+            .checked_mul(v.width)
+            .and_then(|e| e.checked_mul(v.tensor.dtype.size()));
+        if rows == 0 || needed.is_none_or(|b| b > v.tensor.bytes) {
+            continue;
+        }
         let mut row = vec![0f32; v.width as usize];
-        for i in 0..(n as u64).min(v.n) {
+        for i in 0..rows {
             if let Err(e) = row_f32(&bytes, v, i, &mut row) {
                 c.findings.insert(Code::HiddenUnreadable, e);
                 return c;
@@ -681,7 +687,7 @@ fn check_file(
                 let e = zero.get_or_insert((0, i, v.tensor.name.clone()));
                 e.0 += 1;
             }
-            if k == 0 {
+            if k == 0 && has_last {
                 let ms = row
                     .iter()
                     .map(|x| f64::from(*x) * f64::from(*x))
@@ -745,9 +751,11 @@ struct Prepared {
 fn prepare(corpus: &Corpus, opts: &Options, progress: &Progress) -> Result<Prepared> {
     let listing = dump::discover(&opts.dir)?;
     let target = opts.target.as_deref().map(Target::open).transpose()?;
+    let kind = dump::main_kind(&listing);
     let first_header = listing
         .files
         .iter()
+        .filter(|f| Some(f.1) == kind)
         .find_map(|(f, _)| read_header(&f.path).ok());
     let (layout, layout_from) = match opts.layout {
         Some(l) => (Some(l), "--hidden-layout".to_string()),
@@ -852,7 +860,6 @@ fn prepare(corpus: &Corpus, opts: &Options, progress: &Progress) -> Result<Prepa
     // 2. Pairing.
     let (keys, _categories) = row_keys(corpus, longest, progress)?;
     let truncating = keys.iter().any(|k| k.len > longest) && longest > 0;
-    let max_length = truncating.then_some(longest as u64);
     let mut ids: HashMap<String, u64> = HashMap::new();
     for (row, id) in corpus.sample_ids()?.into_iter().enumerate() {
         if let Some(id) = id {
@@ -893,6 +900,18 @@ fn prepare(corpus: &Corpus, opts: &Options, progress: &Progress) -> Result<Prepa
         })
         .collect();
     report.pairing.samples_without_file = corpus.len() - files_of.len() as u64;
+    // The capture's max length is the longest file's when at least two samples longer than it were cut there:
+    // one file shorter than its sample is a short capture like any other.
+    let cut_there = paired
+        .of_file
+        .iter()
+        .zip(&heads)
+        .filter(|(p, h)| {
+            h.key.is_some_and(|k| k.1 == longest)
+                && p.is_some_and(|(row, _)| keys[row as usize].len > longest)
+        })
+        .count();
+    let max_length = (truncating && cut_there >= 2).then_some(longest as u64);
     Ok(Prepared {
         report,
         layout,
@@ -1537,8 +1556,19 @@ mod tests {
         let files_of: BTreeMap<u64, Vec<usize>> = (0..100).map(|r| (r, vec![r as usize])).collect();
         // 100 samples × 16 positions against a budget of 400: one sample in four, from both categories.
         let rows = probed_rows(&files_of, &keys, 400, 16);
-        assert_eq!(rows.len(), 26);
+        assert_eq!(rows.len(), 25);
         assert_eq!(rows.iter().filter(|r| *r % 2 == 0).count(), 13);
+        // Forty categories of one sample each, and a budget of one sample: one sample.
+        let one: Vec<RowKey> = (0..40)
+            .map(|i| RowKey {
+                category: i,
+                full: 0,
+                len: 0,
+                prefix: None,
+            })
+            .collect();
+        let files: BTreeMap<u64, Vec<usize>> = (0..40).map(|r| (r, vec![r as usize])).collect();
+        assert_eq!(probed_rows(&files, &one, 16, 16).len(), 1);
         assert_eq!(probed_rows(&files_of, &keys, 1600, 16).len(), 100);
         assert_eq!(probed_rows(&files_of, &keys, 1600, 32).len(), 50);
     }

@@ -181,6 +181,13 @@ fn walk(dir: &Path, rel: &str, depth: usize, out: &mut Listing) -> Result<()> {
             format!("{rel}/{name}")
         };
         let meta = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?;
+        let linked = e.file_type().is_ok_and(|t| t.is_symlink());
+        if meta.is_dir() && linked {
+            // A link back up the tree would walk it again and again (and pair every file twice).
+            out.skipped
+                .push((here, "a symbolic link to a directory: not followed".into()));
+            continue;
+        }
         if meta.is_dir() {
             if depth >= MAX_DEPTH {
                 out.skipped
@@ -213,7 +220,8 @@ fn walk(dir: &Path, rel: &str, depth: usize, out: &mut Listing) -> Result<()> {
                     kind,
                 ))
             }
-            _ => out.skipped.push((
+            Some(_) => out.skipped.push((here, "not a regular file".into())),
+            None => out.skipped.push((
                 here,
                 "not a hidden-state file (.ckpt, .ckpt.gz, .pt, .safetensors)".into(),
             )),
@@ -240,10 +248,24 @@ pub fn discover(dir: &Path) -> Result<Listing> {
     Ok(found)
 }
 
-/// The layout of a dump, from its files' names and one readable header's keys.
+/// The kind of file most of a dump's files are (the first in path order on a tie): a stray file of another
+/// kind does not decide the layout.
+pub fn main_kind(found: &Listing) -> Option<Kind> {
+    let count = |k: Kind| found.files.iter().filter(|f| f.1 == k).count();
+    let mut best: Option<(usize, Kind)> = None;
+    for (_, k) in &found.files {
+        let c = count(*k);
+        if best.is_none_or(|(b, _)| c > b) {
+            best = Some((c, *k));
+        }
+    }
+    best.map(|(_, k)| k)
+}
+
+/// The layout of a dump, from its files' names and one readable header's keys (a file of the main kind).
 pub fn detect(found: &Listing, header: Option<&DumpHeader>) -> Option<Layout> {
     let has = |k: &str| header.is_some_and(|h| h.tensors.iter().any(|t| t.name == k));
-    let (_, kind) = found.files.first()?;
+    let kind = &main_kind(found)?;
     let ranked = found
         .files
         .iter()
@@ -384,7 +406,8 @@ pub fn roles(layout: Layout, h: &DumpHeader) -> Roles {
         }
         Layout::Speculators => match h.tensor("hidden_states") {
             Some(t) => match t.shape[..] {
-                [n, l, d] if l >= 1 => {
+                // A header may claim any shape of no element: the row widths must stay in range.
+                [n, l, d] if l >= 1 && l.checked_mul(d).is_some() => {
                     r.layers = Some(l);
                     r.last = Some(States {
                         tensor: t.clone(),

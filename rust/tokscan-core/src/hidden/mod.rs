@@ -261,7 +261,7 @@ fn torch_zip<R: Read + Seek>(
                 values.insert(name, i.to_string());
                 continue;
             }
-            pickle::Value::Bool(_) | pickle::Value::None => continue,
+            pickle::Value::Bool(_) | pickle::Value::None | pickle::Value::Float(_) => continue,
             _ => return Err(format!("{name} is not a tensor")),
         };
         let (key, dtype, offset, shape, stride) = tensor;
@@ -283,6 +283,11 @@ fn located(
     let &(start, len) = records
         .get(&key)
         .ok_or_else(|| format!("{name}: its storage data/{key} is not in the zip (a cut file)"))?;
+    if stride.len() != shape.len() {
+        return Err(format!(
+            "{name}: strides {stride:?} do not match its shape {shape:?}"
+        ));
+    }
     let mut want = 1u64;
     for (d, s) in shape.iter().zip(&stride).rev() {
         if *d > 1 && *s != want {
@@ -360,12 +365,15 @@ fn safetensors_header<R: Read>(
             .try_fold(1u64, |a, d| a.checked_mul(*d))
             .ok_or(format!("{name}: a shape too large"))?;
         let (a, b) = (info.data_offsets.0 as u64, info.data_offsets.1 as u64);
-        if b < a || b - a != numel.saturating_mul(dtype.size()) {
+        let want = numel
+            .checked_mul(dtype.size())
+            .ok_or(format!("{name}: a shape too large"))?;
+        if b < a || b - a != want {
             return Err(format!(
                 "{name}: offsets [{a}, {b}) do not hold {numel} elements of {dtype:?}"
             ));
         }
-        if data + b > size {
+        if data.checked_add(b).is_none_or(|end| end > size) {
             return Err(format!(
                 "{name}: its bytes run past the end of the file (a cut file)"
             ));

@@ -185,6 +185,14 @@ pub fn load(b: &[u8]) -> Result<Value, String> {
         let at = r.at;
         let op = r.u8()?;
         let leaf = |v: Value| (v, 0u16, 1u64);
+        // A string weighs a cell per 64 bytes, so that memo copies of a long one are bounded by their bytes.
+        let text = |s: &[u8]| {
+            (
+                Value::Str(String::from_utf8_lossy(s).into_owned()),
+                0u16,
+                1 + s.len() as u64 / 64,
+            )
+        };
         match op {
             0x80 => {
                 let proto = r.u8()?;
@@ -224,12 +232,12 @@ pub fn load(b: &[u8]) -> Result<Value, String> {
             b'X' => {
                 let n = r.u32()? as usize;
                 let s = r.take(n)?;
-                stack.push(leaf(Value::Str(String::from_utf8_lossy(s).into_owned())));
+                stack.push(text(s));
             }
             0x8c => {
                 let n = r.u8()? as usize;
                 let s = r.take(n)?;
-                stack.push(leaf(Value::Str(String::from_utf8_lossy(s).into_owned())));
+                stack.push(text(s));
             }
             b'c' => {
                 let module = r.line()?;
@@ -433,5 +441,20 @@ mod tests {
         );
         p.truncate(p.len() - 1);
         assert!(load(&p).is_err());
+    }
+
+    #[test]
+    fn memo_copies_of_a_long_string_are_bounded_by_its_bytes() {
+        // An 8 MB string memoized, then fetched 2,000 times (16 GB of copies): refused, not allocated.
+        let mut p = vec![0x80, 2, b'X'];
+        p.extend_from_slice(&(8u32 << 20).to_le_bytes());
+        p.extend(std::iter::repeat_n(b'a', 8 << 20));
+        p.extend_from_slice(&[b'q', 0]);
+        for _ in 0..2000 {
+            p.extend_from_slice(&[b'h', 0]);
+        }
+        p.push(b'.');
+        let err = load(&p).unwrap_err();
+        assert!(err.contains("more values"), "{err}");
     }
 }

@@ -65,7 +65,14 @@ impl Target {
             serde_json::from_str(&crate::files::read_to_string(&cfg_path)?)
                 .map_err(|e| bad(&cfg_path, format!("not JSON: {e}")))?;
         let hidden = config_number(&cfg, &["hidden_size", "n_embd", "d_model"])
-            .ok_or_else(|| bad(&cfg_path, "no hidden_size".into()))? as usize;
+            .ok_or_else(|| bad(&cfg_path, "no hidden_size".into()))?;
+        if !(hidden >= 1.0 && hidden <= f64::from(1u32 << 20) && hidden.fract() == 0.0) {
+            return Err(bad(
+                &cfg_path,
+                format!("hidden_size {hidden} is not a width (a whole number from 1 to 2^20)"),
+            ));
+        }
+        let hidden = hidden as usize;
         let eps = config_number(
             &cfg,
             &["rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps"],
@@ -161,12 +168,12 @@ impl Target {
             ));
         }
         let vocab = match head.0.shape[..] {
-            [v, d] if d == hidden as u64 => v as usize,
+            [v, d] if d == hidden as u64 && v > 0 => v as usize,
             _ => {
                 return Err(bad(
                     &head.1,
                     format!(
-                        "{} is shaped {:?}, not [vocab, {hidden}]",
+                        "{} is shaped {:?}, not [vocab, {hidden}] with vocab > 0",
                         head.0.name, head.0.shape
                     ),
                 ))
@@ -182,6 +189,15 @@ impl Target {
             skip: 0,
         };
         row_f32(&norm_bytes, &view, 0, &mut w).map_err(|e| bad(&norm.1, e))?;
+        if !w.iter().any(|x| x.is_finite() && *x != 0.0) || w.iter().any(|x| !x.is_finite()) {
+            return Err(bad(
+                &norm.1,
+                format!(
+                    "{}: a final norm weight of zeros or non-finite values",
+                    norm.0.name
+                ),
+            ));
+        }
         let head_bytes = open_bytes(&head.2)?;
         let name = |t: &(TensorHeader, PathBuf, super::DumpHeader)| {
             format!(
