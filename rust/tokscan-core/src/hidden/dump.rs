@@ -251,15 +251,15 @@ pub fn discover(dir: &Path) -> Result<Listing> {
 /// The kind of file most of a dump's files are (the first in path order on a tie): a stray file of another
 /// kind does not decide the layout.
 pub fn main_kind(found: &Listing) -> Option<Kind> {
-    let count = |k: Kind| found.files.iter().filter(|f| f.1 == k).count();
-    let mut best: Option<(usize, Kind)> = None;
+    let mut counts: Vec<(Kind, usize)> = Vec::new();
     for (_, k) in &found.files {
-        let c = count(*k);
-        if best.is_none_or(|(b, _)| c > b) {
-            best = Some((c, *k));
+        match counts.iter_mut().find(|(c, _)| c == k) {
+            Some(c) => c.1 += 1,
+            None => counts.push((*k, 1)),
         }
     }
-    best.map(|(_, k)| k)
+    // `max_by_key` keeps the last of equal counts: over the reversed order, the first seen.
+    counts.into_iter().rev().max_by_key(|c| c.1).map(|c| c.0)
 }
 
 /// The layout of a dump, from its files' names and one readable header's keys (a file of the main kind).

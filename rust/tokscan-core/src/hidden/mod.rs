@@ -115,7 +115,8 @@ pub fn read_header(path: &Path) -> Result<DumpHeader> {
     let bad = |why: String| Error::invalid(path, why);
     match &magic[..n] {
         [b'P', b'K', 3, 4] => {
-            let (tensors, values) = torch_zip(f, size).map_err(bad)?;
+            // Buffered: the zip reader parses the central directory in many small reads.
+            let (tensors, values) = torch_zip(std::io::BufReader::new(f), size).map_err(bad)?;
             Ok(DumpHeader {
                 path: path.to_path_buf(),
                 container: Container::TorchZip,
