@@ -10,6 +10,7 @@ import numpy.typing as npt
 __all__ = [
     "COLUMN_ROLES",
     "DEFAULT_PROFILE",
+    "FLAGGED_DETAIL",
     "FAIL_ON_LEVELS",
     "MAX_COUNTED_VOCAB",
     "READABLE_SCHEMAS",
@@ -65,6 +66,7 @@ SCHEMA_VERSION: int  # the report schema this build writes
 READABLE_SCHEMAS: list[int]  # the report schemas it reads
 COLUMN_ROLES: list[str]  # the roles a column can be given (`columns=`, `[columns]`)
 DEFAULT_PROFILE: str  # the profile a scan uses when none is named
+FLAGGED_DETAIL: int  # the default of a scan's flagged_detail
 MAX_COUNTED_VOCAB: int  # the largest vocabulary a draft vocabulary is counted over
 FAIL_ON_LEVELS: list[str]  # what --fail-on / fail_on accept: the severities, then "never"
 SEVERITIES: list[str]  # a finding's severities, most severe first

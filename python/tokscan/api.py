@@ -81,7 +81,7 @@ def scan(
     target_model: str | os.PathLike[str] | None = None,
     agreement_positions: int = 1024,
     agreement_min: float = 0.25,
-    flagged_detail: int = 1000,
+    flagged_detail: int = _core.FLAGGED_DETAIL,
     command: Sequence[str] | None = None,
     keep_corpus: bool = False,
 ) -> Report:

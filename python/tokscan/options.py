@@ -8,6 +8,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import _core
+
 
 @dataclass(frozen=True)
 class ScanOptions:
@@ -40,7 +42,7 @@ class ScanOptions:
     #: `(dump directory, layout or None, target model directory or None, agreement positions, agreement minimum)`
     #: of the hidden-state dump checked against the corpus.
     hidden_states: tuple[str, str | None, str | None, int, float] | None = None
-    flagged_detail: int = 1000
+    flagged_detail: int = _core.FLAGGED_DETAIL
     #: For the report's `run`: the command line and where the profile came from.
     command: list[str] | None = None
     profile_source: str | None = None

@@ -122,7 +122,7 @@ class ScanArgs:
     target_model: Path | None = None
     agreement_positions: int = 1024
     agreement_min: float = 0.25
-    flagged_detail: int = 1000
+    flagged_detail: int = _core.FLAGGED_DETAIL
     draft_vocab: str | None = None
     vocab_size: int | None = None
     vocab_out: Path | None = None
@@ -409,7 +409,7 @@ def scan(
             "(still in --exclude and clean). 0: every one in full.",
             min=0,
         ),
-    ] = 1000,
+    ] = _core.FLAGGED_DETAIL,
     ngram_coverage: Annotated[
         bool,
         typer.Option(

@@ -265,7 +265,7 @@ def scan_ray(
     contamination: tuple[list[str], int, float, str | None] | None = None,
     draft_vocab: str | None = None,
     near_dup: tuple[int, int, int, float] | None = None,
-    flagged_detail: int = 1000,
+    flagged_detail: int = _core.FLAGGED_DETAIL,
     address: str | None = None,
     n_tasks: int | None = None,
     n_buckets: int | None = None,

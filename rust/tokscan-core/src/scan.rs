@@ -57,6 +57,7 @@ pub struct ScanOptions {
     pub hidden: Option<crate::hidden::check::Options>,
     /// Full detail (positions, boundaries, lengths, ids) for the first this many flagged samples of each code;
     /// the others are kept as (row, codes, category) and listed compactly (`flagged_summarized`). 0: no limit.
+    /// The tools' default is [`FLAGGED_DETAIL`].
     pub flagged_detail: u64,
     /// What the caller knows of the run (command line, profile source, tokenizer); the scan adds its start,
     /// duration, engine and threads into the report's `run`.
@@ -64,6 +65,10 @@ pub struct ScanOptions {
 }
 
 pub use crate::progress::Progress;
+
+/// The default of [`ScanOptions::flagged_detail`] in the CLI, the Python API and on Ray (the one place it is
+/// written: the binding exports it as `_core.FLAGGED_DETAIL`).
+pub const FLAGGED_DETAIL: u64 = 1000;
 
 /// Scans `paths` and returns the report.
 pub fn scan(

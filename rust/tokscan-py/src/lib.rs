@@ -470,6 +470,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_PROFILE", tokscan_core::profile::DEFAULT_PROFILE)?;
     m.add("COLUMN_ROLES", ColumnNames::ROLES.to_vec())?;
     m.add("MAX_COUNTED_VOCAB", tokscan_core::vocab::MAX_COUNTED_VOCAB)?;
+    m.add("FLAGGED_DETAIL", tokscan_core::scan::FLAGGED_DETAIL)?;
     m.add(
         "FAIL_ON_LEVELS",
         tokscan_core::policy::FailOn::LEVELS.to_vec(),

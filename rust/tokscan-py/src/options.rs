@@ -101,7 +101,7 @@ pub(crate) fn scan_options(d: Option<&Bound<'_, PyDict>>) -> Result<ScanOptions,
         near_dup: near_params(near_dup)?,
         vocab: parse_vocab(draft_vocab.as_deref())?,
         hidden: hidden.map(hidden_options).transpose()?,
-        flagged_detail: get(d, "flagged_detail")?.unwrap_or(1000),
+        flagged_detail: get(d, "flagged_detail")?.unwrap_or(tokscan_core::scan::FLAGGED_DETAIL),
     })
 }
 

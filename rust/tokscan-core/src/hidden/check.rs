@@ -1028,8 +1028,8 @@ pub fn run(
     // The states of the sampled positions are held until the head is read for all of them: at most
     // PROBE_MEMORY bytes of them, whatever --agreement-positions asks (0: as many as that allows, spread over
     // every sample).
-    let cap =
-        (PROBE_MEMORY / (4 * shape.width.unwrap_or(1).max(1))).max(POSITIONS_PER_SAMPLE as u64);
+    let cap = (PROBE_MEMORY / shape.width.unwrap_or(1).max(1).saturating_mul(4))
+        .max(POSITIONS_PER_SAMPLE as u64);
     let (budget, per_sample) = match opts.agreement_positions {
         0 => (
             cap,
