@@ -10,8 +10,8 @@ import numpy.typing as npt
 __all__ = [
     "COLUMN_ROLES",
     "DEFAULT_PROFILE",
-    "FLAGGED_DETAIL",
     "FAIL_ON_LEVELS",
+    "FLAGGED_DETAIL",
     "MAX_COUNTED_VOCAB",
     "READABLE_SCHEMAS",
     "SCHEMA_VERSION",
