@@ -20,9 +20,7 @@ use crate::profile::Profile;
 use crate::records::{Records, SampleRecord};
 use crate::repetition::ngram_coverage;
 use crate::report::{build_report, InputInfo, Report, SkippedInfo};
-use crate::source::{
-    self, with_tokens, Batch, ColumnNames, Finding, Finish, FromTokens, Source, DEFAULT_CATEGORY,
-};
+use crate::source::{self, with_tokens, Batch, ColumnNames, FromTokens, Source, DEFAULT_CATEGORY};
 use crate::spill::{Held, Spill};
 use crate::summary::Partial;
 use crate::token::{hash_ids, TokenId};
@@ -837,45 +835,6 @@ fn scan_unit(
     Ok((ctx.partial, ctx.records))
 }
 
-/// Checks one sample read through [`Corpus::samples`] as the scan checks it: its tokens, then what its source
-/// found about it (a malformed line, a finish reason or token counts that disagree with the ids). What `show`
-/// says of a row is then what the scan said of it, corpus-wide codes aside.
-pub fn check_data(
-    profile: &Profile,
-    s: &crate::corpus::SampleData,
-    scratch: &mut Scratch,
-) -> crate::check::SampleFacts {
-    let mut counts = vec![0u64; profile.specials.len()];
-    let mask = s.mask.as_deref().map(crate::token::MaskSlice::U8);
-    let mut facts = check_sample(profile, &s.ids, s.prompt_len, mask, scratch, &mut counts);
-    apply_finding(&mut facts, s.finding);
-    facts
-}
-
-/// Adds what the source found about a row: a malformed line is only that (its empty sequence says nothing
-/// else); a finish reason is checked against whether the completion ended.
-fn apply_finding(facts: &mut crate::check::SampleFacts, found: Finding) {
-    if let Some(line) = found.malformed_line {
-        facts.flags = Code::MalformedLine.bit();
-        facts.positions = [crate::check::NO_POS; crate::anomaly::N_CODES];
-        facts.positions[Code::MalformedLine.index()] = line;
-        return;
-    }
-    let truncated = facts.flags & Code::Truncated.bit() != 0;
-    let empty = facts.flags & Code::EmptyCompletion.bit() != 0;
-    let mismatch = match found.finish {
-        Finish::Length => !truncated && !empty,
-        Finish::Stop => truncated,
-        Finish::Unknown => false,
-    };
-    if mismatch {
-        facts.flags |= Code::FinishReasonMismatch.bit();
-    }
-    if found.count_mismatch {
-        facts.flags |= Code::TokenCountMismatch.bit();
-    }
-}
-
 /// Checks every row of a batch; returns the number of tokens seen.
 fn check_batch(ctx: &mut UnitCtx<'_>, b: &Batch<'_>) -> u64 {
     with_tokens!(b.ids.values, v => check_rows(ctx, b, v))
@@ -926,7 +885,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
             &mut ctx.partial.category(cat_name).special_counts,
         );
         if let Some(found) = b.findings.map(|f| f[i]) {
-            apply_finding(&mut facts, found);
+            crate::check::apply_finding(&mut facts, found);
         }
         // A line its input could not read as a sample is only that: it is counted (rows stay numbered) but
         // neither paired nor measured, and no category statistic takes its empty sequence as a sample's.

@@ -151,7 +151,7 @@ impl PyCorpus {
         let (s, facts, scratch, segments) = detached(py, || {
             let s = self.inner.sample(row)?;
             let mut scratch = tokscan_core::check::Scratch::default();
-            let facts = tokscan_core::scan::check_data(&p, &s, &mut scratch);
+            let facts = tokscan_core::check::check_data(&p, &s, &mut scratch);
             let segments = tokscan_core::check::segments(&p, &s.ids, &scratch);
             Ok((s, facts, scratch, segments))
         })?;

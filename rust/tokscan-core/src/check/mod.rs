@@ -346,3 +346,42 @@ mod parse_tests;
 mod template_tests;
 #[cfg(test)]
 mod tests;
+
+/// Checks one sample read through [`crate::corpus::Corpus::samples`] as the scan checks it: its tokens, then what its source
+/// found about it (a malformed line, a finish reason or token counts that disagree with the ids). What `show`
+/// says of a row is then what the scan said of it, corpus-wide codes aside.
+pub fn check_data(
+    profile: &Profile,
+    s: &crate::corpus::SampleData,
+    scratch: &mut Scratch,
+) -> SampleFacts {
+    let mut counts = vec![0u64; profile.specials.len()];
+    let mask = s.mask.as_deref().map(crate::token::MaskSlice::U8);
+    let mut facts = check_sample(profile, &s.ids, s.prompt_len, mask, scratch, &mut counts);
+    apply_finding(&mut facts, s.finding);
+    facts
+}
+
+/// Adds what the source found about a row: a malformed line is only that (its empty sequence says nothing
+/// else); a finish reason is checked against whether the completion ended.
+pub(crate) fn apply_finding(facts: &mut SampleFacts, found: crate::source::Finding) {
+    if let Some(line) = found.malformed_line {
+        facts.flags = Code::MalformedLine.bit();
+        facts.positions = [NO_POS; N_CODES];
+        facts.positions[Code::MalformedLine.index()] = line;
+        return;
+    }
+    let truncated = facts.flags & Code::Truncated.bit() != 0;
+    let empty = facts.flags & Code::EmptyCompletion.bit() != 0;
+    let mismatch = match found.finish {
+        crate::source::Finish::Length => !truncated && !empty,
+        crate::source::Finish::Stop => truncated,
+        crate::source::Finish::Unknown => false,
+    };
+    if mismatch {
+        facts.flags |= Code::FinishReasonMismatch.bit();
+    }
+    if found.count_mismatch {
+        facts.flags |= Code::TokenCountMismatch.bit();
+    }
+}

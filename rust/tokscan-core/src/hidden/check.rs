@@ -1024,7 +1024,7 @@ pub fn run(
         unpaired,
         keys,
     } = prepare(corpus, opts, progress)?;
-    // Which samples are probed for agreement: every k-th paired sample, 16 positions each.
+    // Which samples are probed for agreement: an even spread within each category, 16 positions each.
     // The states of the sampled positions are held until the head is read for all of them: at most
     // PROBE_MEMORY bytes of them, whatever --agreement-positions asks (0: as many as that allows, spread over
     // every sample).
@@ -1077,17 +1077,8 @@ pub fn run(
                 return Err(Error::Interrupted);
             }
             let mut scratch = crate::check::Scratch::default();
-            let mut counts = vec![0u64; profile.specials.len()];
             for s in corpus.samples(start, end)? {
-                let mask = s.mask.as_deref().map(crate::token::MaskSlice::U8);
-                let facts = crate::check::check_sample(
-                    profile,
-                    &s.ids,
-                    s.prompt_len,
-                    mask,
-                    &mut scratch,
-                    &mut counts,
-                );
+                let facts = crate::check::check_data(profile, &s, &mut scratch);
                 let mut ev = evidence_of(&files_of, &heads, &paired, s.row);
                 let mut probes = Vec::new();
                 if let Some(first) = files_of.get(&s.row).map(|l| l[0]) {
@@ -1218,16 +1209,9 @@ pub fn run(
     }
     if !departing.is_empty() {
         let wanted: std::collections::BTreeSet<u64> = departing.keys().copied().collect();
+        let mut scratch = crate::check::Scratch::default();
         for s in samples_at(corpus, &wanted)? {
-            let mask = s.mask.as_deref().map(crate::token::MaskSlice::U8);
-            let facts = crate::check::check_sample(
-                profile,
-                &s.ids,
-                s.prompt_len,
-                mask,
-                &mut crate::check::Scratch::default(),
-                &mut vec![0u64; profile.specials.len()],
-            );
+            let facts = crate::check::check_data(profile, &s, &mut scratch);
             let mut ev = evidence_of(&files_of, &heads, &paired, s.row);
             ev.findings.insert(
                 Code::HiddenNorm.as_str().to_string(),
@@ -1457,17 +1441,7 @@ pub fn inspect(corpus: &Corpus, profile: &Profile, opts: &Options, row: u64) -> 
         target: prep.target.as_ref(),
         max_length: prep.max_length,
     };
-    let mut scratch = crate::check::Scratch::default();
-    let mut counts = vec![0u64; profile.specials.len()];
-    let mask = s.mask.as_deref().map(crate::token::MaskSlice::U8);
-    let facts = crate::check::check_sample(
-        profile,
-        &s.ids,
-        s.prompt_len,
-        mask,
-        &mut scratch,
-        &mut counts,
-    );
+    let facts = crate::check::check_data(profile, &s, &mut crate::check::Scratch::default());
     let probes = prep.target.as_ref().map(|_| SHOW_POSITIONS);
     let mut c = check_file(&ctx, h, &s, facts.completion.0 as usize, probes);
     for (code, text) in std::mem::take(&mut c.findings) {
