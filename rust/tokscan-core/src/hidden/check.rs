@@ -926,6 +926,48 @@ fn prepare(corpus: &Corpus, opts: &Options, progress: &Progress) -> Result<Prepa
     })
 }
 
+/// Where a file's last state was taken, from the median `rms(h / w)` of its rows (1 after an RMSNorm of weight
+/// `w`); `None` for no measure (NaN).
+fn norm_of(unweighted: f32) -> Option<Norm> {
+    if unweighted.is_nan() {
+        None
+    } else if (0.8..=1.25).contains(&unweighted) {
+        Some(Norm::After)
+    } else {
+        Some(Norm::Before)
+    }
+}
+
+/// The next token the head predicts at each sampled position `(t, token t + 1, state)`, the norm applied
+/// first when the states were stored before it (`apply`): `(t, token t + 1, predicted)`, the head read once.
+fn predict(t: &Target, probes: Vec<(u32, i64, Vec<f32>)>, apply: bool) -> Vec<(u32, i64, u32)> {
+    let (mut at, mut xs) = (
+        Vec::with_capacity(probes.len()),
+        Vec::with_capacity(probes.len()),
+    );
+    for (pos, next, mut x) in probes {
+        if apply {
+            t.apply_norm(&mut x);
+        }
+        at.push((pos, next));
+        xs.push(x);
+    }
+    at.into_iter()
+        .zip(t.argmax(&xs))
+        .map(|((pos, next), p)| (pos, next, p))
+        .collect()
+}
+
+/// Counts one predicted position into `a`, keeping the first `keep` disagreements.
+fn tally(a: &mut Agreement, (pos, next, p): (u32, i64, u32), keep: usize) {
+    a.positions += 1;
+    if i64::from(p) == next {
+        a.agreed += 1;
+    } else if a.disagreements.len() < keep {
+        a.disagreements.push([i64::from(pos), next, i64::from(p)]);
+    }
+}
+
 /// A sample's entry as the report lists it (its codes and evidence are added by the caller).
 fn flagged_sample(s: &SampleData, facts: &crate::check::SampleFacts) -> FlaggedSample {
     FlaggedSample {
@@ -1144,22 +1186,13 @@ pub fn run(
     let dump_rms = (!file_rms.is_empty()).then(|| file_rms[file_rms.len() / 2]);
     report.norm.row_rms = [q(&file_rms, 0.1), q(&file_rms, 0.5), q(&file_rms, 0.9)];
     report.norm.trainer_expects = layout.trainer_expects();
-    let file_norm = |u: f32| -> Option<Norm> {
-        if u.is_nan() {
-            None
-        } else if (0.8..=1.25).contains(&u) {
-            Some(Norm::After)
-        } else {
-            Some(Norm::Before)
-        }
-    };
     let convention = if target.is_some() {
         let mut u: Vec<f32> = norms.iter().map(|n| n.2).filter(|v| !v.is_nan()).collect();
         u.sort_by(|a, b| a.total_cmp(b));
         report.norm.unweighted_rms = Some([q(&u, 0.1), q(&u, 0.5), q(&u, 0.9)]);
         report.norm.decided_by =
             "rms(h / w) of the target's final norm weight w: 1 after the norm".into();
-        majority(norms.iter().filter_map(|n| file_norm(n.2)))
+        majority(norms.iter().filter_map(|n| norm_of(n.2)))
     } else {
         report.norm.decided_by =
             "not decided: give --target-model (files are compared with the dump's scale)".into();
@@ -1174,7 +1207,7 @@ pub fn run(
     }
     let mut departing: BTreeMap<u64, String> = BTreeMap::new();
     for &(row, own, unweighted) in &norms {
-        let departs = match (convention, file_norm(unweighted), dump_rms) {
+        let departs = match (convention, norm_of(unweighted), dump_rms) {
             (Some(conv), Some(mine), _) if mine != conv => Some(format!(
                 "its last state is stored {} where the dump's are {} (rms(h / w) {unweighted:.2})",
                 mine.as_str(),
@@ -1228,29 +1261,18 @@ pub fn run(
     // 5. Agreement.
     if let Some(t) = &target {
         let apply = convention != Some(Norm::After);
-        let mut xs = Vec::new();
+        let mut probes = Vec::new();
         let mut owner = Vec::new();
         for (k, r) in rows.iter_mut().enumerate() {
-            for (pos, next, mut x) in std::mem::take(&mut r.probes) {
-                if apply {
-                    t.apply_norm(&mut x);
-                }
-                xs.push(x);
-                owner.push((k, pos, next));
-            }
+            owner.extend(std::iter::repeat_n(k, r.probes.len()));
+            probes.append(&mut r.probes);
         }
-        let predicted = t.argmax(&xs);
-        for ((k, pos, next), p) in owner.into_iter().zip(predicted) {
+        for (k, p) in owner.into_iter().zip(predict(t, probes, apply)) {
             let a = rows[k]
                 .evidence
                 .agreement
                 .get_or_insert_with(Agreement::default);
-            a.positions += 1;
-            if i64::from(p) == next {
-                a.agreed += 1;
-            } else if a.disagreements.len() < DISAGREEMENTS_KEPT {
-                a.disagreements.push([i64::from(pos), next, i64::from(p)]);
-            }
+            tally(a, p, DISAGREEMENTS_KEPT);
         }
         let mut summary = AgreementSummary {
             target: t.dir.display().to_string(),
@@ -1450,31 +1472,12 @@ pub fn inspect(corpus: &Corpus, profile: &Profile, opts: &Options, row: u64) -> 
     out.row_rms = c.rms;
     out.unweighted_rms = c.unweighted;
     if let Some(t) = &prep.target {
-        let own = c.unweighted.map(|u| {
-            if (0.8..=1.25).contains(&u) {
-                Norm::After
-            } else {
-                Norm::Before
-            }
-        });
+        let own = c.unweighted.and_then(norm_of);
         out.convention = own;
         let apply = own.or(prep.layout.trainer_expects()) != Some(Norm::After);
-        let (mut xs, mut at) = (Vec::new(), Vec::new());
-        for (pos, next, mut x) in std::mem::take(&mut c.probes) {
-            if apply {
-                t.apply_norm(&mut x);
-            }
-            xs.push(x);
-            at.push((pos, next));
-        }
         let mut a = Agreement::default();
-        for ((pos, next), p) in at.into_iter().zip(t.argmax(&xs)) {
-            a.positions += 1;
-            if i64::from(p) == next {
-                a.agreed += 1;
-            } else if a.disagreements.len() < SHOW_DISAGREEMENTS {
-                a.disagreements.push([i64::from(pos), next, i64::from(p)]);
-            }
+        for p in predict(t, std::mem::take(&mut c.probes), apply) {
+            tally(&mut a, p, SHOW_DISAGREEMENTS);
         }
         let rate = f64::from(a.agreed) / f64::from(a.positions.max(1));
         if a.positions > 0 && rate < opts.agreement_min {
