@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: help venv build browser demo test test-rust test-python lint fmt docs reference fuzz bench clean
+.PHONY: help venv build browser demo disk test test-rust test-python lint fmt docs reference fuzz bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/; s/\$$\(PROFILE\)/$(PROFILE)/g'
@@ -18,6 +18,13 @@ PYTHON ?= python3
 PIP = $(PY) -m pip
 PIP_INSTALL = $(PIP) install --quiet --no-compile
 unexport PYTHONDONTWRITEBYTECODE
+# No wheel cache: the dev extra's torch is a CUDA build (torch + nvidia-* + triton: ~5 GB installed from ~3.5 GB
+# of wheels), and a cache kept them all a second time on a machine that also holds the Rust build (~1.5 GB). A CI
+# run once stopped on "No space left on device" in this install; `disk` below says what is needed up front.
+export PIP_NO_CACHE_DIR = 1
+# What `make test` needs free where the virtualenv and target/ live, in GB: virtualenv 6.3, the wheels while they
+# install 3.5, target/ 1.5, the test suite's temporary corpora ~1.5.
+DISK_GB ?= 13
 # Property tests and fuzzers draw the same cases on every run of `make test`, so that CI answers the same twice
 # (a clean clone once met a Parquet page that panicked parquet-rs on one random draw). `make fuzz` draws a new
 # sequence each time and prints its seed; replay one with `make test-rust PROPTEST_RNG_SEED=<seed>`, and hunt
@@ -38,6 +45,7 @@ $(VENV)/.runtime: pyproject.toml tools/requirements.py
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime
+	@$(MAKE) --no-print-directory disk
 	$(PY) tools/requirements.py tokenizer dev docs > $(VENV)/requirements-dev.txt
 	$(PIP_INSTALL) -r $(VENV)/requirements-dev.txt
 	touch $@
@@ -83,6 +91,12 @@ browser: ## headless Chromium for the HTML report test (Debian package; skipped 
 PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 test-python: build $(VENV)/.dev browser ## end-to-end pytest suite
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) tests
+
+disk: ## warn when the disk holding the checkout has less free space than the dev set-up needs (DISK_GB)
+	@free=$$(df -Pk . | awk 'NR==2 {print int($$4 / 1048576)}'); \
+	if [ "$$free" -lt $(DISK_GB) ]; then \
+		echo "warning: $$(pwd) has $$free GB free; the dev virtualenv (torch's CUDA wheel), target/ and the tests need ~$(DISK_GB) GB"; \
+	fi
 
 # The Rust compile (CPU), the virtualenv's pip installs and chromium's apt-get (mostly download) run side by side;
 # the extension then reuses the compiled dependencies, and pytest runs last.
