@@ -261,6 +261,5 @@ def finish_report(
     inputs: str,
     options: dict[str, Any] | None = None,  # tokscan.options.ScanOptions.to_core()
     run: str | None = None,
-    near: bytes | None = None,
-    hidden: bytes | None = None,
+    passes: list[bytes] = ...,  # the findings of the corpus-wide passes that ran in tasks
 ) -> str: ...

@@ -460,12 +460,10 @@ def _run_tasks(
         if options.hidden_states is not None:
             hidden = fn["hidden"].remote(sources, profile_args, columns, options.threads, options.hidden_states)
         partial, resolved = ray.get(merged), ray.get(flagged)
-        near_found = None if near is None else ray.get(near)
-        hidden_found = None if hidden is None else ray.get(hidden)
+        # The findings of the corpus-wide passes that ran in tasks; the driver finishes the others.
+        passes = [ray.get(t) for t in (near, hidden) if t is not None]
         run = {**run, "seconds": time.time() - run["started"], "threads": cpus}
-        text = _core.finish_report(
-            partial, resolved, prof, inputs, core_options, json.dumps(run), near_found, hidden_found
-        )
+        text = _core.finish_report(partial, resolved, prof, inputs, core_options, json.dumps(run), passes)
     except KeyboardInterrupt:
         for m in maps:
             ray.cancel(m[0], force=True)

@@ -158,9 +158,9 @@ struct Gram {
     last_item: u32,
 }
 
-/// An n-gram's hash: [`crate::neardup::ngram_hashes`] of the n-gram alone.
+/// An n-gram's hash: [`crate::token::ngram_hashes`] of the n-gram alone.
 fn ngram_hash(ids: &[u32]) -> u64 {
-    crate::neardup::ngram_hashes(ids, ids.len())
+    crate::token::ngram_hashes(ids, ids.len())
         .next()
         .unwrap_or(0)
 }
@@ -282,7 +282,7 @@ impl Contamination {
     fn scan_part(&self, ids: &[u32], range: std::ops::Range<usize>) -> PartMatch {
         let part = &ids[range.clone()];
         let windows = part.len().saturating_sub(self.n - 1) as u32;
-        let hashes = crate::neardup::ngram_hashes(part, self.n);
+        let hashes = crate::token::ngram_hashes(part, self.n);
         let mut hits: Vec<(u32, u32, usize)> = Vec::new(); // (field, offset, position)
         for (i, (w, h)) in part.windows(self.n).zip(hashes).enumerate() {
             if let Some(g) = self.lookup(w, h) {

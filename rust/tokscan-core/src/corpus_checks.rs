@@ -25,7 +25,8 @@ use crate::records::{Records, SampleRecord};
 use crate::sample_id::SampleId;
 use crate::stats::log_quartiles;
 pub use crate::summary::Found;
-use crate::summary::{CategoryPartial, Partial, Summarized};
+use crate::summary::{agreement, Agreement};
+use crate::summary::{Partial, Summarized};
 use crate::wire::{decode, encode};
 
 /// Categories with fewer samples are not judged for length outliers.
@@ -64,7 +65,7 @@ pub struct Bucket {
     pub ids: Vec<(SampleId, u64, bool)>,
     pub prompts: Vec<PromptKey>,
     /// `(band key, row)` of the near-duplicate signatures (`--near-dup`; see
-    /// [`crate::neardup::pairs_of_bands`]).
+    /// [`crate::passes::near_dup::pairs_of_bands`]).
     pub bands: Vec<(u64, u64)>,
 }
 
@@ -108,7 +109,11 @@ impl Bucket {
 
 /// Splits the keys of `records` into `n` buckets (`n` ≥ 1) by hash; with `near`, the band keys of the rows'
 /// near-duplicate signatures too.
-pub fn route(records: &Records, n: usize, near: Option<&crate::neardup::Params>) -> Vec<Bucket> {
+pub fn route(
+    records: &Records,
+    n: usize,
+    near: Option<&crate::passes::near_dup::Params>,
+) -> Vec<Bucket> {
     let n = n.max(1);
     let mut out = vec![Bucket::default(); n];
     for r in &records.rows {
@@ -141,7 +146,7 @@ pub fn route(records: &Records, n: usize, near: Option<&crate::neardup::Params>)
                 });
         }
         if let (Some(p), Some(sig)) = (near, r.sketch.as_deref()) {
-            for key in crate::neardup::band_keys(sig, p) {
+            for key in crate::passes::near_dup::band_keys(sig, p) {
                 out[(key % n as u64) as usize].bands.push((key, r.row));
             }
         }
@@ -323,58 +328,6 @@ pub struct Fences(
     pub BTreeMap<String, u32>,
 );
 
-/// Default share of a category a feature value must hold to be its majority (the samples without it are
-/// flagged), and samples needed to judge. A category where no value of a feature holds that share is split on
-/// it (`category_split`): a warning for the category, no sample flagged.
-pub const CONSISTENCY_MAJORITY: f64 = 0.95;
-pub const CONSISTENCY_MIN_SAMPLES: u64 = 100;
-
-/// How one category's samples divide on one structural feature.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Agreement {
-    /// Fewer samples than the minimum carry the feature, or all agree: nothing to say.
-    Unjudged,
-    /// This value holds at least the majority share; the samples with another value depart from it.
-    Majority(u8),
-    /// No value holds the majority share.
-    Split,
-}
-
-/// How `c`'s samples divide on feature `f`, with the thresholds `(majority in basis points, minimum samples)`
-/// of [`Partial::consistency`] (0: the defaults).
-pub fn agreement(c: &CategoryPartial, f: usize, (bp, min): (u32, u64)) -> Agreement {
-    let share = if bp == 0 {
-        CONSISTENCY_MAJORITY
-    } else {
-        f64::from(bp) / 10_000.0
-    };
-    let min = if min == 0 {
-        CONSISTENCY_MIN_SAMPLES
-    } else {
-        min
-    };
-    let counts: Vec<(u8, u64)> = c
-        .features
-        .range(((f as u16) << 4)..((f as u16 + 1) << 4))
-        .map(|(k, n)| ((k & 0xF) as u8, *n))
-        .filter(|&(v, _)| v != crate::check::features::NA)
-        .collect();
-    let total: u64 = counts.iter().map(|(_, n)| n).sum();
-    let best = counts
-        .iter()
-        .max_by_key(|(v, n)| (*n, std::cmp::Reverse(*v)));
-    match best {
-        Some(&(v, n)) if total >= min && n < total => {
-            if (n as f64) >= share * total as f64 {
-                Agreement::Majority(v)
-            } else {
-                Agreement::Split
-            }
-        }
-        _ => Agreement::Unjudged,
-    }
-}
-
 /// Per category, the packed value of each feature that at least the majority share of its samples share (the
 /// samples the feature applies to, if at least the minimum of them); `NA` elsewhere.
 fn majorities(partial: &Partial) -> BTreeMap<String, u32> {
@@ -485,8 +438,7 @@ fn full_entry(
         departs,
         prompt_of: repeat.and_then(|x| x.prompt_of.cloned().map(Box::new)),
         contamination: None,
-        near_of: None,
-        hidden: None,
+        attached: Vec::new(),
     }
 }
 

@@ -76,12 +76,20 @@ pub struct FlaggedSample {
     /// For `contaminated`: the benchmark item the sample shares n-grams with.
     #[serde(default)]
     pub contamination: Option<Box<crate::flagged::Hit>>,
-    /// For `near_duplicate`: its cluster's representative.
+    /// What corpus-wide passes ([`crate::passes`]) say about it, each under its key in the report's entry,
+    /// in the passes' order.
     #[serde(default)]
-    pub near_of: Option<FirstSeen>,
-    /// For the `hidden_*` codes: its hidden-state file and what was found in it.
-    #[serde(default)]
-    pub hidden: Option<Box<Evidence>>,
+    pub attached: Vec<Attached>,
+}
+
+/// A corpus-wide pass's evidence about a flagged sample: JSON under `key` in the report's entry (e.g.
+/// `near_duplicate_of`), so that neither this module nor the report needs the pass's types.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attached {
+    /// The pass's place in the registry: a sample's entries are kept in this order.
+    pub rank: u16,
+    pub key: String,
+    pub json: String,
 }
 
 impl FlaggedSample {
@@ -109,11 +117,16 @@ impl FlaggedSample {
         if self.contamination.is_none() {
             self.contamination = other.contamination;
         }
-        if self.near_of.is_none() {
-            self.near_of = other.near_of;
+        for a in other.attached {
+            self.attach(a);
         }
-        if self.hidden.is_none() {
-            self.hidden = other.hidden;
+    }
+
+    /// Adds a pass's evidence, unless the sample has evidence under that key already.
+    pub fn attach(&mut self, a: Attached) {
+        if self.attached.iter().all(|b| b.key != a.key) {
+            let at = self.attached.partition_point(|b| b.rank <= a.rank);
+            self.attached.insert(at, a);
         }
     }
 }

@@ -35,7 +35,7 @@ pub struct SampleRecord {
     pub prompt_hash: u64,
     #[serde(default)]
     pub prompt_len: u32,
-    /// With near-duplicate detection: the completion's MinHash signature ([`crate::neardup`]).
+    /// With near-duplicate detection: the completion's MinHash signature ([`crate::passes::near_dup`]).
     #[serde(default)]
     pub sketch: Option<Box<[u32]>>,
 }

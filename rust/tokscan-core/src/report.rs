@@ -190,13 +190,11 @@ pub struct Flagged {
     /// For `contaminated`: the benchmark file and item, the part of the sample, its matching windows.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub contamination: Option<crate::flagged::Hit>,
-    /// For `near_duplicate`: the cluster's representative (kept).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub near_duplicate_of: Option<FirstSeen>,
-    /// For the `hidden_*` codes: the sample's hidden-state file, how it was paired, what was found in it and
-    /// its next-token agreement.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub hidden_states: Option<crate::flagged::Evidence>,
+    /// What corpus-wide passes say about the sample, each under its key: `near_duplicate_of` (the cluster's
+    /// representative, kept), `hidden_states` (its hidden-state file, how it was paired, what was found in it
+    /// and its next-token agreement).
+    #[serde(flatten)]
+    pub attached: Sections,
     /// For `departs_from_category`: per feature, the sample's value and its category's majority.
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub departs: BTreeMap<String, Departure>,
@@ -286,6 +284,71 @@ impl PromptGroups {
     }
 }
 
+/// JSON written by other modules under their keys, in order: the corpus-wide passes' report sections, and
+/// their evidence in a flagged entry. Held as text, so that the report needs none of their types.
+#[derive(Debug, Clone, Default)]
+pub struct Sections(pub Vec<(String, Box<serde_json::value::RawValue>)>);
+
+impl Sections {
+    /// Sections from their keys and JSON text (what [`crate::passes::Findings`] carry).
+    pub fn of(sections: Vec<(String, String)>) -> crate::error::Result<Sections> {
+        sections
+            .into_iter()
+            .map(|(key, json)| {
+                let raw = serde_json::value::RawValue::from_string(json).map_err(|e| {
+                    crate::error::Error::Usage(format!("internal: the {key} section: {e}"))
+                })?;
+                Ok((key, raw))
+            })
+            .collect::<crate::error::Result<_>>()
+            .map(Sections)
+    }
+
+    /// A flagged sample's evidence, in its order.
+    fn attached(attached: Vec<crate::flagged::Attached>) -> Sections {
+        Sections(
+            attached
+                .into_iter()
+                .filter_map(|a| {
+                    let raw = serde_json::value::RawValue::from_string(a.json).ok()?;
+                    Some((a.key, raw))
+                })
+                .collect(),
+        )
+    }
+
+    /// The section under `key`.
+    pub fn get(&self, key: &str) -> Option<&serde_json::value::RawValue> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| &**v)
+    }
+}
+
+impl Serialize for Sections {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Sections {
+    /// The keys a report's struct does not name (flattened: every other key), in key order.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let all = BTreeMap::<String, serde_json::Value>::deserialize(d)?;
+        all.into_iter()
+            .map(|(k, v)| {
+                serde_json::value::to_raw_value(&v)
+                    .map(|raw| (k, raw))
+                    .map_err(serde::de::Error::custom)
+            })
+            .collect::<std::result::Result<_, _>>()
+            .map(Sections)
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     pub schema_version: u32,
@@ -314,16 +377,10 @@ pub struct Report {
     /// With `--contamination`: the benchmark files, and per file the items samples matched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contamination: Option<crate::contamination::ContaminationReport>,
-    /// With near-duplicate detection: its parameters, clusters and per-category rates.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub near_duplicates: Option<crate::neardup::NearDupReport>,
-    /// Loss-bearing token coverage by draft vocabularies, and the mapping built or checked (`--draft-vocab`,
-    /// `tokscan vocab`, `--check-vocab`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub draft_vocab: Option<crate::vocab::DraftVocabReport>,
-    /// With `--hidden-states`: the dump's layout, pairing, shapes, norm convention and next-token agreement.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hidden_states: Option<crate::hidden::check::HiddenReport>,
+    /// The corpus-wide passes' sections ([`crate::passes`]), each under its pass's name, in the registry's
+    /// order: `near_duplicates`, `draft_vocab`, `hidden_states`.
+    #[serde(flatten)]
+    pub sections: Sections,
     /// How the scan ran (absent from version-1 reports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunInfo>,
@@ -555,7 +612,7 @@ fn category_stats(
     consistency: Option<(u32, u64)>,
 ) -> CategoryStats {
     use crate::check::features::FEATURES;
-    use crate::corpus_checks::{agreement, Agreement};
+    use crate::summary::{agreement, Agreement};
     let splits: Vec<String> = consistency
         .map(|t| {
             (0..FEATURES.len())
@@ -688,8 +745,7 @@ fn flagged_entry(
         duplicate_of: f.duplicate_of,
         prompt_of: f.prompt_of.map(|p| *p),
         contamination: f.contamination.map(|h| *h),
-        near_duplicate_of: f.near_of,
-        hidden_states: f.hidden.map(|h| *h),
+        attached: Sections::attached(f.attached),
         sample_id: f.sample_id,
         category: f.category,
     }
@@ -701,22 +757,13 @@ fn flagged_entry(
 #[allow(clippy::too_many_arguments)]
 pub fn build_report(
     mut partial: Partial,
-    corpus_flagged: crate::corpus_checks::Found,
+    corpus_flagged: crate::summary::Found,
     profile: &Profile,
     mut inputs: Vec<InputInfo>,
     policy: &Policy,
     coverage: bool,
-    vocab: Option<&crate::vocab::VocabOptions>,
     corpus_counts: &[(Code, u64)],
 ) -> Report {
-    let draft_vocab = vocab.map(|v| {
-        let counts = partial
-            .categories
-            .iter_mut()
-            .map(|(n, c)| (n.clone(), std::mem::take(&mut c.loss_counts)))
-            .collect();
-        crate::vocab::build(&counts, &partial.first_seen, profile.vocab_size, v)
-    });
     for f in &corpus_flagged.full {
         partial.category(&f.category).add_codes(f.flags);
     }
@@ -746,16 +793,10 @@ pub fn build_report(
         categories.insert(name.clone(), stats);
     }
     let mut overall = category_stats(&all, profile, coverage, None);
-    // Findings of the corpus that no sample carries (a file of a dump that pairs with no sample).
+    // Findings of the corpus that no sample carries (a file of a dump that pairs with no sample, a draft
+    // vocabulary mapping that does not fit the corpus).
     for (c, n) in corpus_counts {
         *overall.anomalies.entry(c.as_str().to_string()).or_default() += n;
-    }
-    if let Some(check) = draft_vocab.as_ref().and_then(|d| d.check.as_ref()) {
-        // One finding for the corpus: the mapping does not fit it.
-        overall.anomalies.insert(
-            Code::DraftVocabStale.as_str().to_string(),
-            u64::from(check.stale()),
-        );
     }
     let anomalies: BTreeMap<String, AnomalySummary> = Code::ALL
         .iter()
@@ -816,9 +857,7 @@ pub fn build_report(
         pairing: Vec::new(),
         prompt_groups: (groups.groups > 0).then_some(groups),
         contamination,
-        near_duplicates: None,
-        draft_vocab,
-        hidden_states: None,
+        sections: Sections::default(),
         run: None,
         not_checked: unchecked,
     }

@@ -13,60 +13,20 @@ use crate::corpus::Corpus;
 use crate::corpus_checks;
 use crate::error::{Error, Result};
 use crate::flagged::{FlagDetail, FlaggedSample, MAX_BOUNDARIES};
-use crate::pairing::{pair_sample, Pairing, PromptShape, RecordEncoder};
+use crate::pairing::{pair_sample, Pairing, PromptShape};
+use crate::passes::{Findings, Finishing};
 use crate::plan::Task;
-use crate::policy::Policy;
 use crate::profile::Profile;
 use crate::records::{Records, SampleRecord};
 use crate::repetition::ngram_coverage;
-use crate::report::{build_report, InputInfo, Report, SkippedInfo};
-use crate::source::{self, with_tokens, Batch, ColumnNames, FromTokens, Source, DEFAULT_CATEGORY};
+use crate::report::{build_report, InputInfo, Report, Sections, SkippedInfo};
+use crate::source::{self, with_tokens, Batch, FromTokens, Source, DEFAULT_CATEGORY};
 use crate::spill::{Held, Spill};
 use crate::summary::Partial;
 use crate::token::{hash_ids, TokenId};
 
-#[derive(Debug, Clone, Default)]
-pub struct ScanOptions {
-    pub columns: ColumnNames,
-    /// Worker threads; 0 means one per core.
-    pub threads: usize,
-    /// Severity overrides, ignores, tolerances and `fail_on`: the report's statuses and verdict.
-    pub policy: Policy,
-    /// Compute each completion's repeated 10-gram coverage (`ngram_coverage` in the report). Off by
-    /// default: it costs ~20 % of a single-thread Parquet scan (benches/README.md).
-    pub ngram_coverage: bool,
-    /// A prompts file for the whole corpus (`--prompts`); by default the prompts files found beside the
-    /// shards pair with them.
-    pub prompts: Vec<std::path::PathBuf>,
-    /// Renders and tokenizes prompt records, so that pairing compares tokens, not only shapes and sizes.
-    pub encoder: Option<std::sync::Arc<dyn RecordEncoder>>,
-    /// A tokenizer directory (and a chat template overriding its own) to load the encoder from, only when
-    /// the corpus has prompts to pair.
-    pub prompt_tokenizer: Option<(std::path::PathBuf, Option<String>)>,
-    /// Benchmark files to look for (`--contamination`); the index is built by each process that scans.
-    pub contamination: Option<crate::contamination::Spec>,
-    /// Near-duplicate completions (`--near-dup`): signatures in the scan, then candidates, confirmation and
-    /// clusters ([`crate::neardup`]).
-    pub near_dup: Option<crate::neardup::Params>,
-    /// Count the loss-bearing tokens for the draft-vocabulary section of the report (coverage, mapping,
-    /// check); `None`: no counting.
-    pub vocab: Option<crate::vocab::VocabOptions>,
-    /// A hidden-state dump made from the corpus, checked against it (`--hidden-states`, [`crate::hidden`]).
-    pub hidden: Option<crate::hidden::check::Options>,
-    /// Full detail (positions, boundaries, lengths, ids) for the first this many flagged samples of each code;
-    /// the others are kept as (row, codes, category) and listed compactly (`flagged_summarized`). 0: no limit.
-    /// The tools' default is [`FLAGGED_DETAIL`].
-    pub flagged_detail: u64,
-    /// What the caller knows of the run (command line, profile source, tokenizer); the scan adds its start,
-    /// duration, engine and threads into the report's `run`.
-    pub run: crate::report::RunInfo,
-}
-
+pub use crate::options::{ScanOptions, FLAGGED_DETAIL};
 pub use crate::progress::Progress;
-
-/// The default of [`ScanOptions::flagged_detail`] in the CLI, the Python API and on Ray (the one place it is
-/// written: the binding exports it as `_core.FLAGGED_DETAIL`).
-pub const FLAGGED_DETAIL: u64 = 1000;
 
 /// Scans `paths` and returns the report.
 pub fn scan(
@@ -127,26 +87,21 @@ fn scan_in_pool(
             Err(why) => note = Some(format!("tokens not compared: {why}")),
         }
     }
-    // Near duplicates keep every sample's signature: parameters whose signatures would not fit the budget are
-    // refused before the scan; what is left bounds the candidate pairs.
-    let near_budget = match &opts.near_dup {
-        Some(p) => p.check_memory(
-            corpus.starts.last().copied().unwrap_or(0),
-            crate::neardup::memory_budget()?,
-        )?,
-        None => 0,
-    };
+    // What a pass could not finish (a memory budget too small for the corpus) is refused before the scan.
+    let passes = opts.passes();
+    for p in &passes {
+        p.check(corpus)?;
+    }
     let mut pairing = Pairing::of(corpus, &opts.prompts, encoder)?;
     if let Some(p) = pairing.as_mut() {
         p.note = note;
     }
-    // Near duplicates and pairing look at every record together; otherwise records past the budget are
-    // spilled to disk (`spill`). The budget is read either way: a bad value is an error in every scan.
+    // Passes that read the records and pairing look at every record together; otherwise records past the
+    // budget are spilled to disk (`spill`). The budget is read either way: a bad value is an error in every
+    // scan.
     let budget = crate::spill::budget()?;
-    let spill = (opts.near_dup.is_none() && pairing.is_none())
-        .then_some(budget)
-        .flatten()
-        .map(Spill::new);
+    let whole = passes.iter().any(|p| p.needs_records()) || pairing.is_some();
+    let spill = (!whole).then_some(budget).flatten().map(Spill::new);
     let (partial, held) = scan_corpus(
         corpus,
         pairing.as_ref(),
@@ -162,30 +117,11 @@ fn scan_in_pool(
         Some(s) if s.spilled() => (s.corpus_checks(&partial, &held)?, Vec::new()),
         _ => {
             let records = Spill::into_memory(held);
-            // Near duplicates and pairing add entries for the same rows later, to the full list.
-            let summarize = opts.near_dup.is_none() && pairing.is_none();
-            (
-                corpus_checks::local(&partial, &records, summarize)?,
-                records,
-            )
+            // Passes that read the records and pairing add entries for the same rows later, to the full
+            // list.
+            (corpus_checks::local(&partial, &records, !whole)?, records)
         }
     };
-    let near = match &opts.near_dup {
-        Some(p) => {
-            let sketches = records
-                .iter()
-                .flat_map(|r| r.rows.iter())
-                .filter_map(|r| r.sketch.as_deref().map(|s| (r.row, s)));
-            let pairs = crate::neardup::candidates(sketches, p, near_budget)?;
-            Some(near_duplicates(corpus, profile, &pairs, &partial, p)?)
-        }
-        None => None,
-    };
-    let hidden = opts
-        .hidden
-        .as_ref()
-        .map(|h| crate::hidden::check::run(corpus, profile, h, progress))
-        .transpose()?;
     let mut report = finish(
         partial,
         corpus_flagged,
@@ -194,8 +130,9 @@ fn scan_in_pool(
         InputInfo::of_corpus(corpus),
         opts,
         pairing.as_ref(),
-        near,
-        hidden,
+        Some(corpus),
+        Vec::new(),
+        progress,
     )?;
     report.skipped = SkippedInfo::of_corpus(corpus, false);
     report.run = Some(crate::report::RunInfo::of(
@@ -209,7 +146,9 @@ fn scan_in_pool(
 }
 
 /// The report of a scanned corpus, from its merged partial, what the corpus-wide checks flagged
-/// ([`corpus_checks::local`] or [`Spill::corpus_checks`]) and, for pairing, its records.
+/// ([`corpus_checks::local`] or [`Spill::corpus_checks`]), for pairing its records, and what the corpus-wide
+/// passes found: those in `done` (a cluster's tasks ran them) as they are, the others finished here, in
+/// parallel, from the partial, the records and the corpus (`None` on a cluster's driver).
 #[allow(clippy::too_many_arguments)]
 pub fn finish(
     partial: Partial,
@@ -219,30 +158,36 @@ pub fn finish(
     inputs: Vec<InputInfo>,
     opts: &ScanOptions,
     pairing: Option<&Pairing>,
-    near: Option<(Vec<FlaggedSample>, crate::neardup::NearDupReport)>,
-    hidden: Option<crate::hidden::check::Outcome>,
+    corpus: Option<&Corpus>,
+    done: Vec<Findings>,
+    progress: &Progress,
 ) -> Result<Report> {
     if partial.n_samples() == 0 {
         return Err(no_samples(&inputs));
     }
-    // Near duplicates and pairing flag rows the other checks may have flagged too: those lists are full.
+    let at = Finishing {
+        profile,
+        partial: &partial,
+        corpus,
+        records,
+        progress,
+    };
+    let found = crate::passes::finish_all(&opts.passes(), &at, done)?;
+    // Passes and pairing flag rows the other checks may have flagged too: those lists are full.
     let full = &mut corpus_flagged.full;
-    let near_report = near.map(|(flagged, r)| {
-        *full = crate::flagged::merge_by_row(std::mem::take(full), flagged);
-        r
-    });
+    let (mut corpus_counts, mut not_checked, mut sections) = (Vec::new(), Vec::new(), Vec::new());
+    for f in found {
+        *full = crate::flagged::merge_by_row(std::mem::take(full), f.flagged);
+        corpus_counts.extend(f.corpus_counts);
+        not_checked.extend(f.not_checked);
+        sections.extend(f.section.map(|s| (f.pass, s)));
+    }
     let mut pairing_reports = Vec::new();
     if let Some(p) = pairing {
         let (flagged, reports) = crate::pairing::resolve(p, records);
         *full = crate::flagged::merge_by_row(std::mem::take(full), flagged);
         pairing_reports = reports;
     }
-    let mut corpus_counts = Vec::new();
-    let hidden_report = hidden.map(|h| {
-        *full = crate::flagged::merge_by_row(std::mem::take(full), h.flagged);
-        corpus_counts = h.corpus_counts;
-        h.report
-    });
     let mut report = build_report(
         partial,
         corpus_flagged,
@@ -250,238 +195,14 @@ pub fn finish(
         inputs,
         &opts.policy,
         opts.ngram_coverage,
-        opts.vocab.as_ref(),
         &corpus_counts,
     );
     report.pairing = pairing_reports;
-    report.near_duplicates = near_report;
-    if let Some(h) = &hidden_report {
-        if h.agreement.is_none() {
-            for c in [Code::HiddenDisagree, Code::HiddenConvention] {
-                report.not_checked.insert(
-                    c.as_str().to_string(),
-                    "needs --target-model DIR".to_string(),
-                );
-            }
-        }
+    report.sections = Sections::of(sections)?;
+    for (c, why) in not_checked {
+        report.not_checked.insert(c.as_str().to_string(), why);
     }
-    report.hidden_states = hidden_report;
     Ok(report)
-}
-
-/// Near-duplicate completions of a scanned corpus, from its candidate pairs (sharing an LSH band: from the
-/// records' signatures locally, from the bucketed band keys on a cluster, [`crate::neardup::pairs_of_bands`]):
-/// the candidate rows are read again and checked as the scan checked them (for their completion, lengths,
-/// category and id), their exact n-gram Jaccard confirms each pair, confirmed pairs make clusters. Returns
-/// the flagged members (all but each cluster's representative) and the report's section. Both engines call
-/// this with the same pairs, so their reports are the same.
-pub fn near_duplicates(
-    corpus: &Corpus,
-    profile: &Profile,
-    pairs: &[(u64, u64)],
-    partial: &Partial,
-    p: &crate::neardup::Params,
-) -> Result<(Vec<FlaggedSample>, crate::neardup::NearDupReport)> {
-    use crate::neardup::{
-        clusters, jaccard, CategoryRate, Cluster, NearDupReport, CLUSTERS_LISTED, CLUSTER_ROWS,
-    };
-    use std::collections::{BTreeMap, BTreeSet};
-    let wanted: BTreeSet<u64> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
-    let rows = candidate_rows(corpus, profile, &wanted, p.n as usize)?;
-    let confirmed: Vec<(u64, u64)> = pairs
-        .par_iter()
-        .filter(|(a, b)| match (rows.get(a), rows.get(b)) {
-            (Some(x), Some(y)) => jaccard(&x.set, &y.set) >= p.threshold,
-            _ => false,
-        })
-        .copied()
-        .collect();
-    let members = clusters(&confirmed);
-    let first_seen = |row: u64| crate::flagged::FirstSeen {
-        row,
-        sample_id: rows[&row].sample_id.clone(),
-    };
-    let mut flagged = Vec::with_capacity(members.len());
-    let mut groups: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-    for (&row, &rep) in &members {
-        groups.entry(rep).or_default().push(row);
-        let r = &rows[&row];
-        flagged.push(FlaggedSample {
-            row,
-            source: r.source,
-            category: r.category.clone(),
-            lengths: r.lengths,
-            flags: Code::NearDuplicate.bit(),
-            content: r.content,
-            sample_id: r.sample_id.clone(),
-            detail: None,
-            duplicate_of: None,
-            departs: (0, 0, 0),
-            prompt_of: None,
-            contamination: None,
-            near_of: Some(first_seen(rep)),
-            hidden: None,
-        });
-    }
-    let mut categories: BTreeMap<String, CategoryRate> = partial
-        .categories
-        .iter()
-        .map(|(name, c)| {
-            let rate = CategoryRate {
-                samples: c.samples,
-                ..CategoryRate::default()
-            };
-            (name.clone(), rate)
-        })
-        .collect();
-    for f in &flagged {
-        if let Some(c) = categories.get_mut(&f.category) {
-            c.near_duplicates += 1;
-        }
-    }
-    for c in categories.values_mut() {
-        c.rate = c.near_duplicates as f64 / c.samples.max(1) as f64;
-    }
-    let mut largest: Vec<Cluster> = groups
-        .iter()
-        .map(|(&rep, members)| Cluster {
-            representative: first_seen(rep),
-            category: rows[&rep].category.clone(),
-            size: members.len() as u64 + 1,
-            members: members.iter().take(CLUSTER_ROWS).copied().collect(),
-        })
-        .collect();
-    largest.sort_by(|a, b| {
-        b.size
-            .cmp(&a.size)
-            .then(a.representative.row.cmp(&b.representative.row))
-    });
-    largest.truncate(CLUSTERS_LISTED);
-    let report = NearDupReport {
-        n: p.n,
-        bands: p.bands,
-        rows: p.rows,
-        threshold: p.threshold,
-        implied_threshold: p.implied_threshold(),
-        recall_at_threshold: p.candidate_probability(p.threshold),
-        candidates: pairs.len() as u64,
-        confirmed: confirmed.len() as u64,
-        clusters: groups.len() as u64,
-        samples: (members.len() + groups.len()) as u64,
-        categories,
-        largest,
-    };
-    Ok((flagged, report))
-}
-
-/// A candidate row read again: what its flagged entry needs, and the sorted n-gram hash set of its
-/// completion.
-struct CandidateRow {
-    source: u32,
-    category: String,
-    sample_id: Option<crate::sample_id::SampleId>,
-    lengths: crate::check::Lengths,
-    content: u64,
-    set: Vec<u64>,
-}
-
-/// [`near_duplicates`] in a cluster task: the corpus the plan was made from (`sources`: [`crate::plan::Plan::sources`],
-/// inputs in an object store staged whole in a temporary directory at the versions the plan listed), never one
-/// discovered again, so that the rows are the ones the pairs name; an error names an object's URL.
-pub fn near_task(
-    sources: &[crate::plan::TaskSource],
-    columns: &source::ColumnNames,
-    profile: &Profile,
-    pairs: &[(u64, u64)],
-    partial: &Partial,
-    p: &crate::neardup::Params,
-) -> Result<(Vec<FlaggedSample>, crate::neardup::NearDupReport)> {
-    let staging = tempfile::Builder::new()
-        .prefix("tokscan-near-")
-        .tempdir()
-        .map_err(|e| Error::io(&std::env::temp_dir(), e))?;
-    let (corpus, places) = crate::plan::open_planned(sources, columns, staging.path())?;
-    near_duplicates(&corpus, profile, pairs, partial, p)
-        .map_err(|e| crate::remote::named_by_url(e, &places))
-}
-
-/// The hidden-state checks of a cluster scan, in one task: the corpus is opened from the tasks' sources as
-/// every task opens it (so its rows are the scan's), the dump read from `opts.dir` on the task's node.
-pub fn hidden_task(
-    sources: &[crate::plan::TaskSource],
-    columns: &source::ColumnNames,
-    profile: &Profile,
-    opts: &crate::hidden::check::Options,
-) -> Result<crate::hidden::check::Outcome> {
-    let staging = tempfile::Builder::new()
-        .prefix("tokscan-hidden-")
-        .tempdir()
-        .map_err(|e| Error::io(&std::env::temp_dir(), e))?;
-    let (corpus, places) = crate::plan::open_planned(sources, columns, staging.path())?;
-    crate::hidden::check::run(&corpus, profile, opts, &Progress::default())
-        .map_err(|e| crate::remote::named_by_url(e, &places))
-}
-
-/// The candidate `rows`, read from the units that hold them (each unit's span from its first to its last
-/// candidate, in parallel) through the corpus reader, and checked with the profile for the completion.
-fn candidate_rows(
-    corpus: &Corpus,
-    profile: &Profile,
-    rows: &std::collections::BTreeSet<u64>,
-    n: usize,
-) -> Result<std::collections::HashMap<u64, CandidateRow>> {
-    let spans: Vec<&[source::UnitSpan]> = corpus.sources.iter().map(|s| s.units()).collect();
-    let ranges: Vec<(u64, u64)> = corpus
-        .units()
-        .into_iter()
-        .filter_map(|u| {
-            let end = u.base_row + spans[u.source][u.index].rows;
-            let mut inside = rows.range(u.base_row..end);
-            let first = *inside.next()?;
-            let last = inside.next_back().copied().unwrap_or(first);
-            Some((first, last + 1))
-        })
-        .collect();
-    let parts: Vec<Result<Vec<(u64, CandidateRow)>>> = ranges
-        .par_iter()
-        .map(|&(start, end)| {
-            let mut scratch = Scratch::default();
-            let mut counts = vec![0u64; profile.specials.len()];
-            let mut out = Vec::new();
-            for s in corpus.samples(start, end)? {
-                if !rows.contains(&s.row) {
-                    continue;
-                }
-                let mask = s.mask.as_deref().map(crate::token::MaskSlice::U8);
-                let facts = check_sample(
-                    profile,
-                    &s.ids,
-                    s.prompt_len,
-                    mask,
-                    &mut scratch,
-                    &mut counts,
-                );
-                let (cs, ce) = (facts.completion.0 as usize, facts.completion.1 as usize);
-                let ce = ce.min(s.ids.len());
-                let set = crate::neardup::ngram_set(&s.ids[cs.min(ce)..ce], n);
-                let row = CandidateRow {
-                    source: s.source as u32,
-                    category: s.category,
-                    sample_id: s.sample_id,
-                    lengths: facts.lengths,
-                    content: crate::token::content_key(&s.ids),
-                    set,
-                };
-                out.push((s.row, row));
-            }
-            Ok(out)
-        })
-        .collect();
-    let mut all = std::collections::HashMap::with_capacity(rows.len());
-    for p in parts {
-        all.extend(p?);
-    }
-    Ok(all)
 }
 
 /// The usage error for a corpus with no sample.
@@ -762,7 +483,7 @@ struct UnitCtx<'a> {
     shape: PromptShape,
     contamination: Option<&'a crate::contamination::Contamination>,
     ids: Vec<u32>,
-    near_dup: Option<crate::neardup::Params>,
+    near_dup: Option<crate::passes::near_dup::Params>,
 }
 
 /// Test-only switch: with this variable set, every work unit panics, so tests can prove that a panic on a
@@ -966,7 +687,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
             sketch: ctx
                 .near_dup
                 .as_ref()
-                .and_then(|p| crate::neardup::signature(&seq[cs..ce.max(cs)], p)),
+                .and_then(|p| crate::passes::near_dup::signature(&seq[cs..ce.max(cs)], p)),
         });
         if facts.flags != 0 {
             let boundaries = ctx
@@ -995,8 +716,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                 departs: (0, 0, 0),
                 prompt_of: None,
                 contamination: hit.map(|(_, h)| Box::new(h)),
-                near_of: None,
-                hidden: None,
+                attached: Vec::new(),
             });
         }
     }

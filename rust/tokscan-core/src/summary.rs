@@ -494,6 +494,58 @@ fn merge_summarized(a: Vec<Summarized>, b: Vec<Summarized>) -> Vec<Summarized> {
     merge_sorted(a, b, |x| x.row, |x, y| x.flags |= y.flags)
 }
 
+/// Default share of a category a feature value must hold to be its majority (the samples without it are
+/// flagged), and samples needed to judge. A category where no value of a feature holds that share is split on
+/// it (`category_split`): a warning for the category, no sample flagged.
+pub const CONSISTENCY_MAJORITY: f64 = 0.95;
+pub const CONSISTENCY_MIN_SAMPLES: u64 = 100;
+
+/// How one category's samples divide on one structural feature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agreement {
+    /// Fewer samples than the minimum carry the feature, or all agree: nothing to say.
+    Unjudged,
+    /// This value holds at least the majority share; the samples with another value depart from it.
+    Majority(u8),
+    /// No value holds the majority share.
+    Split,
+}
+
+/// How `c`'s samples divide on feature `f`, with the thresholds `(majority in basis points, minimum samples)`
+/// of [`Partial::consistency`] (0: the defaults).
+pub fn agreement(c: &CategoryPartial, f: usize, (bp, min): (u32, u64)) -> Agreement {
+    let share = if bp == 0 {
+        CONSISTENCY_MAJORITY
+    } else {
+        f64::from(bp) / 10_000.0
+    };
+    let min = if min == 0 {
+        CONSISTENCY_MIN_SAMPLES
+    } else {
+        min
+    };
+    let counts: Vec<(u8, u64)> = c
+        .features
+        .range(((f as u16) << 4)..((f as u16 + 1) << 4))
+        .map(|(k, n)| ((k & 0xF) as u8, *n))
+        .filter(|&(v, _)| v != crate::check::features::NA)
+        .collect();
+    let total: u64 = counts.iter().map(|(_, n)| n).sum();
+    let best = counts
+        .iter()
+        .max_by_key(|(v, n)| (*n, std::cmp::Reverse(*v)));
+    match best {
+        Some(&(v, n)) if total >= min && n < total => {
+            if (n as f64) >= share * total as f64 {
+                Agreement::Majority(v)
+            } else {
+                Agreement::Split
+            }
+        }
+        _ => Agreement::Unjudged,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -556,8 +608,7 @@ mod tests {
                     departs: (0, 0, 0),
                     prompt_of: None,
                     contamination: None,
-                    near_of: None,
-                    hidden: None,
+                    attached: Vec::new(),
                 });
             }
             let e = p.inputs.entry(c as u32 % 2).or_default();
@@ -635,8 +686,7 @@ mod tests {
             departs: (0, 0, 0),
             prompt_of: None,
             contamination: None,
-            near_of: None,
-            hidden: None,
+            attached: Vec::new(),
         }
     }
 

@@ -336,6 +336,55 @@ pub fn content_digest(rows: impl Iterator<Item = (u64, u64)>) -> u64 {
     })
 }
 
+/// The seed of the token mixes (the golden ratio).
+pub(crate) const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// A 64-bit finalizer (MurmurHash3's `fmix64`).
+pub(crate) fn fmix(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// A token's 64-bit mix.
+#[inline]
+fn token_mix<T: TokenId>(t: T) -> u64 {
+    fmix(u64::from(t.id()) ^ MIX)
+}
+
+/// The 64-bit hash of each n-gram of `ids`, in order: a cyclic-polynomial rolling hash (buzhash: the XOR of
+/// each token's mix rotated by its distance from the window's end) finished by `fmix`, so a window costs two
+/// token mixes and a rotation whatever `n`, and no window waits on a chain of `n` multiplies. Rotations wrap at
+/// 64, where equal tokens 64 apart would cancel, so n-grams longer than 64 are hashed window by window.
+pub fn ngram_hashes<T: TokenId>(ids: &[T], n: usize) -> impl Iterator<Item = u64> + '_ {
+    let n = n.max(1);
+    let windows = (ids.len() + 1).saturating_sub(n);
+    let rolling = n <= 64;
+    let mut h = 0u64;
+    if rolling && windows > 0 {
+        for &t in &ids[..n - 1] {
+            h = h.rotate_left(1) ^ token_mix(t);
+        }
+    }
+    (0..windows).map(move |i| {
+        if rolling {
+            h = h.rotate_left(1) ^ token_mix(ids[i + n - 1]);
+            if i > 0 {
+                h ^= token_mix(ids[i - 1]).rotate_left(n as u32);
+            }
+            fmix(h ^ n as u64)
+        } else {
+            let w = &ids[i..i + n];
+            fmix(
+                w.iter()
+                    .fold(n as u64, |h, &t| h.rotate_left(1) ^ token_mix(t)),
+            )
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

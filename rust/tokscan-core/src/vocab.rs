@@ -780,7 +780,7 @@ fn share(part: u64, whole: u64) -> f64 {
 
 /// Builds the `draft_vocab` section from the merged counts per category and first-seen keys.
 pub fn build(
-    categories: &BTreeMap<String, IdCounts>,
+    categories: &BTreeMap<String, impl std::borrow::Borrow<IdCounts>>,
     first: &[u64],
     vocab_size: u32,
     opts: &VocabOptions,
@@ -788,7 +788,7 @@ pub fn build(
     let v = vocab_size as usize;
     let mut all = vec![0u64; v];
     for c in categories.values() {
-        for (i, n) in c.each() {
+        for (i, n) in c.borrow().each() {
             if let Some(a) = all.get_mut(i) {
                 *a += n;
             }
@@ -841,7 +841,7 @@ pub fn build(
     DraftVocabReport {
         categories: categories
             .iter()
-            .map(|(name, c)| (name.clone(), cov(&mut c.each())))
+            .map(|(name, c)| (name.clone(), cov(&mut c.borrow().each())))
             .collect(),
         overall,
         top_ids: order

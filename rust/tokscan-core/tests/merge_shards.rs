@@ -14,7 +14,7 @@ use tokscan_core::corpus_checks::{
 };
 use tokscan_core::plan::{plan, Task};
 use tokscan_core::records::Records;
-use tokscan_core::report::{build_report, Report};
+use tokscan_core::report::Report;
 use tokscan_core::scan::{scan, scan_task};
 use tokscan_core::summary::Partial;
 use tokscan_core::{Profile, Progress, ScanOptions};
@@ -176,16 +176,21 @@ fn scan_distributed(
         let found = resolve_units(&resolution, 1, |_| Ok(&records), &repeats).unwrap();
         corpus.merge(Found::from_bytes(&found.to_bytes()).unwrap());
     }
-    json(&build_report(
+    // The cluster driver's last step: the local scan's `finish`, with no corpus and no records.
+    let report = tokscan_core::scan::finish(
         partial,
         corpus,
+        &[],
         &profile,
         p.inputs,
-        &o.policy,
-        true,
-        o.vocab.as_ref(),
-        &[],
-    ))
+        &o,
+        None,
+        None,
+        Vec::new(),
+        &Progress::default(),
+    )
+    .unwrap();
+    json(&report)
 }
 
 /// Tasks of copies past the detail limit: each resolve task summarizes what is past the limit from its own

@@ -203,16 +203,17 @@ pub fn near_pairs<'py>(py: Python<'py>, buckets: Vec<Vec<u8>>) -> PyResult<Bound
         for b in &buckets {
             keys.extend(Bucket::from_bytes(b)?.bands);
         }
-        Ok(tokscan_core::neardup::pairs_to_bytes(
-            &tokscan_core::neardup::pairs_of_bands(keys),
+        Ok(tokscan_core::passes::near_dup::pairs_to_bytes(
+            &tokscan_core::passes::near_dup::pairs_of_bands(keys),
         ))
     })?;
     Ok(bytes(py, &out))
 }
 
-/// Near-duplicate clusters from every bucket's candidate pairs: the core's [`tokscan_core::scan::near_duplicates`]
-/// (the candidate rows read again from the plan's `sources`, confirmed by exact Jaccard), with the merged partial for the
-/// per-category rates. Returns the flagged members and the report's section as bytes for `finish_report`.
+/// Near-duplicate clusters from every bucket's candidate pairs: the core's near-duplicate pass
+/// ([`tokscan_core::passes::near_dup::task`]: the candidate rows read again from the plan's `sources`, confirmed
+/// by exact Jaccard), with the merged partial for the per-category rates. Returns the pass's findings as bytes
+/// for `finish_report`.
 #[pyfunction]
 #[pyo3(signature = (sources, profile, pairs, partial, near_dup, columns=None, threads=0))]
 #[allow(clippy::too_many_arguments)]
@@ -235,21 +236,21 @@ pub fn near_duplicates<'py>(
         let sources = plan::sources_from_bytes(&sources)?;
         let mut all = Vec::new();
         for b in &pairs {
-            all.extend(tokscan_core::neardup::pairs_from_bytes(b)?);
+            all.extend(tokscan_core::passes::near_dup::pairs_from_bytes(b)?);
         }
         all.sort_unstable();
         all.dedup();
         let partial = Partial::from_bytes(&partial)?;
         let found = tokscan_core::scan::with_pool(threads, || {
-            tokscan_core::scan::near_task(&sources, &columns, &profile, &all, &partial, &p)
+            tokscan_core::passes::near_dup::task(&sources, &columns, &profile, &all, &partial, &p)
         })?;
-        Ok(tokscan_core::neardup::found_to_bytes(&found))
+        Ok(found.to_bytes())
     })?;
     Ok(bytes(py, &out))
 }
 
-/// The hidden-state checks of a cluster scan (`--hidden-states`), run by one task: the serialized
-/// [`tokscan_core::hidden::check::Outcome`] the driver's `finish_report` takes.
+/// The hidden-state checks of a cluster scan (`--hidden-states`), run by one task: the pass's serialized
+/// [`tokscan_core::passes::Findings`] the driver's `finish_report` takes.
 #[pyfunction]
 #[pyo3(signature = (sources, profile, hidden, columns=None, threads=0))]
 pub fn hidden_states_task<'py>(
@@ -266,7 +267,7 @@ pub fn hidden_states_task<'py>(
     let out = detached(py, move || {
         let sources = plan::sources_from_bytes(&sources)?;
         let found = tokscan_core::scan::with_pool(threads, || {
-            tokscan_core::scan::hidden_task(&sources, &columns, &profile, &opts)
+            tokscan_core::passes::hidden_states::task(&sources, &columns, &profile, &opts)
         })?;
         Ok(found.to_bytes())
     })?;
@@ -313,10 +314,11 @@ pub fn resolve_flagged<'py>(
     Ok(bytes(py, &out))
 }
 
-/// The report (JSON) of a corpus scanned in tasks: the merged partial, every task's resolved samples, and the
-/// plan's inputs.
+/// The report (JSON) of a corpus scanned in tasks: the merged partial, every task's resolved samples, the
+/// plan's inputs, and the findings of the corpus-wide passes tasks ran (`passes`; the driver finishes the
+/// others).
 #[pyfunction]
-#[pyo3(signature = (partial, flagged, profile, inputs, options=None, run=None, near=None, hidden=None))]
+#[pyo3(signature = (partial, flagged, profile, inputs, options=None, run=None, passes=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 pub fn finish_report(
     py: Python<'_>,
@@ -326,8 +328,7 @@ pub fn finish_report(
     inputs: &str,
     options: Option<&Bound<'_, PyDict>>,
     run: Option<&str>,
-    near: Option<Vec<u8>>,
-    hidden: Option<Vec<u8>>,
+    passes: Vec<Vec<u8>>,
 ) -> PyResult<String> {
     let scan = crate::options::scan_options(options).map_err(|e| to_py(py, e))?;
     /// How the driver ran the cluster scan: `started` in seconds since the Unix epoch.
@@ -367,14 +368,10 @@ pub fn finish_report(
         for f in &flagged {
             corpus.merge(Found::from_bytes(f)?);
         }
-        let near = match &near {
-            Some(b) => Some(tokscan_core::neardup::found_from_bytes(b)?),
-            None => None,
-        };
-        let hidden = match &hidden {
-            Some(b) => Some(tokscan_core::hidden::check::Outcome::from_bytes(b)?),
-            None => None,
-        };
+        let done = passes
+            .iter()
+            .map(|b| tokscan_core::passes::Findings::from_bytes(b))
+            .collect::<tokscan_core::Result<Vec<_>>>()?;
         // The local scan's last step, with what the tasks found.
         let mut report = tokscan_core::scan::finish(
             partial,
@@ -384,8 +381,9 @@ pub fn finish_report(
             inputs,
             &scan,
             None,
-            near,
-            hidden,
+            None,
+            done,
+            &Progress::default(),
         )?;
         report.skipped = skipped;
         report.run = run;

@@ -110,11 +110,11 @@ pub(crate) type NearDupArgs = (u32, u32, u32, f64);
 
 pub(crate) fn near_params(
     a: Option<NearDupArgs>,
-) -> tokscan_core::Result<Option<tokscan_core::neardup::Params>> {
+) -> tokscan_core::Result<Option<tokscan_core::passes::near_dup::Params>> {
     let Some((n, bands, rows, threshold)) = a else {
         return Ok(None);
     };
-    let p = tokscan_core::neardup::Params {
+    let p = tokscan_core::passes::near_dup::Params {
         n,
         bands,
         rows,

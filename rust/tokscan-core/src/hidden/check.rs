@@ -166,11 +166,11 @@ pub struct CategoryAgreement {
     pub quantiles: [f64; 3],
 }
 
-/// What the checks found: flagged samples (sorted by row), counts of findings no sample carries, and the
-/// report section.
-#[derive(Debug, Default, Serialize, Deserialize)]
+/// What the checks found: flagged samples (sorted by row) with the evidence about each one's file, counts of
+/// findings no sample carries, and the report section.
+#[derive(Debug, Default)]
 pub struct Outcome {
-    pub flagged: Vec<FlaggedSample>,
+    pub flagged: Vec<(FlaggedSample, Evidence)>,
     pub corpus_counts: Vec<(Code, u64)>,
     pub report: HiddenReport,
 }
@@ -983,8 +983,7 @@ fn flagged_sample(s: &SampleData, facts: &crate::check::SampleFacts) -> FlaggedS
         departs: (0, 0, 0),
         prompt_of: None,
         contamination: None,
-        near_of: None,
-        hidden: None,
+        attached: Vec::new(),
     }
 }
 
@@ -1359,25 +1358,13 @@ pub fn run(
             .keys()
             .filter_map(|k| Code::parse(k))
             .fold(0, |m, c| m | c.bit());
-        r.sample.hidden = Some(Box::new(r.evidence));
-        flagged.push(r.sample);
+        flagged.push((r.sample, r.evidence));
     }
     Ok(Outcome {
         flagged,
         corpus_counts,
         report,
     })
-}
-
-impl Outcome {
-    /// Serialized for another process (a cluster task's result).
-    pub fn to_bytes(&self) -> Vec<u8> {
-        crate::wire::encode(self)
-    }
-
-    pub fn from_bytes(b: &[u8]) -> Result<Outcome> {
-        crate::wire::decode(b, "hidden-state findings")
-    }
 }
 
 /// Completion positions `show` checks for agreement on one sample.

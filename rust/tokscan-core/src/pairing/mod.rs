@@ -931,8 +931,7 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
                     departs: (0, 0, 0),
                     prompt_of: None,
                     contamination: None,
-                    near_of: None,
-                    hidden: None,
+                    attached: Vec::new(),
                 });
             }
         }

@@ -18,12 +18,21 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use rayon::slice::ParallelSliceMut;
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use crate::flagged::FirstSeen;
-use crate::token::TokenId;
+use rayon::prelude::*;
+
+use super::{Findings, Finishing, Pass};
+use crate::anomaly::Code;
+use crate::check::{check_sample, Scratch};
+use crate::corpus::Corpus;
+use crate::error::Result;
+use crate::flagged::{FirstSeen, FlaggedSample};
+use crate::profile::Profile;
+use crate::source::{ColumnNames, UnitSpan};
+use crate::summary::Partial;
+use crate::token::{fmix, ngram_hashes, TokenId, MIX};
 
 /// Near-duplicate parameters (`--near-dup`, `--near-dup-n`, `--near-dup-bands`, `--near-dup-rows`,
 /// `--near-dup-threshold`).
@@ -132,53 +141,6 @@ impl Params {
             )))
         }
     }
-}
-
-const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
-
-fn fmix(mut h: u64) -> u64 {
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^ (h >> 33)
-}
-
-/// A token's 64-bit mix.
-#[inline]
-fn token_mix<T: TokenId>(t: T) -> u64 {
-    fmix(u64::from(t.id()) ^ MIX)
-}
-
-/// The 64-bit hash of each n-gram of `ids`, in order: a cyclic-polynomial rolling hash (buzhash: the XOR of
-/// each token's mix rotated by its distance from the window's end) finished by `fmix`, so a window costs two
-/// token mixes and a rotation whatever `n`, and no window waits on a chain of `n` multiplies. Rotations wrap at
-/// 64, where equal tokens 64 apart would cancel, so n-grams longer than 64 are hashed window by window.
-pub fn ngram_hashes<T: TokenId>(ids: &[T], n: usize) -> impl Iterator<Item = u64> + '_ {
-    let n = n.max(1);
-    let windows = (ids.len() + 1).saturating_sub(n);
-    let rolling = n <= 64;
-    let mut h = 0u64;
-    if rolling && windows > 0 {
-        for &t in &ids[..n - 1] {
-            h = h.rotate_left(1) ^ token_mix(t);
-        }
-    }
-    (0..windows).map(move |i| {
-        if rolling {
-            h = h.rotate_left(1) ^ token_mix(ids[i + n - 1]);
-            if i > 0 {
-                h ^= token_mix(ids[i - 1]).rotate_left(n as u32);
-            }
-            fmix(h ^ n as u64)
-        } else {
-            let w = &ids[i..i + n];
-            fmix(
-                w.iter()
-                    .fold(n as u64, |h, &t| h.rotate_left(1) ^ token_mix(t)),
-            )
-        }
-    })
 }
 
 /// The signature of a completion, `None` when it has fewer than `n` tokens.
@@ -443,17 +405,6 @@ pub fn pairs_from_bytes(b: &[u8]) -> crate::error::Result<Vec<(u64, u64)>> {
     crate::wire::decode(b, "near-duplicate candidates")
 }
 
-/// What [`crate::scan::near_duplicates`] found: the flagged members and the report's section.
-pub type Found = (Vec<crate::flagged::FlaggedSample>, NearDupReport);
-
-pub fn found_to_bytes(found: &Found) -> Vec<u8> {
-    crate::wire::encode(found)
-}
-
-pub fn found_from_bytes(b: &[u8]) -> crate::error::Result<Found> {
-    crate::wire::decode(b, "near-duplicate findings")
-}
-
 /// One cluster of near-duplicate completions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Cluster {
@@ -539,6 +490,248 @@ pub fn clusters(pairs: &[(u64, u64)]) -> BTreeMap<u64, u64> {
         }
     }
     out
+}
+
+/// The report section's key.
+pub const NAME: &str = "near_duplicates";
+/// The pass's place in the registry ([`crate::options`]).
+pub const RANK: u16 = 0;
+
+/// The near-duplicate pass (`--near-dup`): signatures in the scan ([`signature`], kept in the records),
+/// then candidates, confirmation and clusters when it finishes.
+pub struct NearDup {
+    pub params: Params,
+}
+
+impl Pass for NearDup {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    /// Parameters whose signatures would not fit the budget are refused before the scan.
+    fn check(&self, corpus: &Corpus) -> Result<()> {
+        self.budget(corpus).map(|_| ())
+    }
+
+    fn needs_records(&self) -> bool {
+        true
+    }
+
+    fn reads_corpus(&self) -> bool {
+        true
+    }
+
+    fn finish(&self, at: &Finishing<'_>) -> Result<Findings> {
+        let corpus = at.corpus(NAME)?;
+        let sketches = at
+            .records
+            .iter()
+            .flat_map(|r| r.rows.iter())
+            .filter_map(|r| r.sketch.as_deref().map(|s| (r.row, s)));
+        let pairs = candidates(sketches, &self.params, self.budget(corpus)?)?;
+        near_duplicates(corpus, at.profile, &pairs, at.partial, &self.params)
+    }
+}
+
+impl NearDup {
+    /// What is left of the memory budget for candidate pairs once every sample's signature is kept.
+    fn budget(&self, corpus: &Corpus) -> Result<u64> {
+        let rows = corpus.starts.last().copied().unwrap_or(0);
+        self.params.check_memory(rows, memory_budget()?)
+    }
+}
+
+/// Near-duplicate completions of a scanned corpus, from its candidate pairs (sharing an LSH band: from the
+/// records' signatures locally, from the bucketed band keys on a cluster, [`pairs_of_bands`]):
+/// the candidate rows are read again and checked as the scan checked them (for their completion, lengths,
+/// category and id), their exact n-gram Jaccard confirms each pair, confirmed pairs make clusters. Returns
+/// the flagged members (all but each cluster's representative) and the report's section. Both engines call
+/// this with the same pairs, so their reports are the same.
+pub fn near_duplicates(
+    corpus: &Corpus,
+    profile: &Profile,
+    pairs: &[(u64, u64)],
+    partial: &Partial,
+    p: &Params,
+) -> Result<Findings> {
+    use std::collections::BTreeSet;
+    let wanted: BTreeSet<u64> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+    let rows = candidate_rows(corpus, profile, &wanted, p.n as usize)?;
+    let confirmed: Vec<(u64, u64)> = pairs
+        .par_iter()
+        .filter(|(a, b)| match (rows.get(a), rows.get(b)) {
+            (Some(x), Some(y)) => jaccard(&x.set, &y.set) >= p.threshold,
+            _ => false,
+        })
+        .copied()
+        .collect();
+    let members = clusters(&confirmed);
+    let first_seen = |row: u64| crate::flagged::FirstSeen {
+        row,
+        sample_id: rows[&row].sample_id.clone(),
+    };
+    let mut flagged = Vec::with_capacity(members.len());
+    let mut groups: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for (&row, &rep) in &members {
+        groups.entry(rep).or_default().push(row);
+        let r = &rows[&row];
+        flagged.push(FlaggedSample {
+            row,
+            source: r.source,
+            category: r.category.clone(),
+            lengths: r.lengths,
+            flags: Code::NearDuplicate.bit(),
+            content: r.content,
+            sample_id: r.sample_id.clone(),
+            detail: None,
+            duplicate_of: None,
+            departs: (0, 0, 0),
+            prompt_of: None,
+            contamination: None,
+            attached: Vec::new(),
+        });
+        let f = flagged.last_mut().expect("just pushed");
+        crate::passes::attach(f, RANK, "near_duplicate_of", &first_seen(rep));
+    }
+    let mut categories: BTreeMap<String, CategoryRate> = partial
+        .categories
+        .iter()
+        .map(|(name, c)| {
+            let rate = CategoryRate {
+                samples: c.samples,
+                ..CategoryRate::default()
+            };
+            (name.clone(), rate)
+        })
+        .collect();
+    for f in &flagged {
+        if let Some(c) = categories.get_mut(&f.category) {
+            c.near_duplicates += 1;
+        }
+    }
+    for c in categories.values_mut() {
+        c.rate = c.near_duplicates as f64 / c.samples.max(1) as f64;
+    }
+    let mut largest: Vec<Cluster> = groups
+        .iter()
+        .map(|(&rep, members)| Cluster {
+            representative: first_seen(rep),
+            category: rows[&rep].category.clone(),
+            size: members.len() as u64 + 1,
+            members: members.iter().take(CLUSTER_ROWS).copied().collect(),
+        })
+        .collect();
+    largest.sort_by(|a, b| {
+        b.size
+            .cmp(&a.size)
+            .then(a.representative.row.cmp(&b.representative.row))
+    });
+    largest.truncate(CLUSTERS_LISTED);
+    let report = NearDupReport {
+        n: p.n,
+        bands: p.bands,
+        rows: p.rows,
+        threshold: p.threshold,
+        implied_threshold: p.implied_threshold(),
+        recall_at_threshold: p.candidate_probability(p.threshold),
+        candidates: pairs.len() as u64,
+        confirmed: confirmed.len() as u64,
+        clusters: groups.len() as u64,
+        samples: (members.len() + groups.len()) as u64,
+        categories,
+        largest,
+    };
+    let mut found = Findings::new(NAME, Some(&report));
+    found.flagged = flagged;
+    Ok(found)
+}
+
+/// A candidate row read again: what its flagged entry needs, and the sorted n-gram hash set of its
+/// completion.
+struct CandidateRow {
+    source: u32,
+    category: String,
+    sample_id: Option<crate::sample_id::SampleId>,
+    lengths: crate::check::Lengths,
+    content: u64,
+    set: Vec<u64>,
+}
+
+/// [`near_duplicates`] in a cluster task: the corpus the plan was made from ([`crate::passes::in_task`]), so
+/// that the rows are the ones the pairs name.
+pub fn task(
+    sources: &[crate::plan::TaskSource],
+    columns: &ColumnNames,
+    profile: &Profile,
+    pairs: &[(u64, u64)],
+    partial: &Partial,
+    p: &Params,
+) -> Result<Findings> {
+    crate::passes::in_task(sources, columns, |corpus| {
+        near_duplicates(corpus, profile, pairs, partial, p)
+    })
+}
+
+/// The candidate `rows`, read from the units that hold them (each unit's span from its first to its last
+/// candidate, in parallel) through the corpus reader, and checked with the profile for the completion.
+fn candidate_rows(
+    corpus: &Corpus,
+    profile: &Profile,
+    rows: &std::collections::BTreeSet<u64>,
+    n: usize,
+) -> Result<std::collections::HashMap<u64, CandidateRow>> {
+    let spans: Vec<&[UnitSpan]> = corpus.sources.iter().map(|s| s.units()).collect();
+    let ranges: Vec<(u64, u64)> = corpus
+        .units()
+        .into_iter()
+        .filter_map(|u| {
+            let end = u.base_row + spans[u.source][u.index].rows;
+            let mut inside = rows.range(u.base_row..end);
+            let first = *inside.next()?;
+            let last = inside.next_back().copied().unwrap_or(first);
+            Some((first, last + 1))
+        })
+        .collect();
+    let parts: Vec<Result<Vec<(u64, CandidateRow)>>> = ranges
+        .par_iter()
+        .map(|&(start, end)| {
+            let mut scratch = Scratch::default();
+            let mut counts = vec![0u64; profile.specials.len()];
+            let mut out = Vec::new();
+            for s in corpus.samples(start, end)? {
+                if !rows.contains(&s.row) {
+                    continue;
+                }
+                let mask = s.mask.as_deref().map(crate::token::MaskSlice::U8);
+                let facts = check_sample(
+                    profile,
+                    &s.ids,
+                    s.prompt_len,
+                    mask,
+                    &mut scratch,
+                    &mut counts,
+                );
+                let (cs, ce) = (facts.completion.0 as usize, facts.completion.1 as usize);
+                let ce = ce.min(s.ids.len());
+                let set = ngram_set(&s.ids[cs.min(ce)..ce], n);
+                let row = CandidateRow {
+                    source: s.source as u32,
+                    category: s.category,
+                    sample_id: s.sample_id,
+                    lengths: facts.lengths,
+                    content: crate::token::content_key(&s.ids),
+                    set,
+                };
+                out.push((s.row, row));
+            }
+            Ok(out)
+        })
+        .collect();
+    let mut all = std::collections::HashMap::with_capacity(rows.len());
+    for p in parts {
+        all.extend(p?);
+    }
+    Ok(all)
 }
 
 #[cfg(test)]

@@ -1,0 +1,97 @@
+//! What a scan is asked to do: the options of the scan and of each corpus-wide pass, and the registry of the
+//! passes ([`ScanOptions::passes`]).
+
+use std::path::PathBuf;
+
+use crate::pairing::RecordEncoder;
+use crate::passes::draft_vocab::DraftVocab;
+use crate::passes::hidden_states::HiddenStates;
+use crate::passes::near_dup::NearDup;
+use crate::passes::Pass;
+use crate::policy::Policy;
+use crate::source::ColumnNames;
+
+#[derive(Debug, Clone, Default)]
+pub struct ScanOptions {
+    pub columns: ColumnNames,
+    /// Worker threads; 0 means one per core.
+    pub threads: usize,
+    /// Severity overrides, ignores, tolerances and `fail_on`: the report's statuses and verdict.
+    pub policy: Policy,
+    /// Compute each completion's repeated 10-gram coverage (`ngram_coverage` in the report). Off by
+    /// default: it costs ~20 % of a single-thread Parquet scan (benches/README.md).
+    pub ngram_coverage: bool,
+    /// A prompts file for the whole corpus (`--prompts`); by default the prompts files found beside the
+    /// shards pair with them.
+    pub prompts: Vec<PathBuf>,
+    /// Renders and tokenizes prompt records, so that pairing compares tokens, not only shapes and sizes.
+    pub encoder: Option<std::sync::Arc<dyn RecordEncoder>>,
+    /// A tokenizer directory (and a chat template overriding its own) to load the encoder from, only when
+    /// the corpus has prompts to pair.
+    pub prompt_tokenizer: Option<(PathBuf, Option<String>)>,
+    /// Benchmark files to look for (`--contamination`); the index is built by each process that scans.
+    pub contamination: Option<crate::contamination::Spec>,
+    /// Near-duplicate completions (`--near-dup`): signatures in the scan, then candidates, confirmation and
+    /// clusters ([`crate::passes::near_dup`]).
+    pub near_dup: Option<crate::passes::near_dup::Params>,
+    /// Count the loss-bearing tokens for the draft-vocabulary section of the report (coverage, mapping,
+    /// check); `None`: no counting.
+    pub vocab: Option<crate::vocab::VocabOptions>,
+    /// A hidden-state dump made from the corpus, checked against it (`--hidden-states`, [`crate::hidden`]).
+    pub hidden: Option<crate::hidden::check::Options>,
+    /// Full detail (positions, boundaries, lengths, ids) for the first this many flagged samples of each code;
+    /// the others are kept as (row, codes, category) and listed compactly (`flagged_summarized`). 0: no limit.
+    /// The tools' default is [`FLAGGED_DETAIL`].
+    pub flagged_detail: u64,
+    /// What the caller knows of the run (command line, profile source, tokenizer); the scan adds its start,
+    /// duration, engine and threads into the report's `run`.
+    pub run: crate::report::RunInfo,
+}
+
+/// The default of [`ScanOptions::flagged_detail`] in the CLI, the Python API and on Ray (the one place it is
+/// written: the binding exports it as `_core.FLAGGED_DETAIL`).
+pub const FLAGGED_DETAIL: u64 = 1000;
+
+impl ScanOptions {
+    /// The registry: the corpus-wide passes these options ask for, one line each, in the order of the
+    /// report's sections (a flagged sample's evidence follows it: each pass's `RANK`).
+    pub fn passes(&self) -> Vec<Box<dyn Pass + '_>> {
+        let mut passes: Vec<Box<dyn Pass + '_>> = Vec::new();
+        if let Some(params) = self.near_dup {
+            passes.push(Box::new(NearDup { params }));
+        }
+        if let Some(options) = &self.vocab {
+            passes.push(Box::new(DraftVocab { options }));
+        }
+        if let Some(options) = &self.hidden {
+            passes.push(Box::new(HiddenStates { options }));
+        }
+        passes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::passes::{hidden_states, near_dup};
+
+    /// A flagged sample's evidence is ordered by rank: the ranks follow the registry's order.
+    #[test]
+    fn ranks_follow_the_registry() {
+        let opts = ScanOptions {
+            near_dup: Some(Default::default()),
+            vocab: Some(Default::default()),
+            hidden: Some(crate::hidden::check::Options {
+                dir: PathBuf::from("dump"),
+                layout: None,
+                target: None,
+                agreement_positions: 0,
+                agreement_min: 0.0,
+            }),
+            ..ScanOptions::default()
+        };
+        let names: Vec<&str> = opts.passes().iter().map(|p| p.name()).collect();
+        assert_eq!(names, ["near_duplicates", "draft_vocab", "hidden_states"]);
+        const { assert!(near_dup::RANK < hidden_states::RANK) };
+    }
+}
