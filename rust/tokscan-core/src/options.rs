@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use crate::pairing::RecordEncoder;
+use crate::passes::contamination::Contamination;
 use crate::passes::draft_vocab::DraftVocab;
 use crate::passes::hidden_states::HiddenStates;
 use crate::passes::near_dup::NearDup;
@@ -57,6 +58,9 @@ impl ScanOptions {
     /// report's sections (a flagged sample's evidence follows it: each pass's `RANK`).
     pub fn passes(&self) -> Vec<Box<dyn Pass + '_>> {
         let mut passes: Vec<Box<dyn Pass + '_>> = Vec::new();
+        if self.contamination.is_some() {
+            passes.push(Box::new(Contamination));
+        }
         if let Some(params) = self.near_dup {
             passes.push(Box::new(NearDup { params }));
         }
@@ -79,6 +83,7 @@ mod tests {
     #[test]
     fn ranks_follow_the_registry() {
         let opts = ScanOptions {
+            contamination: Some(Default::default()),
             near_dup: Some(Default::default()),
             vocab: Some(Default::default()),
             hidden: Some(crate::hidden::check::Options {
@@ -91,7 +96,15 @@ mod tests {
             ..ScanOptions::default()
         };
         let names: Vec<&str> = opts.passes().iter().map(|p| p.name()).collect();
-        assert_eq!(names, ["near_duplicates", "draft_vocab", "hidden_states"]);
+        assert_eq!(
+            names,
+            [
+                "contamination",
+                "near_duplicates",
+                "draft_vocab",
+                "hidden_states"
+            ]
+        );
         const { assert!(near_dup::RANK < hidden_states::RANK) };
     }
 }

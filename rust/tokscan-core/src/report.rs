@@ -374,11 +374,8 @@ pub struct Report {
     /// Samples sharing a prompt (`prompt_duplicate`, `prompt_cross_category`); absent when there are none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_groups: Option<PromptGroups>,
-    /// With `--contamination`: the benchmark files, and per file the items samples matched.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub contamination: Option<crate::contamination::ContaminationReport>,
     /// The corpus-wide passes' sections ([`crate::passes`]), each under its pass's name, in the registry's
-    /// order: `near_duplicates`, `draft_vocab`, `hidden_states`.
+    /// order: `contamination`, `near_duplicates`, `draft_vocab`, `hidden_states`.
     #[serde(flatten)]
     pub sections: Sections,
     /// How the scan ran (absent from version-1 reports).
@@ -822,17 +819,12 @@ pub fn build_report(
         passed: failing.is_empty(),
         failing,
     };
-    // Prompt groups come from the corpus-wide checks alone (only they set `prompt_of`); contamination hits
-    // keep their detail past the limit, so both are computed before the limit is applied.
+    // Prompt groups come from the corpus-wide checks alone (only they set `prompt_of`), so they are counted
+    // before the detail limit is applied.
     let groups = PromptGroups::of(&corpus_flagged.full);
     partial.absorb_corpus(corpus_flagged);
     let flagged_summarized = FlaggedSummarized::of(&partial);
-    let flagged = std::mem::take(&mut partial.flagged);
-    let contamination = partial
-        .benchmarks
-        .take()
-        .map(|b| crate::contamination::ContaminationReport::of(b, &flagged));
-    let flagged = flagged
+    let flagged = std::mem::take(&mut partial.flagged)
         .into_iter()
         .map(|f| flagged_entry(f, profile, &inputs, &sev))
         .collect();
@@ -856,7 +848,6 @@ pub fn build_report(
         skipped: Vec::new(),
         pairing: Vec::new(),
         prompt_groups: (groups.groups > 0).then_some(groups),
-        contamination,
         sections: Sections::default(),
         run: None,
         not_checked: unchecked,

@@ -10,6 +10,7 @@
 //! scan runs those that read the corpus in tasks of their own (their [`Findings`] travel as bytes) and the
 //! driver finishes the others from the merged partial.
 
+pub mod contamination;
 pub mod draft_vocab;
 pub mod hidden_states;
 pub mod near_dup;
