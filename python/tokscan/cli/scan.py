@@ -208,30 +208,35 @@ def execute(a: ScanArgs) -> int:
         if not a.quiet:
             err.print(f"note: {threads:,} threads asked for; using {cap} (at most 4 × the cores)", highlight=False)
         threads = cap
-    early = None
+    early = corpus = None
     from ..remote import any_url
 
-    # A local scan of files on disk loads the profile once for the hint before the scan and the scan, and the
-    # scan keeps the corpus it opened for --decode and the hint after it (a Ray scan loads and opens on its
-    # workers; object-store URLs are fetched by the scan). The scan opens the corpus itself, within --threads,
-    # its timer and its progress bar.
+    # A local scan of files on disk (not Ray, whose workers load the profile and open their inputs; object-store
+    # URLs are fetched by the scan) opens the corpus once: the hint before the scan opens it, and hands it to the
+    # scan, which reads it within --threads and its progress bar and keeps it for --decode and the hint after
+    # it. The profile is loaded once, for both. The time said after the summary is the opening and the scan.
     local = a.ray is None and not any_url(list(paths))
     hinting = a.hint and not a.quiet and local
     if hinting:
-        # Before the scan: with the wrong profile every sample is flagged, and a long scan would only say so
-        # at its end.
+        prof = prof if prof is not None else load_profile(profile, tok_dir, a.trust_remote_code)
+    t0 = time.perf_counter()
+    if hinting:
+        from ..outputs import utf8_paths
         from ..samples.hints import preflight_hint
 
-        prof = prof if prof is not None else load_profile(profile, tok_dir, a.trust_remote_code)
-        early = preflight_hint(prof, list(paths), columns)
+        corpus = _core.Corpus(utf8_paths(list(paths)), dict(columns))
+        # Before the scan: with the wrong profile every sample is flagged, and a long scan would only say so
+        # at its end.
+        t_hint = time.perf_counter()
+        early = preflight_hint(prof, corpus)
         if early is not None:
             err.print(f"[bold yellow]hint:[/] {early.message}", highlight=False, soft_wrap=True)
-    t0 = time.perf_counter()
+        t0 += time.perf_counter() - t_hint
     report = scan_with_progress(
-        paths,
+        corpus if corpus is not None else paths,
         a.progress and text_out,
         profile=prof if prof is not None else profile,
-        keep_corpus=local and (bool(a.decode) or (hinting and early is None)),
+        keep_corpus=local and bool(a.decode),  # (a corpus handed to the scan is kept)
         tokenizer=tok_dir,
         columns=columns,
         threads=threads,
@@ -339,7 +344,7 @@ def execute(a: ScanArgs) -> int:
     if a.hint and not a.quiet and early is None:
         from ..samples.hints import profile_hint
 
-        hint = profile_hint(report, paths, columns)
+        hint = profile_hint(report, corpus if corpus is not None else paths, columns)
         if hint is not None:
             err.print(f"[bold yellow]hint:[/] {hint.message}", highlight=False, soft_wrap=True)
     code = report.exit_code()
