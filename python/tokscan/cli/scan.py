@@ -3,6 +3,7 @@ outputs, verdict) and is what the tests call in-process; the Typer command only 
 
 import sys
 import time
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -136,6 +137,12 @@ class ScanArgs:
 def execute(a: ScanArgs) -> int:
     """Runs a scan as the CLI does and returns its exit code (0 pass, 1 fail or drift). Raises TokscanError on
     bad usage or input; every output path is checked before the scan starts."""
+    with ExitStack() as command:
+        return _execute(a, command)
+
+
+def _execute(a: ScanArgs, command: ExitStack) -> int:
+    """`execute`; `command` holds what lasts as long as the command (the local copies of object-store inputs)."""
     from ..api import load_profile
     from ..config import discover, load_file
     from ..outputs import profile_file, refuse_clobbering, write_file
@@ -209,22 +216,28 @@ def execute(a: ScanArgs) -> int:
             err.print(f"note: {threads:,} threads asked for; using {cap} (at most 4 × the cores)", highlight=False)
         threads = cap
     early = corpus = None
-    from ..remote import any_url
+    from ..remote import any_url, relabel, staged
 
-    # A local scan of files on disk (not Ray, whose workers load the profile and open their inputs; object-store
-    # URLs are fetched by the scan) opens the corpus once: the hint before the scan opens it, and hands it to the
-    # scan, which reads it within --threads and its progress bar and keeps it for --decode and the hint after
-    # it. The profile is loaded once, for both. The time said after the summary is the opening and the scan.
-    local = a.ray is None and not any_url(list(paths))
+    # A local scan (not Ray, whose workers load the profile and open their inputs) opens the corpus once: the hint
+    # before the scan opens it, and hands it to the scan, which reads it within --threads and its progress bar and
+    # keeps it for --decode and the hint after it. The profile is loaded once, for both. Object-store URLs are
+    # fetched first, here, to local copies that last as long as the command (the scan, the hints and errors name
+    # the URLs). The time said after the summary is the fetch, the opening and the scan, as before.
+    local = a.ray is None
     hinting = a.hint and not a.quiet and local
     if hinting:
         prof = prof if prof is not None else load_profile(profile, tok_dir, a.trust_remote_code)
     t0 = time.perf_counter()
+    scanned, bases = list(paths), []
+    if local and any_url(scanned):
+        fetching = a.progress and text_out and err.is_terminal
+        with err.console.status("fetching objects…") if fetching else nullcontext():  # type: ignore[attr-defined]
+            scanned, bases = command.enter_context(staged(scanned))
     if hinting:
         from ..outputs import utf8_paths
         from ..samples.hints import preflight_hint
 
-        corpus = _core.Corpus(utf8_paths(list(paths)), dict(columns))
+        corpus = _core.Corpus(utf8_paths(scanned), dict(columns))
         # Before the scan: with the wrong profile every sample is flagged, and a long scan would only say so
         # at its end.
         t_hint = time.perf_counter()
@@ -233,7 +246,7 @@ def execute(a: ScanArgs) -> int:
             err.print(f"[bold yellow]hint:[/] {early.message}", highlight=False, soft_wrap=True)
         t0 += time.perf_counter() - t_hint
     report = scan_with_progress(
-        corpus if corpus is not None else paths,
+        corpus if corpus is not None else scanned,
         a.progress and text_out,
         profile=prof if prof is not None else profile,
         keep_corpus=local and bool(a.decode),  # (a corpus handed to the scan is kept)
@@ -268,6 +281,8 @@ def execute(a: ScanArgs) -> int:
         address=None if a.ray in (None, RAY_DEFAULT) else a.ray,
     )
     seconds = time.perf_counter() - t0
+    if bases:
+        report = Report(relabel(report.data, bases))  # every local copy's path written as its URL
     if a.decode:
         from ..samples.corpus import decode_flagged
         from ..samples.tokenizer import load_tokenizer

@@ -166,15 +166,31 @@ def profile_hint(
     """None when the profile parses most samples; else the worst structure code, its share, and the built-in
     profile (if any) under which fewer than a fifth of `limit` evenly spaced samples show a structure code.
     `corpus` is the corpus's paths (or an open corpus); the samples come from the corpus the scan kept open
-    (`report.corpus`) when it did, read only when the hint fires."""
+    (`report.corpus`) when it did, read only when the hint fires. Paths that are object-store URLs (a Ray
+    scan's, or a report's whose scan kept nothing) are fetched for it: large Parquet objects and NumPy / Megatron
+    token files only their footer or head and then the parts that hold the probed rows."""
     counts = {code: a["count"] for code, a in report.anomalies.items()}
     code, share = _structure_share(counts, report.n_samples)
     if share < SUSPECT_SHARE:
         return None
     current = os.fspath(report.data["profile"]["name"])
-    core = _core_corpus(report.corpus if report.corpus is not None else corpus, columns)
-    rows = _spread(len(core), limit)
-    return ProfileHint(code, share, current, _better(current, _spread_probe(core, rows), len(rows)))
+
+    def probed(core: _core.Corpus, fill: Callable[[int], object] | None = None) -> ProfileHint:
+        rows = _spread(len(core), limit)
+        for r in rows if fill is not None else []:
+            fill(r)
+        return ProfileHint(code, share, current, _better(current, _spread_probe(core, rows), len(rows)))
+
+    kept = report.corpus if report.corpus is not None else corpus
+    from ..remote import any_url, staged_footers
+
+    if isinstance(kept, _core.Corpus) or getattr(kept, "core", None) is not None or not any_url(_listed(kept)):
+        return probed(_core_corpus(kept, columns))
+    with staged_footers(_listed(kept)) as (local, _bases, sparse):
+        paths, cols = utf8_paths(local), dict(columns or {})
+        return probed(
+            _core_corpus(local, columns), (lambda r: _core.fill_row(paths, r, sparse, cols)) if sparse else None
+        )
 
 
 def _listed(paths: Any) -> list[Any]:
