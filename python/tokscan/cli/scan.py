@@ -48,7 +48,7 @@ from .app import (
 RAY_DEFAULT = ""
 
 
-def scan_with_progress(paths: list[str], show_progress: bool, **kwargs):
+def scan_with_progress(paths: list[str] | _core.Corpus, show_progress: bool, **kwargs):
     if not (show_progress and err.is_terminal):
         # Still poll from this thread, so Ctrl-C cancels the scan promptly.
         # A Ray scan without a bar needs no progress actor; Ctrl-C stops either scan.
@@ -216,7 +216,7 @@ def _execute(a: ScanArgs, command: ExitStack) -> int:
             err.print(f"note: {threads:,} threads asked for; using {cap} (at most 4 × the cores)", highlight=False)
         threads = cap
     early = corpus = None
-    from ..remote import any_url, relabel, staged
+    from ..remote import Bases, any_url, relabel, staged
 
     # A local scan (not Ray, whose workers load the profile and open their inputs) opens the corpus once: the hint
     # before the scan opens it, and hands it to the scan, which reads it within --threads and its progress bar and
@@ -225,15 +225,16 @@ def _execute(a: ScanArgs, command: ExitStack) -> int:
     # the URLs). The time said after the summary is the fetch, the opening and the scan, as before.
     local = a.ray is None
     hinting = a.hint and not a.quiet and local
-    if hinting:
-        prof = prof if prof is not None else load_profile(profile, tok_dir, a.trust_remote_code)
+    if hinting and prof is None:
+        prof = load_profile(profile, tok_dir, a.trust_remote_code)  # before a fetch or an opening it may spare
     t0 = time.perf_counter()
-    scanned, bases = list(paths), []
+    scanned: list[str] = list(paths)
+    bases: Bases = []
     if local and any_url(scanned):
         fetching = a.progress and text_out and err.is_terminal
         with err.console.status("fetching objects…") if fetching else nullcontext():  # type: ignore[attr-defined]
             scanned, bases = command.enter_context(staged(scanned))
-    if hinting:
+    if hinting and prof is not None:
         from ..outputs import utf8_paths
         from ..samples.hints import preflight_hint
 

@@ -177,8 +177,9 @@ def profile_hint(
 
     def probed(core: _core.Corpus, fill: Callable[[int], object] | None = None) -> ProfileHint:
         rows = _spread(len(core), limit)
-        for r in rows if fill is not None else []:
-            fill(r)
+        if fill is not None:
+            for r in rows:
+                fill(r)
         return ProfileHint(code, share, current, _better(current, _spread_probe(core, rows), len(rows)))
 
     kept = report.corpus if report.corpus is not None else corpus
