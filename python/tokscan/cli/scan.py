@@ -226,7 +226,7 @@ def _execute(a: ScanArgs, command: ExitStack) -> int:
     local = a.ray is None
     hinting = a.hint and not a.quiet and local
     if hinting and prof is None:
-        prof = load_profile(profile, tok_dir, a.trust_remote_code)  # before a fetch or an opening it may spare
+        prof = load_profile(profile, tok_dir, a.trust_remote_code)  # first: a bad profile fails before any fetch
     t0 = time.perf_counter()
     scanned: list[str] = list(paths)
     bases: Bases = []
