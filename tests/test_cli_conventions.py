@@ -272,14 +272,14 @@ def test_a_scan_keeps_the_corpus_it_read(ds, tmp_path):
 
 
 def test_the_cli_opens_the_corpus_and_loads_the_profile_once(ds, tmp_path, monkeypatch):
-    """`scan --decode` with the wrong profile loads the profile once (the hint before the scan, the scan and the
-    decoded excerpts share it), and the excerpts read the corpus the scan opened: outside the scan, only the
-    hint's probe of the first samples opens the inputs."""
+    """Issue 47: `scan --decode` with the wrong profile opens the corpus once and loads the profile once: the hint
+    before the scan opens the corpus and hands it to the scan (a JSONL corpus is parsed once), which keeps it for the
+    decoded excerpts; the profile is shared by the hint, the scan and the excerpts."""
     from tokscan import _core, api
 
     _root, path, _profile = ds
-    opened, loaded = [], []
-    real_corpus, real_load = _core.Corpus, api.load_profile
+    opened, loaded, scanned = [], [], []
+    real_corpus, real_load, real_scan = _core.Corpus, api.load_profile, _core.Scan
 
     class Counted(type):
         def __instancecheck__(cls, obj: object) -> bool:
@@ -287,17 +287,38 @@ def test_the_cli_opens_the_corpus_and_loads_the_profile_once(ds, tmp_path, monke
 
     class CountedCorpus(metaclass=Counted):
         def __new__(cls, *a, **k):
-            opened.append(a)
-            return real_corpus(*a, **k)
+            corpus = real_corpus(*a, **k)
+            opened.append(corpus)
+            return corpus
 
     monkeypatch.setattr(_core, "Corpus", CountedCorpus)
+    monkeypatch.setattr(_core, "Scan", lambda inputs, *a: scanned.append(inputs) or real_scan(inputs, *a))
     monkeypatch.setattr(api, "load_profile", lambda *a, **k: loaded.append(a) or real_load(*a, **k))
     code = execute(ScanArgs(paths=[str(path)], profile="kimi-k2", decode=1, json_out=tmp_path / "r.json"))
     assert code == 1
     assert len(opened) == 1 and len(loaded) == 1, (opened, loaded)
+    assert len(scanned) == 1 and scanned[0] is opened[0], "the scan reads the corpus the hint opened"
     decoded = json.loads((tmp_path / "r.json").read_text())["decoded"]
     assert decoded and all(entries for entries in decoded.values())
     assert json.loads((tmp_path / "r.json").read_text())["run"]["profile_source"] == "kimi-k2"
+    # Without the hint (-q), the scan opens the paths itself (within --threads), still once.
+    opened.clear()
+    scanned.clear()
+    assert execute(ScanArgs(paths=[str(path)], profile="kimi-k2", quiet=True, json_out=tmp_path / "q.json")) == 1
+    assert opened == [] and scanned == [[str(path)]]
+
+
+def test_the_cli_report_is_the_scan_of_the_paths(ds, tmp_path):
+    """The scan of the corpus the hint opened reports what a scan of the paths reports (but the run's timing)."""
+    _root, path, profile = ds
+    for p in ("kimi-k2", profile):
+        hinted, quiet = tmp_path / "hinted.json", tmp_path / "quiet.json"
+        assert execute(ScanArgs(paths=[str(path)], profile=p, json_out=hinted, progress=False)) == 1
+        assert execute(ScanArgs(paths=[str(path)], profile=p, json_out=quiet, quiet=True)) == 1
+        a, b = json.loads(hinted.read_text()), json.loads(quiet.read_text())
+        for d in (a, b):
+            del d["run"]["started"], d["run"]["seconds"]
+        assert a == b
 
 
 @pytest.mark.parametrize(

@@ -623,6 +623,69 @@ def test_a_url_naming_a_category_folder_keeps_the_category(s3_env, corpus, tmp_p
     assert one.findings == _as_url(here.findings, folder, url)
 
 
+@pytest.mark.parametrize("layout", ["jsonl", "parquet_full"])
+def test_a_url_scan_with_the_wrong_profile_gets_the_hint(corpus, tmp_path, layout):
+    """Issue 47: the objects are fetched once for the command, so the hint before the scan reads the corpus the
+    scan then reads (not the URL as a path), and the report still names every object by its URL."""
+    local, url = corpus[layout]
+    r = cli("scan", url, "-p", "deepseek", "--json", str(tmp_path / "r.json"), "--no-progress")
+    l_ = cli("scan", str(local), "-p", "deepseek", "--json", str(tmp_path / "l.json"), "--no-progress")
+    assert r.returncode == l_.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr and "error" not in r.stderr
+    hint = [line for line in r.stderr.splitlines() if line.startswith("hint:")]
+    assert len(hint) == 1 and hint == [line for line in l_.stderr.splitlines() if line.startswith("hint:")]
+    assert "of the first 64 samples have no user turn for profile deepseek" in hint[0]
+    assert "try --profile kimi-k2" in hint[0]
+    remote = json.loads((tmp_path / "r.json").read_text())
+    here = _as_url(json.loads((tmp_path / "l.json").read_text()), local, url)
+    for d in (remote, here):
+        d.pop("run", None)
+    assert remote == here
+    assert "tokscan-objects-" not in (tmp_path / "r.json").read_text() + r.stdout + r.stderr
+
+
+def test_the_hint_after_a_url_scan(s3_env, corpus, tmp_path):
+    """Issue 47: a corpus whose first samples fit the profile and most others do not gets the hint after the scan,
+    read from the objects fetched for the command (it opened the URL as a local path before: exit 2)."""
+    samples = synth.build_corpus(n_clean=120, seed=11)[:70]
+    root = tmp_path / "mixed"
+    kimi = synth.write_jsonl(samples, root / "kimi", n_shards=1)
+    from tokscan import demo
+
+    ds, _profile = demo.write_demo(tmp_path / "demo", "deepseek", seed=4)
+    client = boto3.client("s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"], region_name="us-east-1")
+    client.upload_file(str(next(kimi.glob("*.jsonl"))), BUCKET, "mixed/a-kimi.jsonl")
+    client.upload_file(str(ds / "deepseek-demo.parquet"), BUCKET, "mixed/b-deepseek.parquet")
+    url = f"s3://{BUCKET}/mixed/"
+    r = cli("scan", url, "--no-progress")  # the default kimi-k2
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr and "error" not in r.stderr
+    hint = [line for line in r.stderr.splitlines() if line.startswith("hint:")]
+    assert len(hint) == 1, r.stderr
+    assert "% of samples have no user turn for profile kimi-k2" in hint[0] and "first 64" not in hint[0]
+    # The same hint as the API's after a scan of the URL that kept nothing (the paths are fetched for it).
+    from tokscan.samples.hints import profile_hint
+
+    report = tokscan.scan(url, "kimi-k2")
+    assert report.corpus is None
+    late = profile_hint(report, [url])
+    assert late is not None and hint[0] == f"hint: {late.message}"
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_hint_reads_the_probed_rows_of_objects(large, layout):
+    """`profile_hint` given URLs (a Ray scan's, which kept no corpus) fetches large objects' footers or heads and
+    then the parts that hold the probed rows: it says what it says of the local files."""
+    from tokscan.samples.hints import profile_hint
+
+    local, url = large[layout]
+    here, remote = tokscan.scan(str(local), "deepseek"), tokscan.scan(url, "deepseek")
+    assert remote.corpus is None
+    expected = profile_hint(here, [str(local)])
+    assert expected is not None and expected.better == "kimi-k2"
+    assert profile_hint(remote, [url]) == expected
+
+
 # --- Settings the client cannot use, and a server whose listing never ends (issue 46, item 8) -------------------
 
 _BAD_SETTINGS = [

@@ -3,6 +3,7 @@ outputs, verdict) and is what the tests call in-process; the Typer command only 
 
 import sys
 import time
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -47,7 +48,7 @@ from .app import (
 RAY_DEFAULT = ""
 
 
-def scan_with_progress(paths: list[str], show_progress: bool, **kwargs):
+def scan_with_progress(paths: list[str] | _core.Corpus, show_progress: bool, **kwargs):
     if not (show_progress and err.is_terminal):
         # Still poll from this thread, so Ctrl-C cancels the scan promptly.
         # A Ray scan without a bar needs no progress actor; Ctrl-C stops either scan.
@@ -136,6 +137,12 @@ class ScanArgs:
 def execute(a: ScanArgs) -> int:
     """Runs a scan as the CLI does and returns its exit code (0 pass, 1 fail or drift). Raises TokscanError on
     bad usage or input; every output path is checked before the scan starts."""
+    with ExitStack() as command:
+        return _execute(a, command)
+
+
+def _execute(a: ScanArgs, command: ExitStack) -> int:
+    """`execute`; `command` holds what lasts as long as the command (the local copies of object-store inputs)."""
     from ..api import load_profile
     from ..config import discover, load_file
     from ..outputs import profile_file, refuse_clobbering, write_file
@@ -208,30 +215,42 @@ def execute(a: ScanArgs) -> int:
         if not a.quiet:
             err.print(f"note: {threads:,} threads asked for; using {cap} (at most 4 × the cores)", highlight=False)
         threads = cap
-    early = None
-    from ..remote import any_url
+    early = corpus = None
+    from ..remote import Bases, any_url, relabel, staged
 
-    # A local scan of files on disk loads the profile once for the hint before the scan and the scan, and the
-    # scan keeps the corpus it opened for --decode and the hint after it (a Ray scan loads and opens on its
-    # workers; object-store URLs are fetched by the scan). The scan opens the corpus itself, within --threads,
-    # its timer and its progress bar.
-    local = a.ray is None and not any_url(list(paths))
+    # A local scan (not Ray, whose workers load the profile and open their inputs) opens the corpus once: the hint
+    # before the scan opens it, and hands it to the scan, which reads it within --threads and its progress bar and
+    # keeps it for --decode and the hint after it. The profile is loaded once, for both. Object-store URLs are
+    # fetched first, here, to local copies that last as long as the command (the scan, the hints and errors name
+    # the URLs). The time said after the summary is the fetch, the opening and the scan, as before.
+    local = a.ray is None
     hinting = a.hint and not a.quiet and local
-    if hinting:
-        # Before the scan: with the wrong profile every sample is flagged, and a long scan would only say so
-        # at its end.
+    if hinting and prof is None:
+        prof = load_profile(profile, tok_dir, a.trust_remote_code)  # first: a bad profile fails before any fetch
+    t0 = time.perf_counter()
+    scanned: list[str] = list(paths)
+    bases: Bases = []
+    if local and any_url(scanned):
+        fetching = a.progress and text_out and err.is_terminal
+        with err.console.status("fetching objects…") if fetching else nullcontext():  # type: ignore[attr-defined]
+            scanned, bases = command.enter_context(staged(scanned))
+    if hinting and prof is not None:
+        from ..outputs import utf8_paths
         from ..samples.hints import preflight_hint
 
-        prof = prof if prof is not None else load_profile(profile, tok_dir, a.trust_remote_code)
-        early = preflight_hint(prof, list(paths), columns)
+        corpus = _core.Corpus(utf8_paths(scanned), dict(columns))
+        # Before the scan: with the wrong profile every sample is flagged, and a long scan would only say so
+        # at its end.
+        t_hint = time.perf_counter()
+        early = preflight_hint(prof, corpus)
         if early is not None:
             err.print(f"[bold yellow]hint:[/] {early.message}", highlight=False, soft_wrap=True)
-    t0 = time.perf_counter()
+        t0 += time.perf_counter() - t_hint
     report = scan_with_progress(
-        paths,
+        corpus if corpus is not None else scanned,
         a.progress and text_out,
         profile=prof if prof is not None else profile,
-        keep_corpus=local and (bool(a.decode) or (hinting and early is None)),
+        keep_corpus=local and bool(a.decode),  # (a corpus handed to the scan is kept)
         tokenizer=tok_dir,
         columns=columns,
         threads=threads,
@@ -263,6 +282,8 @@ def execute(a: ScanArgs) -> int:
         address=None if a.ray in (None, RAY_DEFAULT) else a.ray,
     )
     seconds = time.perf_counter() - t0
+    if bases:
+        report = Report(relabel(report.data, bases))  # every local copy's path written as its URL
     if a.decode:
         from ..samples.corpus import decode_flagged
         from ..samples.tokenizer import load_tokenizer
@@ -339,7 +360,7 @@ def execute(a: ScanArgs) -> int:
     if a.hint and not a.quiet and early is None:
         from ..samples.hints import profile_hint
 
-        hint = profile_hint(report, paths, columns)
+        hint = profile_hint(report, corpus if corpus is not None else paths, columns)
         if hint is not None:
             err.print(f"[bold yellow]hint:[/] {hint.message}", highlight=False, soft_wrap=True)
     code = report.exit_code()

@@ -4,9 +4,12 @@ the stored log2 histograms), special-token rates and anomaly rates, per category
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import Report
+if TYPE_CHECKING:
+    # For the annotations only: `Report.attach_drift` imports this module, so a run-time import of the report
+    # package from here would be a cycle.
+    from . import Report
 
 #: Default thresholds; override in the `[drift]` table of the configuration.
 DEFAULT_THRESHOLDS: dict[str, float] = {
