@@ -238,7 +238,7 @@ def _execute(a: ScanArgs, command: ExitStack) -> int:
         from ..outputs import utf8_paths
         from ..samples.hints import preflight_hint
 
-        corpus = _core.Corpus(utf8_paths(scanned), dict(columns))
+        corpus = _core.Corpus(utf8_paths(scanned), dict(columns), threads)  # within --threads, as the scan
         # Before the scan: with the wrong profile every sample is flagged, and a long scan would only say so
         # at its end.
         t_hint = time.perf_counter()

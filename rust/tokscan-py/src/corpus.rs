@@ -52,15 +52,19 @@ fn to_dict<'py>(py: Python<'py>, corpus: &Corpus, s: SampleData) -> PyResult<Bou
 
 #[pymethods]
 impl PyCorpus {
+    /// Opens `paths` on `threads` workers (0: one per core; a scan's `--threads` opens it with as many).
     #[new]
-    #[pyo3(signature = (paths, columns=None))]
+    #[pyo3(signature = (paths, columns=None, threads=0))]
     fn new(
         py: Python<'_>,
         paths: Vec<String>,
         columns: Option<HashMap<String, String>>,
+        threads: usize,
     ) -> PyResult<Self> {
         let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
-        let inner = detached(py, move || Corpus::open(&paths, &columns))?;
+        let inner = detached(py, move || {
+            tokscan_core::scan::with_pool(threads, || Corpus::open(&paths, &columns))
+        })?;
         Ok(PyCorpus {
             inner: Arc::new(inner),
         })
