@@ -3,10 +3,11 @@ outputs, verdict) and is what the tests call in-process; the Typer command only 
 
 import sys
 import time
+from collections.abc import Callable
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -42,6 +43,9 @@ from .app import (
     warn,
     write_output,
 )
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 #: `--ray` without `--ray-address`: RAY_ADDRESS, else a local cluster. (`--ray-address auto` is Ray's "the
 #: cluster running on this machine", and fails when there is none.)
@@ -134,6 +138,64 @@ class ScanArgs:
     argv: list[str] | None = None
 
 
+def _json(report: "Report", path: Path, _a: ScanArgs, _drifts: Any) -> str:
+    if stdout_taken(path):
+        write_output(path, report.to_json())
+    else:
+        report.write_json(path)  # indented and written by the core
+    return "JSON report"
+
+
+def _html(report: "Report", path: Path, _a: ScanArgs, _drifts: Any) -> str:
+    if stdout_taken(path):
+        write_output(path, report.to_html())
+    else:
+        report.write_html(path)  # the run as the core recorded it (`run`)
+    return "HTML report"
+
+
+def _junit(report: "Report", path: Path, _a: ScanArgs, drifts: Any) -> str:
+    from ..outputs import write_file
+    from ..report import ci
+
+    text = ci.junit(report, drifts=drifts)
+    if stdout_taken(path):
+        write_output(path, text)
+    else:
+        write_file(path, text, "the JUnit report")
+    return "JUnit XML"
+
+
+def _exclude(report: "Report", path: Path, a: ScanArgs, _drifts: Any) -> str:
+    from ..clean import repeated_ids, selected, selected_summarized, write_exclusions
+
+    drop = selected(report, codes=a.exclude_code)
+    more = selected_summarized(report, codes=a.exclude_code)
+    kind = write_exclusions(drop, path, more, repeated_ids(report))
+    return f"exclusion list: {len(drop) + len(more)} sample(s) by {kind}"
+
+
+@dataclass(frozen=True)
+class Output:
+    """A file `tokscan scan` writes from its report: the option naming it, the `ScanArgs` field holding its path
+    ('-': stdout), and the function that writes it and says what it wrote (said after the summary as "what ->
+    path", unless the path is stdout). Every output's path is checked before the scan, and none may replace an
+    input (`execute`)."""
+
+    option: str
+    field: str
+    write: "Callable[[Report, Path, ScanArgs, Any], str]"
+
+
+#: The outputs, in the order they are checked and written.
+OUTPUTS: tuple[Output, ...] = (
+    Output("--json", "json_out", _json),
+    Output("--html", "html_out", _html),
+    Output("--junit", "junit_out", _junit),
+    Output("--exclude", "exclude", _exclude),
+)
+
+
 def execute(a: ScanArgs) -> int:
     """Runs a scan as the CLI does and returns its exit code (0 pass, 1 fail or drift). Raises TokscanError on
     bad usage or input; every output path is checked before the scan starts."""
@@ -145,7 +207,7 @@ def _execute(a: ScanArgs, command: ExitStack) -> int:
     """`execute`; `command` holds what lasts as long as the command (the local copies of object-store inputs)."""
     from ..api import load_profile
     from ..config import discover, load_file
-    from ..outputs import profile_file, refuse_clobbering, write_file
+    from ..outputs import profile_file, refuse_clobbering
     from ..report import Report, read_as_report
     from ..report.drift import compare
 
@@ -161,13 +223,7 @@ def _execute(a: ScanArgs, command: ExitStack) -> int:
         raise UsageError("--exclude-code needs --exclude FILE")
     if stdout_taken(a.json_out) and a.fmt is OutputFormat.github:
         raise UsageError("--format github and --json - both write to stdout; write the JSON to a file")
-    outputs = [
-        ("--json", a.json_out),
-        ("--html", a.html_out),
-        ("--junit", a.junit_out),
-        ("--exclude", a.exclude),
-        ("--out", a.vocab_out),
-    ]
+    outputs = [(o.option, getattr(a, o.field)) for o in OUTPUTS] + [("--out", a.vocab_out)]
     for option, path in outputs:
         check_output(path, option)
     if a.vocab_out is not None:
@@ -312,37 +368,18 @@ def _execute(a: ScanArgs, command: ExitStack) -> int:
         write_mapping(mapping, report.data["draft_vocab"]["vocab_size"], a.vocab_out)
         pad = f", padded: {mapping['distinct']:,} distinct ids seen" if mapping["distinct"] < mapping["size"] else ""
         written.append(f"draft-vocabulary mapping ({mapping['size']:,} ids{pad}) -> {a.vocab_out}")
-    if a.json_out is not None:
-        if stdout_taken(a.json_out):
-            write_output(a.json_out, report.to_json())
-        else:
-            report.write_json(a.json_out)
-            written.append(f"JSON report -> {a.json_out}")
-    elif a.fmt is OutputFormat.json:
+    for o in OUTPUTS:
+        path = getattr(a, o.field)
+        if path is not None:
+            said = o.write(report, path, a, drifts)
+            if said is not None and not stdout_taken(path):
+                written.append(f"{said} -> {path}")
+    if a.fmt is OutputFormat.json and a.json_out is None:
         write_output(Path("-"), report.to_json())
-    if a.junit_out is not None or a.fmt is OutputFormat.github:
+    elif a.fmt is OutputFormat.github:
         from ..report import ci
 
-        if a.junit_out is not None and stdout_taken(a.junit_out):
-            write_output(a.junit_out, ci.junit(report, drifts=drifts))
-        elif a.junit_out is not None:
-            write_file(a.junit_out, ci.junit(report, drifts=drifts), "the JUnit report")
-            written.append(f"JUnit XML -> {a.junit_out}")
-        if a.fmt is OutputFormat.github:
-            sys.stdout.write(ci.github(report, drifts=drifts))
-    if a.html_out is not None and stdout_taken(a.html_out):
-        write_output(a.html_out, report.to_html())
-    elif a.html_out is not None:
-        report.write_html(a.html_out)  # the run as the core recorded it (`run`)
-        written.append(f"HTML report -> {a.html_out}")
-    if a.exclude is not None:
-        from ..clean import repeated_ids, selected, selected_summarized, write_exclusions
-
-        drop = selected(report, codes=a.exclude_code)
-        more = selected_summarized(report, codes=a.exclude_code)
-        kind = write_exclusions(drop, a.exclude, more, repeated_ids(report))
-        if not stdout_taken(a.exclude):
-            written.append(f"exclusion list: {len(drop) + len(more)} sample(s) by {kind} -> {a.exclude}")
+        sys.stdout.write(ci.github(report, drifts=drifts))
     if text_out:
         from ..report.terminal import print_decoded, print_drift, print_summary
 
