@@ -212,7 +212,8 @@ def test_ray_gives_the_local_report(benchmark, corpus):
             [path],
             "deepseek",
             tokenizer=str(TOK_DIR),
-            contamination=([str(benchmark)], N, 0.0, str(TOK_DIR)),
+            contamination=[benchmark],
+            contamination_n=N,
             n_tasks=3,
             n_buckets=2,
         )

@@ -72,7 +72,7 @@ def test_near_duplicates_give_the_local_report(cluster, tmp_path, layout):
     local = tokscan.scan(path, near_dup=True)
     assert local.count("near_duplicate") >= 40 and local.data["near_duplicates"]["clusters"] >= 40
     for n_tasks, n_buckets in ((None, None), (7, 3), (1, 1)):
-        r = scan_ray([path], "kimi-k2", near_dup=(5, 16, 8, 0.8), n_tasks=n_tasks, n_buckets=n_buckets)
+        r = scan_ray([path], "kimi-k2", near_dup=True, n_tasks=n_tasks, n_buckets=n_buckets)
         assert r.findings == local.findings, (layout, n_tasks, n_buckets)
     assert tokscan.scan(path, near_dup=True, engine="ray").findings == local.findings
 
@@ -98,8 +98,6 @@ def test_the_flagged_detail_limit_gives_the_local_report(cluster, corpus):
 def test_draft_vocab_counts_merge_across_tasks_as_locally(cluster, corpus, layout, tmp_path):
     """Loss-bearing token counts, coverage, the mapping and its check merge across Ray tasks exactly as across
     local threads (the first-seen tie-break included: a mapping larger than the distinct ids pads)."""
-    from tokscan.vocab import options
-
     path = str(corpus[layout])
     fresh = tmp_path / "m.json"
     local = tokscan.scan(path, draft_vocab=[8, 64, 4096], vocab_mapping=5000, threads=2)
@@ -107,9 +105,16 @@ def test_draft_vocab_counts_merge_across_tasks_as_locally(cluster, corpus, layou
 
     write_mapping(local.data["draft_vocab"]["mapping"], 163840, fresh)
     assert tokscan.scan(path, draft_vocab=[8, 64, 4096], vocab_mapping=5000, threads=1).findings == local.findings
-    vocab = options([8, 64, 4096], 5000, fresh)
     for n_tasks, fan_in in ((5, 2), (1, 2)):
-        r = scan_ray([path], "kimi-k2", draft_vocab=vocab, n_tasks=n_tasks, fan_in=fan_in)
+        r = scan_ray(
+            [path],
+            "kimi-k2",
+            draft_vocab=[8, 64, 4096],
+            vocab_mapping=5000,
+            check_vocab=fresh,
+            n_tasks=n_tasks,
+            fan_in=fan_in,
+        )
         dv = r.data["draft_vocab"]
         assert dv["check"]["problems"] == []
         dv.pop("check")

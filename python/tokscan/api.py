@@ -84,6 +84,7 @@ def scan(
     flagged_detail: int = _core.FLAGGED_DETAIL,
     command: Sequence[str] | None = None,
     keep_corpus: bool = False,
+    ray_tasks: tuple[int | None, int | None, int] = (None, None, 8),
 ) -> Report:
     """Scans corpora in any supported format (files, directories, globs), or a Hugging Face
     `datasets.Dataset` / `DatasetDict` through the Arrow files it is memory-mapped from (no copy).
@@ -126,6 +127,7 @@ def scan(
     the first N flagged samples of each code (in row order), every other flagged sample is kept as its row and
     codes in `flagged_summarized` (still reached by `--exclude`, `clean` and `Report.flagged_rows`); 0 keeps
     every sample in full (in both engines).
+    `ray_tasks` is `(scan tasks, buckets, merge fan-in)` of `engine="ray"` (see `tokscan.distributed.scan_ray`).
     `command` (the command line, when a tool runs the scan for one) goes into the report's `run`, with the
     start, duration, engine, threads, profile source and tokenizer the core records.
     `paths` may also be a corpus opened already (`tokscan.forensics.Corpus`, or the core's `_core.Corpus`), read
@@ -227,12 +229,16 @@ def scan(
             raise UsageError("engine='ray' needs the profile by name or TOML file: every worker loads it")
         from .integrations.ray import run_on_ray
 
+        n_tasks, n_buckets, fan_in = ray_tasks
         return run_on_ray(
             path_list,
             os.fspath(profile),
             options,
             trust_remote_code=trust_remote_code,
             address=address,
+            n_tasks=n_tasks,
+            n_buckets=n_buckets,
+            fan_in=fan_in,
             progress=progress,
             poll_interval=max(poll_interval, 0.2),
         )

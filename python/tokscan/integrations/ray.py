@@ -15,7 +15,7 @@ The driver plans the scan from file metadata (the core opens every input's heade
 5. with `near_dup`, one *near_pairs* task per bucket (the band keys of the near-duplicate signatures meet in
    the bucket their hash selects, so each bucket's candidate pairs are final) and one *near* task that reads
    the candidate rows again from the planned corpus (never discovered again: its rows are the pairs'),
-   confirms the pairs by exact Jaccard and clusters them (the core's `scan::near_task`).
+   confirms the pairs by exact Jaccard and clusters them (the core's near-duplicate pass, `passes::near_dup::task`).
 
 The driver holds only the merged summary and the flagged samples (in full up to the detail limit per code and
 task, 24 bytes each past it), so its memory grows with flagged samples only; sample records and keys stay in
@@ -40,7 +40,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -250,68 +250,6 @@ def _unwrap(ray: Any, e: BaseException) -> BaseException:
     return e
 
 
-def scan_ray(
-    paths: list[str],
-    profile: str,
-    *,
-    tokenizer: str | None = None,
-    trust_remote_code: bool = False,
-    columns: Mapping[str, str] | None = None,
-    threads: int = 0,
-    severities: Mapping[str, str] | None = None,
-    policy: Mapping[str, str | int] | None = None,
-    fail_on: str = "error",
-    ngram_coverage: bool = False,
-    contamination: tuple[list[str], int, float, str | None] | None = None,
-    draft_vocab: str | None = None,
-    near_dup: tuple[int, int, int, float] | None = None,
-    flagged_detail: int = _core.FLAGGED_DETAIL,
-    address: str | None = None,
-    n_tasks: int | None = None,
-    n_buckets: int | None = None,
-    fan_in: int = 8,
-    progress: Callable[[dict[str, int]], None] | None = None,
-    poll_interval: float = 0.2,
-    command: list[str] | None = None,
-) -> Report:
-    """Scans `paths` on a Ray cluster (see the module docs); the report equals a local scan's.
-
-    `n_tasks` defaults to 4 per CPU of the cluster (at most one per unit of work), `n_buckets` to one per
-    CPU. `threads` is the core's thread count inside each task; 0 means 1, since Ray already runs one task
-    per CPU. `draft_vocab` is the core's draft-vocabulary options (JSON, `tokscan.vocab.options`): every
-    task counts the loss-bearing tokens, the merged counts make the report's `draft_vocab` section. `near_dup`
-    is `(n, bands, rows, threshold)` of the near-duplicate search (see `tokscan.scan`).
-    `flagged_detail` bounds the flagged samples kept in full, in every task and in the merge, as locally.
-    """
-    options = ScanOptions(
-        columns=dict(columns or {}),
-        threads=threads,
-        severities=dict(severities or {}),
-        policy=dict(policy or {}),
-        fail_on=fail_on,
-        ngram_coverage=ngram_coverage,
-        tokenizer=None if tokenizer is None else str(tokenizer),
-        contamination=contamination,
-        near_dup=near_dup,
-        draft_vocab=draft_vocab,
-        flagged_detail=flagged_detail,
-        command=command,
-        profile_source=str(profile),
-    )
-    return run_on_ray(
-        paths,
-        profile,
-        options,
-        trust_remote_code=trust_remote_code,
-        address=address,
-        n_tasks=n_tasks,
-        n_buckets=n_buckets,
-        fan_in=fan_in,
-        progress=progress,
-        poll_interval=poll_interval,
-    )
-
-
 def run_on_ray(
     paths: list[str],
     profile: str,
@@ -325,8 +263,8 @@ def run_on_ray(
     progress: Callable[[dict[str, int]], None] | None = None,
     poll_interval: float = 0.2,
 ) -> Report:
-    """`scan_ray` with the scan's options as `tokscan.scan` built them (one `ScanOptions`, handed to every
-    task and to the driver's last step as they are)."""
+    """The Ray engine of `tokscan.scan(engine="ray")`, with the scan's options as it built them (one `ScanOptions`,
+    handed to every task and to the driver's last step as they are)."""
     ray = import_ray()
     profile_args = (str(profile), options.tokenizer, trust_remote_code)
     prof = _profile(*profile_args)  # errors in the profile surface before anything is submitted
