@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{format, jsonl, Format, FormatSpec, Found, Input, FORMATS};
+use super::{file_name, formats_list, jsonl, Format, FormatSpec, Found, Input, FORMATS};
 use crate::error::{Error, Result};
 use crate::profile::tokenizer_files;
 
@@ -72,7 +72,7 @@ fn one_prompts_file_per_folder(
         let why = match keep {
             Some(k) => format!(
                 "{UNPAIRED_PROMPTS_FILE}: {} is this folder's prompts file; pass --prompts to use this one",
-                format::file_name(&files[k].path)
+                file_name(&files[k].path)
             ),
             None => format!(
                 "{UNPAIRED_PROMPTS_FILE}: one of {} prompts files in this folder and {} named prompts.jsonl; \
@@ -347,10 +347,7 @@ impl Walk {
             // A file named explicitly is recognised by its content, else its name; anything else is refused
             // with the list of formats.
             let Some(format) = sniff_file(path)? else {
-                let why = format!(
-                    "not a corpus file (no known format: {})",
-                    format::formats_list()
-                );
+                let why = format!("not a corpus file (no known format: {})", formats_list());
                 return Err(Error::invalid(path, why));
             };
             self.push(root, (format.spec().input_path)(path), format, path);
@@ -369,7 +366,7 @@ impl Walk {
         if self.inputs.len() == before && path == root && self.revisits == met_before {
             return Err(Error::invalid(
                 path,
-                format!("no corpus found ({})", format::formats_list()),
+                format!("no corpus found ({})", formats_list()),
             ));
         }
         Ok(())
@@ -508,7 +505,7 @@ fn head(path: &Path) -> Result<Vec<u8>> {
 /// first whose name it has; `None` when neither says.
 fn sniff_file(path: &Path) -> Result<Option<Format>> {
     let head = head(path)?;
-    let name = format::file_name(path);
+    let name = file_name(path);
     Ok(FORMATS
         .iter()
         .find(|f| (f.sniff)(&head, path))

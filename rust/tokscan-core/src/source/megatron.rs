@@ -13,8 +13,10 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
-use super::format::{self, FormatSpec, Found};
-use super::{split_units, Batch, Format, Offsets, Ragged, Source, Tokens, UnitSpan, WriteStats};
+use super::{
+    split_units, Batch, Format, FormatSpec, Found, Offsets, Ragged, Source, Tokens, UnitSpan,
+    WriteStats,
+};
 use crate::error::{Error, Result};
 
 /// The first 9 bytes of every `.idx`.
@@ -111,7 +113,7 @@ pub static FORMAT: FormatSpec = FormatSpec {
             Found::No
         })
     },
-    folder: format::no_folder,
+    folder: super::no_folder,
     folder_files: &[],
     folder_skip: "",
     // Any `PREFIX.idx`, not only a valid one: a prefix whose index is damaged is that input, and its reader

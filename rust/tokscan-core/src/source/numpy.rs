@@ -10,10 +10,9 @@ use arrow_array::RecordBatchReader;
 use memmap2::Mmap;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use super::format::{self, FormatSpec, Found};
 use super::{
-    split_units, Batch, Format, MapGuard, Offsets, Ragged, RaggedMask, Source, Tokens, UnitSpan,
-    WriteStats,
+    split_units, Batch, Format, FormatSpec, Found, MapGuard, Offsets, Ragged, RaggedMask, Source,
+    Tokens, UnitSpan, WriteStats,
 };
 use crate::error::{Error, Result};
 use crate::sample_id::SampleId;
@@ -96,7 +95,7 @@ pub struct NpyHeader {
 pub static FORMAT: FormatSpec = FormatSpec {
     name: "numpy",
     shown_as: "NumPy tokens.npy",
-    sniff: |_, path| format::file_name(path) == "tokens.npy",
+    sniff: |_, path| super::file_name(path) == "tokens.npy",
     named: |name| name == "tokens.npy",
     input_path: |path| path.parent().unwrap_or(Path::new(".")).to_path_buf(),
     found: |_| Ok(Found::No),
@@ -108,7 +107,7 @@ pub static FORMAT: FormatSpec = FormatSpec {
     },
     folder_files: &ARRAYS,
     folder_skip: "not read: a NumPy corpus folder is read through tokens.npy, offsets.npy, loss_mask.npy and meta.parquet",
-    prefix: format::no_prefix,
+    prefix: super::no_prefix,
     splits_across_tasks: true,
     companions: |_| Vec::new(),
     open: |path, _| Ok(Box::new(NumpyShard::open(path)?)),

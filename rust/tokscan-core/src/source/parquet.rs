@@ -15,9 +15,8 @@ use parquet::arrow::arrow_reader::{
 };
 use parquet::arrow::ProjectionMask;
 
-use super::format::{self, FormatSpec};
 use super::lists::ListProblem;
-use super::{Batch, ColumnNames, Format, Ragged, Source, UnitSpan, WriteStats};
+use super::{Batch, ColumnNames, Format, FormatSpec, Ragged, Source, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
 use crate::sample_id::SampleId;
 
@@ -98,19 +97,19 @@ pub static FORMAT: FormatSpec = FormatSpec {
     shown_as: "Parquet *.parquet",
     sniff: |head, _| head.starts_with(b"PAR1"),
     named: is_parquet_name,
-    input_path: format::same_path,
-    found: |path| Ok(format::input_if_named(is_parquet_name, path)),
-    folder: format::no_folder,
+    input_path: super::same_path,
+    found: |path| Ok(super::input_if_named(is_parquet_name, path)),
+    folder: super::no_folder,
     folder_files: &[],
     folder_skip: "",
-    prefix: format::no_prefix,
+    prefix: super::no_prefix,
     splits_across_tasks: true,
     companions: |_| Vec::new(),
     open: |path, columns| Ok(Box::new(ParquetShard::open(path, columns)?)),
 };
 
 fn is_parquet_name(name: &str) -> bool {
-    format::has_extension(name, &["parquet", "pq"])
+    super::has_extension(name, &["parquet", "pq"])
 }
 
 fn open_file(path: &Path) -> Result<File> {
