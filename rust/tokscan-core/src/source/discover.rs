@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{file_name, formats_list, jsonl, Format, FormatSpec, Found, Input, FORMATS};
+use super::{file_name, formats_list, jsonl, Claim, Format, FormatSpec, Input, FORMATS};
 use crate::error::{Error, Result};
 use crate::profile::tokenizer_files;
 
@@ -277,7 +277,7 @@ impl Walk {
             if read || self.skip_hidden(&entry, &name) {
                 continue;
             }
-            if entry.is_file() && matches!((jsonl::FORMAT.found)(&entry)?, Found::Prompts) {
+            if entry.is_file() && matches!((jsonl::FORMAT.found)(&entry)?, Claim::Prompts) {
                 self.take_prompts(root, dir, &entry);
             } else {
                 self.skip(&entry, f.folder_skip);
@@ -444,11 +444,11 @@ impl Walk {
     fn file(&mut self, root: &Path, dir: &Path, entry: &Path) -> Result<()> {
         for f in FORMATS {
             match (f.found)(entry)? {
-                Found::No => continue,
-                Found::Input(input) => self.push(root, input, Format::of(f), entry),
-                Found::Part => {}
-                Found::Prompts => self.take_prompts(root, dir, entry),
-                Found::Refused(why) => self.skip(entry, why),
+                Claim::No => continue,
+                Claim::Input(input) => self.push(root, input, Format::of(f), entry),
+                Claim::Part => {}
+                Claim::Prompts => self.take_prompts(root, dir, entry),
+                Claim::Refused(why) => self.skip(entry, why),
             }
             return Ok(());
         }

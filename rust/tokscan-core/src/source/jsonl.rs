@@ -19,7 +19,7 @@ use rayon::prelude::*;
 use serde_json::value::RawValue;
 
 use super::{
-    split_units, Batch, ColumnNames, Finding, Finish, Format, FormatSpec, Found, Offsets, Ragged,
+    split_units, Batch, Claim, ColumnNames, Finding, Finish, Format, FormatSpec, Offsets, Ragged,
     RaggedMask, Source, Tokens, UnitSpan, WriteStats,
 };
 use crate::error::{Error, Result};
@@ -48,11 +48,11 @@ pub static FORMAT: FormatSpec = FormatSpec {
     input_path: super::same_path,
     found: |path| {
         Ok(if !is_jsonl_name(path) {
-            Found::No
+            Claim::No
         } else if is_prompts_file(path)? {
-            Found::Prompts
+            Claim::Prompts
         } else {
-            Found::Input(path.to_path_buf())
+            Claim::Input(path.to_path_buf())
         })
     },
     folder: super::no_folder,

@@ -18,7 +18,7 @@ use memmap2::Mmap;
 use rayon::prelude::*;
 
 use super::{
-    split_units, Batch, Format, FormatSpec, Found, Offsets, Ragged, Source, Tokens, UnitSpan,
+    split_units, Batch, Claim, Format, FormatSpec, Offsets, Ragged, Source, Tokens, UnitSpan,
     WriteStats,
 };
 use crate::error::{Error, Result};
@@ -44,13 +44,13 @@ pub static FORMAT: FormatSpec = FormatSpec {
     input_path: super::same_path,
     found: |path| {
         if path.extension().is_none_or(|e| e != "bin") {
-            return Ok(Found::No);
+            return Ok(Claim::No);
         }
         Ok(if file_has_magic(path) {
-            Found::Input(path.to_path_buf())
+            Claim::Input(path.to_path_buf())
         } else {
             // Model weights and other binaries are not llm.c token files.
-            Found::Refused("a .bin file that is neither llm.c tokens nor half of a Megatron pair")
+            Claim::Refused("a .bin file that is neither llm.c tokens nor half of a Megatron pair")
         })
     },
     folder: super::no_folder,

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 
 use super::{
-    split_units, Batch, Format, FormatSpec, Found, Offsets, Ragged, Source, Tokens, UnitSpan,
+    split_units, Batch, Claim, Format, FormatSpec, Offsets, Ragged, Source, Tokens, UnitSpan,
     WriteStats,
 };
 use crate::error::{Error, Result};
@@ -102,15 +102,15 @@ pub static FORMAT: FormatSpec = FormatSpec {
             let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
             let mut magic = [0u8; 9];
             return Ok(if f.read_exact(&mut magic).is_ok() && &magic == IDX_MAGIC {
-                Found::Input(bin_path(path))
+                Claim::Input(bin_path(path))
             } else {
-                Found::Refused("an .idx file that is not a Megatron index")
+                Claim::Refused("an .idx file that is not a Megatron index")
             });
         }
         Ok(if is_bin(path) && has_index(path) {
-            Found::Part
+            Claim::Part
         } else {
-            Found::No
+            Claim::No
         })
     },
     folder: super::no_folder,

@@ -197,9 +197,10 @@ pub struct WriteStats {
     pub omitted: Option<String>,
 }
 
-/// What a format makes of a file found while a folder is searched.
+/// What a format makes of a file found while a folder is searched ([`FormatSpec::found`]): whether, and how, it
+/// claims the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Found {
+pub enum Claim {
     /// Not this format's file: the next format is asked.
     No,
     /// An input of this format (the path it is opened by: a Megatron `.idx` stands for its `.bin`).
@@ -228,7 +229,7 @@ pub struct FormatSpec {
     /// The input a file named explicitly stands for (a NumPy `tokens.npy` for its folder).
     pub input_path: fn(&Path) -> PathBuf,
     /// A file met while a folder is searched, asked of every format in table order until one claims it.
-    pub found: fn(&Path) -> Result<Found>,
+    pub found: fn(&Path) -> Result<Claim>,
     /// A folder that is itself an input (`Some(vec![folder])`, NumPy) or lists its inputs (a `datasets`
     /// `save_to_disk` folder's `state.json`); asked before the folder's files are.
     pub folder: fn(&Path) -> Result<Option<Vec<PathBuf>>>,
@@ -293,11 +294,11 @@ pub(crate) fn file_name(path: &Path) -> std::borrow::Cow<'_, str> {
 }
 
 /// `found` of a format recognised by its file name alone: an input when `named` says so.
-pub(crate) fn input_if_named(named: fn(&str) -> bool, path: &Path) -> Found {
+pub(crate) fn input_if_named(named: fn(&str) -> bool, path: &Path) -> Claim {
     if named(&file_name(path)) {
-        Found::Input(path.to_path_buf())
+        Claim::Input(path.to_path_buf())
     } else {
-        Found::No
+        Claim::No
     }
 }
 

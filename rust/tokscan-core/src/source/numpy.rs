@@ -11,7 +11,7 @@ use memmap2::Mmap;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::{
-    split_units, Batch, Format, FormatSpec, Found, MapGuard, Offsets, Ragged, RaggedMask, Source,
+    split_units, Batch, Claim, Format, FormatSpec, MapGuard, Offsets, Ragged, RaggedMask, Source,
     Tokens, UnitSpan, WriteStats,
 };
 use crate::error::{Error, Result};
@@ -98,7 +98,7 @@ pub static FORMAT: FormatSpec = FormatSpec {
     sniff: |_, path| super::file_name(path) == "tokens.npy",
     named: |name| name == "tokens.npy",
     input_path: |path| path.parent().unwrap_or(Path::new(".")).to_path_buf(),
-    found: |_| Ok(Found::No),
+    found: |_| Ok(Claim::No),
     folder: |dir| {
         Ok(dir
             .join("tokens.npy")
