@@ -5,7 +5,8 @@
 //!
 //! Every message header is parsed and checked at open (flatbuffer verification, bodies and buffers inside
 //! the file), so a truncated or corrupt file is an input error before any token is read. Units of work are
-//! the record batches. Column roles and types follow the Parquet rules ([`super::parquet::detect_layout`]).
+//! the record batches. Column roles and types follow the rules every Arrow-based format shares
+//! ([`super::arrow::detect_layout`]).
 
 use std::fs::File;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -21,7 +22,7 @@ use arrow_ipc::{Block, MessageHeader, MetadataVersion};
 use arrow_schema::SchemaRef;
 use memmap2::Mmap;
 
-use super::parquet::{detect_layout, record_batch, sample_ids, Layout};
+use super::arrow::{detect_layout, record_batch, sample_ids, Layout};
 use super::{Batch, ColumnNames, Format, FormatSpec, Source, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
 use crate::sample_id::SampleId;

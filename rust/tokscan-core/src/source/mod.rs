@@ -13,6 +13,7 @@
 //! layout and clean suites (`tests/test_scan_layouts.py`, `tests/test_clean_property.py`).
 //! Nothing else in the core or in Python names a format.
 
+pub mod arrow;
 pub mod discover;
 mod fault;
 pub mod ipc;

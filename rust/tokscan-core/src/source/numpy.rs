@@ -686,22 +686,22 @@ fn read_meta(path: &Path, n: usize) -> Result<(Ids, Labels)> {
         .build()
         .map_err(|e| Error::invalid(path, format!("not a readable Parquet file: {e}")))?;
     let schema = reader.schema();
-    let want_id = super::parquet::label_column(path, &schema, "sample_id")?;
-    let want_cat = super::parquet::label_column(path, &schema, "category")?;
+    let want_id = super::arrow::label_column(path, &schema, "sample_id")?;
+    let want_cat = super::arrow::label_column(path, &schema, "category")?;
     let (mut ids, mut cats): (Vec<Option<SampleId>>, Vec<Option<String>>) =
         (Vec::new(), Vec::new());
     for rb in super::parquet::guarded_batches(reader) {
         let rb =
             rb.map_err(|e| Error::invalid(path, format!("not a readable Parquet file: {e}")))?;
         if want_id {
-            ids.extend(super::parquet::sample_ids(
+            ids.extend(super::arrow::sample_ids(
                 path,
                 "sample_id",
                 rb.column_by_name("sample_id").expect("has"),
             )?);
         }
         if want_cat {
-            cats.extend(super::parquet::strings(
+            cats.extend(super::arrow::strings(
                 path,
                 "category",
                 rb.column_by_name("category").expect("has"),
