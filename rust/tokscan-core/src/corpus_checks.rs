@@ -564,7 +564,7 @@ pub fn resolve_units<R: std::ops::Deref<Target = Records> + Send>(
         for (rows, grouped, categories) in flagged {
             let remap: Vec<u32> = categories
                 .iter()
-                .map(|c| crate::summary::category_index(&mut found.categories, c))
+                .map(|c| crate::records::category_index(&mut found.categories, c))
                 .collect();
             let mut full = Vec::new();
             for s in rows {
