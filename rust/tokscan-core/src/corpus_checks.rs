@@ -316,17 +316,18 @@ pub fn find_repeats(buckets: impl IntoIterator<Item = Bucket>) -> Repeated {
     out
 }
 
-/// Per category, the log2-length fence `(lo, hi)` outside which a sample's total length is an outlier:
-/// Tukey's far-out fence (Q1 − 3·IQR, Q3 + 3·IQR) on `log2(length + 1)`, IQR floored at 0.5, for categories
-/// with at least [`OUTLIER_MIN_SAMPLES`] samples.
+/// What a sample of each category is measured against: its length fences and its features' majorities.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Fences(
-    pub BTreeMap<String, (f64, f64)>,
+pub struct Fences {
+    /// Per category, the log2-length fence `(lo, hi)` outside which a sample's total length is an outlier:
+    /// Tukey's far-out fence (Q1 − 3·IQR, Q3 + 3·IQR) on `log2(length + 1)`, IQR floored at 0.5, for
+    /// categories with at least [`OUTLIER_MIN_SAMPLES`] samples.
+    pub lengths: BTreeMap<String, (f64, f64)>,
     /// Per category with enough samples, the packed majority value of each structural feature
     /// ([`crate::check::features`]; `NA` where no value holds the majority).
     #[serde(default)]
-    pub BTreeMap<String, u32>,
-);
+    pub majorities: BTreeMap<String, u32>,
+}
 
 /// Per category, the packed value of each feature that at least the majority share of its samples share (the
 /// samples the feature applies to, if at least the minimum of them); `NA` elsewhere.
@@ -351,8 +352,8 @@ fn majorities(partial: &Partial) -> BTreeMap<String, u32> {
 
 impl Fences {
     pub fn of(partial: &Partial) -> Fences {
-        Fences(
-            partial
+        Fences {
+            lengths: partial
                 .categories
                 .iter()
                 .filter(|(_, c)| c.samples >= OUTLIER_MIN_SAMPLES)
@@ -365,12 +366,12 @@ impl Fences {
                     )
                 })
                 .collect(),
-            majorities(partial),
-        )
+            majorities: majorities(partial),
+        }
     }
 
     pub fn is_outlier(&self, category: &str, total: u32) -> bool {
-        self.0.get(category).is_some_and(|&(lo, hi)| {
+        self.lengths.get(category).is_some_and(|&(lo, hi)| {
             let l = (f64::from(total) + 1.0).log2();
             l < lo || l > hi
         })
@@ -395,7 +396,7 @@ fn row_flags(
         flags |= Code::LengthOutlier.bit();
     }
     let mut departs = (0u32, 0u32, 0u32);
-    if let Some(&maj) = fences.1.get(category) {
+    if let Some(&maj) = fences.majorities.get(category) {
         use crate::check::features::{explained_by, get, FEATURES, NA};
         for f in 0..FEATURES.len() {
             let (m, v) = (get(maj, f), get(r.features, f));
@@ -563,7 +564,7 @@ pub fn resolve_units<R: std::ops::Deref<Target = Records> + Send>(
         for (rows, grouped, categories) in flagged {
             let remap: Vec<u32> = categories
                 .iter()
-                .map(|c| crate::summary::category_index(&mut found.categories, c))
+                .map(|c| crate::records::category_index(&mut found.categories, c))
                 .collect();
             let mut full = Vec::new();
             for s in rows {

@@ -15,6 +15,7 @@ pub mod error;
 pub mod files;
 pub mod flagged;
 pub mod hidden;
+pub mod inputs;
 pub mod json;
 pub mod options;
 pub mod pairing;

@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::corpus::Corpus;
 use crate::error::Result;
+use crate::inputs::{InputInfo, SkippedInfo};
 use crate::remote::{Listed, Staged};
-use crate::report::InputInfo;
 use crate::source::{ColumnNames, Format, Input};
 use crate::wire::{decode, encode};
 
@@ -96,7 +96,7 @@ pub struct Plan {
     /// Total tokens when every format knows it from metadata, else a lower bound.
     pub tokens_hint: u64,
     /// What discovery left aside, and the prompts files (a cluster scan does not pair samples with them).
-    pub skipped: Vec<crate::report::SkippedInfo>,
+    pub skipped: Vec<SkippedInfo>,
 }
 
 impl RemoteSource {
@@ -298,11 +298,11 @@ pub fn plan_corpus(corpus: &Corpus, n_tasks: usize) -> Plan {
     Plan {
         tasks,
         sources,
-        inputs: crate::report::InputInfo::of_corpus(corpus),
+        inputs: InputInfo::of_corpus(corpus),
         rows: total,
         units: units.len(),
         tokens_hint: corpus.sources.iter().filter_map(|s| s.tokens_hint()).sum(),
-        skipped: crate::report::SkippedInfo::of_corpus(corpus, true),
+        skipped: SkippedInfo::of_corpus(corpus, true),
     }
 }
 

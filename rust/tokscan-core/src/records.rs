@@ -50,13 +50,21 @@ pub struct Records {
     pub pairs: Vec<PairFact>,
 }
 
-impl Records {
-    pub fn category_index(&mut self, name: &str) -> u32 {
-        if let Some(i) = self.categories.iter().position(|c| c == name) {
-            return i as u32;
+/// The index of category `name` in `names`, added when new.
+pub(crate) fn category_index(names: &mut Vec<String>, name: &str) -> u32 {
+    match names.iter().position(|c| c == name) {
+        Some(i) => i as u32,
+        None => {
+            names.push(name.to_string());
+            (names.len() - 1) as u32
         }
-        self.categories.push(name.to_string());
-        (self.categories.len() - 1) as u32
+    }
+}
+
+impl Records {
+    /// The index of category `name` in [`Records::categories`], added when new.
+    pub fn category_index(&mut self, name: &str) -> u32 {
+        category_index(&mut self.categories, name)
     }
 
     /// Appends `other` (rows after this one's).

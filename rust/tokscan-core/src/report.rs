@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::anomaly::{codes_in, Code, Severity};
 use crate::check::NO_POS;
-use crate::corpus::Corpus;
 use crate::flagged::{FirstSeen, FlaggedSample, PromptFirst};
+pub use crate::inputs::{InputInfo, SkippedInfo};
 use crate::policy::{Policy, RuleValue, Status};
 use crate::profile::Profile;
 use crate::repetition::COVERAGE_N;
@@ -71,36 +71,6 @@ impl RunInfo {
 pub struct Tool {
     pub name: String,
     pub version: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct InputInfo {
-    pub path: String,
-    pub format: String,
-    pub layout: String,
-    pub samples: u64,
-    pub tokens: u64,
-    /// What the reader noticed about the input though it reads (an optional addition to `schema_version` 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub warning: Option<String>,
-}
-
-impl InputInfo {
-    /// The inputs as the report describes them (counts filled in when the report is built).
-    pub fn of_corpus(corpus: &Corpus) -> Vec<InputInfo> {
-        corpus
-            .sources
-            .iter()
-            .map(|s| InputInfo {
-                path: crate::source::path_text(s.path()),
-                format: s.format().name().into(),
-                layout: s.layout(),
-                samples: 0,
-                tokens: 0,
-                warning: s.warning(),
-            })
-            .collect()
-    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -557,37 +527,6 @@ impl FlaggedSummarized {
             *r = acc;
         }
         Ok((rows, masks))
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SkippedInfo {
-    pub path: String,
-    pub reason: String,
-}
-
-impl SkippedInfo {
-    /// The report's `skipped` list; with `prompts`, the prompts files too (for a scan that does not pair,
-    /// so that they are not passed over in silence).
-    pub fn of_corpus(corpus: &Corpus, prompts: bool) -> Vec<SkippedInfo> {
-        let mut out: Vec<SkippedInfo> = corpus
-            .skipped
-            .iter()
-            .map(|s| SkippedInfo {
-                path: crate::source::path_text(&s.path),
-                reason: s.reason.clone(),
-            })
-            .collect();
-        if prompts {
-            out.extend(corpus.prompts.iter().map(|p| SkippedInfo {
-                path: crate::source::path_text(&p.path),
-                reason:
-                    "a prompts file: pairing runs in the local engine only (scan without --ray to pair)"
-                        .into(),
-            }));
-            out.sort_by(|a, b| a.path.cmp(&b.path));
-        }
-        out
     }
 }
 

@@ -18,6 +18,7 @@ use crate::anomaly::N_CODES;
 use crate::check::Lengths;
 use crate::error::Result;
 use crate::flagged::{merge_by_row, merge_sorted, FlaggedSample};
+use crate::records::category_index;
 use crate::stats::{Dist, FractionDist};
 use crate::wire::{decode, encode};
 
@@ -462,18 +463,6 @@ pub(crate) fn within_limit(seen: &mut [u64], flags: u64, limit: u64) -> bool {
     keep
 }
 
-/// Two row-sorted summarized lists as one (a row in both keeps one entry with both entries' codes).
-/// The index of category `name` in `names`, added when new.
-pub(crate) fn category_index(names: &mut Vec<String>, name: &str) -> u32 {
-    match names.iter().position(|c| c == name) {
-        Some(i) => i as u32,
-        None => {
-            names.push(name.to_string());
-            (names.len() - 1) as u32
-        }
-    }
-}
-
 /// `from`, whose categories index `from_names`, with its categories renumbered into `names` (new ones added).
 fn renumbered(
     names: &mut Vec<String>,
@@ -490,6 +479,7 @@ fn renumbered(
     from
 }
 
+/// Two row-sorted summarized lists as one (a row in both keeps one entry with both entries' codes).
 fn merge_summarized(a: Vec<Summarized>, b: Vec<Summarized>) -> Vec<Summarized> {
     merge_sorted(a, b, |x| x.row, |x, y| x.flags |= y.flags)
 }

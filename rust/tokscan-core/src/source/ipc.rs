@@ -5,7 +5,8 @@
 //!
 //! Every message header is parsed and checked at open (flatbuffer verification, bodies and buffers inside
 //! the file), so a truncated or corrupt file is an input error before any token is read. Units of work are
-//! the record batches. Column roles and types follow the Parquet rules ([`super::parquet::detect_layout`]).
+//! the record batches. Column roles and types follow the rules every Arrow-based format shares
+//! ([`super::arrow::detect_layout`]).
 
 use std::fs::File;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -21,9 +22,8 @@ use arrow_ipc::{Block, MessageHeader, MetadataVersion};
 use arrow_schema::SchemaRef;
 use memmap2::Mmap;
 
-use super::format::{self, FormatSpec};
-use super::parquet::{detect_layout, record_batch, sample_ids, Layout};
-use super::{Batch, ColumnNames, Format, Source, UnitSpan, WriteStats};
+use super::arrow::{detect_layout, record_batch, sample_ids, Layout};
+use super::{Batch, ColumnNames, Format, FormatSpec, Source, UnitSpan, WriteStats};
 use crate::error::{Error, Result};
 use crate::sample_id::SampleId;
 
@@ -40,19 +40,19 @@ pub static FORMAT: FormatSpec = FormatSpec {
     shown_as: "Arrow IPC *.arrow / *.feather",
     sniff: |head, _| sniff(head).is_some(),
     named: is_ipc_name,
-    input_path: format::same_path,
-    found: |path| Ok(format::input_if_named(is_ipc_name, path)),
+    input_path: super::same_path,
+    found: |path| Ok(super::input_if_named(is_ipc_name, path)),
     folder: hf_data_files,
     folder_files: &["state.json", "dataset_info.json"],
     folder_skip: "not read: a datasets folder is read through the _data_files of its state.json, which do not list it",
-    prefix: format::no_prefix,
+    prefix: super::no_prefix,
     splits_across_tasks: true,
     companions: |_| Vec::new(),
     open: |path, columns| Ok(Box::new(IpcShard::open(path, columns)?)),
 };
 
 fn is_ipc_name(name: &str) -> bool {
-    format::has_extension(name, &["arrow", "arrows", "feather", "ipc"])
+    super::has_extension(name, &["arrow", "arrows", "feather", "ipc"])
 }
 
 /// The data files a Hugging Face `save_to_disk` directory lists in its `state.json` (`_data_files`), when it

@@ -18,10 +18,9 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use serde_json::value::RawValue;
 
-use super::format::{self, FormatSpec, Found};
 use super::{
-    split_units, Batch, ColumnNames, Finding, Finish, Format, Offsets, Ragged, RaggedMask, Source,
-    Tokens, UnitSpan, WriteStats,
+    split_units, Batch, Claim, ColumnNames, Finding, Finish, Format, FormatSpec, Offsets, Ragged,
+    RaggedMask, Source, Tokens, UnitSpan, WriteStats,
 };
 use crate::error::{Error, Result};
 use crate::sample_id::SampleId;
@@ -46,20 +45,20 @@ pub static FORMAT: FormatSpec = FormatSpec {
     shown_as: "JSONL *.jsonl[.gz|.zst]",
     sniff: |_, _| false,
     named: |name| is_jsonl_name(Path::new(name)),
-    input_path: format::same_path,
+    input_path: super::same_path,
     found: |path| {
         Ok(if !is_jsonl_name(path) {
-            Found::No
+            Claim::No
         } else if is_prompts_file(path)? {
-            Found::Prompts
+            Claim::Prompts
         } else {
-            Found::Input(path.to_path_buf())
+            Claim::Input(path.to_path_buf())
         })
     },
-    folder: format::no_folder,
+    folder: super::no_folder,
     folder_files: &[],
     folder_skip: "",
-    prefix: format::no_prefix,
+    prefix: super::no_prefix,
     splits_across_tasks: false,
     companions: |_| Vec::new(),
     open: |path, columns| Ok(Box::new(JsonlShard::open(path, columns)?)),

@@ -17,8 +17,10 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 use rayon::prelude::*;
 
-use super::format::{self, FormatSpec, Found};
-use super::{split_units, Batch, Format, Offsets, Ragged, Source, Tokens, UnitSpan, WriteStats};
+use super::{
+    split_units, Batch, Claim, Format, FormatSpec, Offsets, Ragged, Source, Tokens, UnitSpan,
+    WriteStats,
+};
 use crate::error::{Error, Result};
 
 /// `header[0]` of every llm.c token file.
@@ -39,22 +41,22 @@ pub static FORMAT: FormatSpec = FormatSpec {
     shown_as: "llm.c *.bin",
     sniff: |head, _| has_magic(head),
     named: |name| name.ends_with(".bin"),
-    input_path: format::same_path,
+    input_path: super::same_path,
     found: |path| {
         if path.extension().is_none_or(|e| e != "bin") {
-            return Ok(Found::No);
+            return Ok(Claim::No);
         }
         Ok(if file_has_magic(path) {
-            Found::Input(path.to_path_buf())
+            Claim::Input(path.to_path_buf())
         } else {
             // Model weights and other binaries are not llm.c token files.
-            Found::Refused("a .bin file that is neither llm.c tokens nor half of a Megatron pair")
+            Claim::Refused("a .bin file that is neither llm.c tokens nor half of a Megatron pair")
         })
     },
-    folder: format::no_folder,
+    folder: super::no_folder,
     folder_files: &[],
     folder_skip: "",
-    prefix: format::no_prefix,
+    prefix: super::no_prefix,
     splits_across_tasks: true,
     companions: |_| Vec::new(),
     open: |path, _| Ok(Box::new(LlmcShard::open(path)?)),

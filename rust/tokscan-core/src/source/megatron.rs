@@ -13,8 +13,10 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
-use super::format::{self, FormatSpec, Found};
-use super::{split_units, Batch, Format, Offsets, Ragged, Source, Tokens, UnitSpan, WriteStats};
+use super::{
+    split_units, Batch, Claim, Format, FormatSpec, Offsets, Ragged, Source, Tokens, UnitSpan,
+    WriteStats,
+};
 use crate::error::{Error, Result};
 
 /// The first 9 bytes of every `.idx`.
@@ -100,18 +102,18 @@ pub static FORMAT: FormatSpec = FormatSpec {
             let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
             let mut magic = [0u8; 9];
             return Ok(if f.read_exact(&mut magic).is_ok() && &magic == IDX_MAGIC {
-                Found::Input(bin_path(path))
+                Claim::Input(bin_path(path))
             } else {
-                Found::Refused("an .idx file that is not a Megatron index")
+                Claim::Refused("an .idx file that is not a Megatron index")
             });
         }
         Ok(if is_bin(path) && has_index(path) {
-            Found::Part
+            Claim::Part
         } else {
-            Found::No
+            Claim::No
         })
     },
-    folder: format::no_folder,
+    folder: super::no_folder,
     folder_files: &[],
     folder_skip: "",
     // Any `PREFIX.idx`, not only a valid one: a prefix whose index is damaged is that input, and its reader

@@ -10,10 +10,9 @@ use arrow_array::RecordBatchReader;
 use memmap2::Mmap;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use super::format::{self, FormatSpec, Found};
 use super::{
-    split_units, Batch, Format, MapGuard, Offsets, Ragged, RaggedMask, Source, Tokens, UnitSpan,
-    WriteStats,
+    split_units, Batch, Claim, Format, FormatSpec, MapGuard, Offsets, Ragged, RaggedMask, Source,
+    Tokens, UnitSpan, WriteStats,
 };
 use crate::error::{Error, Result};
 use crate::sample_id::SampleId;
@@ -96,10 +95,10 @@ pub struct NpyHeader {
 pub static FORMAT: FormatSpec = FormatSpec {
     name: "numpy",
     shown_as: "NumPy tokens.npy",
-    sniff: |_, path| format::file_name(path) == "tokens.npy",
+    sniff: |_, path| super::file_name(path) == "tokens.npy",
     named: |name| name == "tokens.npy",
     input_path: |path| path.parent().unwrap_or(Path::new(".")).to_path_buf(),
-    found: |_| Ok(Found::No),
+    found: |_| Ok(Claim::No),
     folder: |dir| {
         Ok(dir
             .join("tokens.npy")
@@ -108,7 +107,7 @@ pub static FORMAT: FormatSpec = FormatSpec {
     },
     folder_files: &ARRAYS,
     folder_skip: "not read: a NumPy corpus folder is read through tokens.npy, offsets.npy, loss_mask.npy and meta.parquet",
-    prefix: format::no_prefix,
+    prefix: super::no_prefix,
     splits_across_tasks: true,
     companions: |_| Vec::new(),
     open: |path, _| Ok(Box::new(NumpyShard::open(path)?)),
@@ -687,22 +686,22 @@ fn read_meta(path: &Path, n: usize) -> Result<(Ids, Labels)> {
         .build()
         .map_err(|e| Error::invalid(path, format!("not a readable Parquet file: {e}")))?;
     let schema = reader.schema();
-    let want_id = super::parquet::label_column(path, &schema, "sample_id")?;
-    let want_cat = super::parquet::label_column(path, &schema, "category")?;
+    let want_id = super::arrow::label_column(path, &schema, "sample_id")?;
+    let want_cat = super::arrow::label_column(path, &schema, "category")?;
     let (mut ids, mut cats): (Vec<Option<SampleId>>, Vec<Option<String>>) =
         (Vec::new(), Vec::new());
     for rb in super::parquet::guarded_batches(reader) {
         let rb =
             rb.map_err(|e| Error::invalid(path, format!("not a readable Parquet file: {e}")))?;
         if want_id {
-            ids.extend(super::parquet::sample_ids(
+            ids.extend(super::arrow::sample_ids(
                 path,
                 "sample_id",
                 rb.column_by_name("sample_id").expect("has"),
             )?);
         }
         if want_cat {
-            cats.extend(super::parquet::strings(
+            cats.extend(super::arrow::strings(
                 path,
                 "category",
                 rb.column_by_name("category").expect("has"),

@@ -34,10 +34,9 @@ use parquet::file::reader::ChunkReader;
 use parquet::file::serialized_reader::SerializedPageReader;
 
 use super::pages::{ListPages, PageError, Physical};
-use super::{
-    guarded_batches, list_error, open_file, parquet_err, undecodable, unpanicked, ParquetShard,
-};
+use super::{guarded_batches, open_file, parquet_err, undecodable, unpanicked, ParquetShard};
 use crate::error::{Error, Result};
+use crate::source::arrow::{list_error, sample_ids, strings};
 use crate::source::lists::{labels_as_mask, ListProblem};
 use crate::source::{shrank, Batch, MapGuard, Offsets, Ragged, RaggedMask, Tokens};
 use crate::token::MaskSlice;
@@ -707,11 +706,11 @@ fn read_row_group<R: ChunkReader + 'static>(
                 .clone()
         };
         let sample_ids = match &layout.sample_id {
-            Some(n) => Some(super::sample_ids(path, n, &column(n))?),
+            Some(n) => Some(sample_ids(path, n, &column(n))?),
             None => None,
         };
         let categories = match &layout.category {
-            Some(n) => Some(super::strings(path, n, &column(n))?),
+            Some(n) => Some(strings(path, n, &column(n))?),
             None => None,
         };
         // A row is null when its ids or its prompt are.
