@@ -140,6 +140,31 @@ ConfigOpt = Annotated[
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors; the exit code tells.")]
 HtmlOpt = Annotated[Path | None, typer.Option("--html", metavar="FILE", help="Write a self-contained HTML report.")]
+HiddenLayoutOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="LAYOUT",
+        help="With --hidden-states: the dump's writer when its names and keys do not say (specforge, "
+        "angelslim, speculators, speculators_legacy, model_optimizer).",
+    ),
+]
+TargetModelOpt = Annotated[
+    Path | None,
+    typer.Option(
+        metavar="DIR",
+        help="With --hidden-states: the target model's Hugging Face checkpoint directory (config.json + "
+        "safetensors; only the final norm and lm_head are read): decides the dump's norm convention and checks "
+        "next-token agreement of the stored states (hidden_disagree).",
+    ),
+]
+
+
+def check_hidden_options(hidden_states: Path | None, hidden_layout: str | None, target_model: Path | None) -> None:
+    """`--hidden-layout` and `--target-model` go with `--hidden-states` (scan and show)."""
+    if hidden_states is None and (hidden_layout is not None or target_model is not None):
+        raise UsageError("--hidden-layout and --target-model go with --hidden-states DIR (the dump's directory)")
+
+
 PromptsOpt = Annotated[
     Path | None,
     typer.Option(

@@ -19,6 +19,7 @@ from .app import (
     ChatTemplateOpt,
     ConfigOpt,
     FailOn,
+    HiddenLayoutOpt,
     HtmlOpt,
     IdColumnOpt,
     IdsColumnOpt,
@@ -30,9 +31,11 @@ from .app import (
     PromptColumnOpt,
     PromptsOpt,
     QuietOpt,
+    TargetModelOpt,
     TokenizerOpt,
     TrustRemoteCodeOpt,
     app,
+    check_hidden_options,
     check_output,
     columns_from,
     err,
@@ -240,8 +243,7 @@ def _execute(a: ScanArgs, command: ExitStack) -> int:
     reads += [a.prompts or cfg.prompts, a.chat_template or cfg.chat_template, a.check_vocab, *a.contamination]
     reads += [a.hidden_states, a.target_model]
     refuse_clobbering(outputs, paths, reads)
-    if a.hidden_states is None and (a.hidden_layout is not None or a.target_model is not None):
-        raise UsageError("--hidden-layout and --target-model go with --hidden-states DIR (the dump's directory)")
+    check_hidden_options(a.hidden_states, a.hidden_layout, a.target_model)
     from ..vocab import check_sizes, parse_sizes
 
     if a.vocab_size is not None:
@@ -518,23 +520,8 @@ def scan(
             "mask, NaN / zero rows, norm scale (hidden_* codes, the report's hidden_states section).",
         ),
     ] = None,
-    hidden_layout: Annotated[
-        str | None,
-        typer.Option(
-            metavar="LAYOUT",
-            help="With --hidden-states: the dump's writer when its names and keys do not say (specforge, "
-            "angelslim, speculators, speculators_legacy, model_optimizer).",
-        ),
-    ] = None,
-    target_model: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="DIR",
-            help="With --hidden-states: the target model's Hugging Face checkpoint directory (config.json + "
-            "safetensors; only the final norm and lm_head are read): decides the dump's norm convention and "
-            "checks next-token agreement of the stored states (hidden_disagree).",
-        ),
-    ] = None,
+    hidden_layout: HiddenLayoutOpt = None,
+    target_model: TargetModelOpt = None,
     agreement_positions: Annotated[
         int,
         typer.Option(

@@ -10,6 +10,7 @@ import typer
 from .app import (
     CategoryColumnOpt,
     ConfigOpt,
+    HiddenLayoutOpt,
     IdColumnOpt,
     IdsColumnOpt,
     JsonOpt,
@@ -18,9 +19,11 @@ from .app import (
     ProfileOpt,
     PromptColumnOpt,
     QuietOpt,
+    TargetModelOpt,
     TokenizerOpt,
     TrustRemoteCodeOpt,
     app,
+    check_hidden_options,
     check_output,
     err,
     out,
@@ -105,17 +108,8 @@ def show(
             "find in it (as `scan --hidden-states`).",
         ),
     ] = None,
-    hidden_layout: Annotated[
-        str | None, typer.Option(metavar="LAYOUT", help="With --hidden-states: the dump's writer.")
-    ] = None,
-    target_model: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="DIR",
-            help="With --hidden-states: the target's checkpoint directory; next-token agreement on up to 512 "
-            "completion positions, the first disagreements decoded.",
-        ),
-    ] = None,
+    hidden_layout: HiddenLayoutOpt = None,
+    target_model: TargetModelOpt = None,
     json_out: Annotated[Path | None, JsonOpt("the sample")] = None,
     quiet: QuietOpt = False,
 ) -> None:
@@ -132,8 +126,7 @@ def show(
     with user_errors(), ExitStack() as stack:
         if (sample_id is None) == (row is None):
             raise UsageError("give exactly one of --sample-id or --row")
-        if hidden_states is None and (hidden_layout is not None or target_model is not None):
-            raise UsageError("--hidden-layout and --target-model go with --hidden-states DIR (the dump's directory)")
+        check_hidden_options(hidden_states, hidden_layout, target_model)
         check_output(json_out, "--json")
         cfg = load_file(config_file) if config_file is not None else discover()
         reads = [
