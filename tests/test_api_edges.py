@@ -126,3 +126,22 @@ def test_one_options_object_reaches_the_core_whole(tmp_path):
     assert sorted(known) == sorted(opts.to_core())
     with pytest.raises(tokscan.UsageError, match="scan option threads"):
         _core.TaskScan(b"", prof, {"threads": "two"})
+
+
+def test_a_scan_timed_from_the_opening_counts_it(tmp_path):
+    """The CLI opens the corpus for its hint and hands it to the scan: the report's `run` then starts when the
+    corpus began to open (as a scan of the paths does), not when the scan was handed it."""
+    import time
+
+    from tokscan import _core
+
+    path = tmp_path / "c"
+    synth.write_numpy(synth.build_corpus(n_clean=20, seed=3, anomalies_per_code=0), path)
+    prof = tokscan.load_profile("kimi-k2")
+    corpus = _core.Corpus([str(path)])
+    time.sleep(1.0)
+    timed = json.loads(_core.Scan(corpus, prof, {"threads": 1}, True).run())["run"]
+    plain = json.loads(_core.Scan(corpus, prof, {"threads": 1}).run())["run"]
+    # A 20-sample scan takes milliseconds (well under the second slept, even on a loaded machine).
+    assert timed["seconds"] >= 1.0 and plain["seconds"] < timed["seconds"] - 0.5
+    assert timed["started"] <= plain["started"]

@@ -99,6 +99,7 @@ class Scan:
         paths: list[str] | Corpus,
         profile: Profile,
         options: dict[str, Any] | None = None,  # tokscan.options.ScanOptions.to_core()
+        timed_from_open: bool = False,  # with an opened Corpus: the report's run starts at its opening
     ) -> Scan: ...
     def run(self) -> str: ...
     @property

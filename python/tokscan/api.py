@@ -85,6 +85,7 @@ def scan(
     command: Sequence[str] | None = None,
     keep_corpus: bool = False,
     ray_tasks: tuple[int | None, int | None, int] = (None, None, 8),
+    _timed_from_open: bool = False,
 ) -> Report:
     """Scans corpora in any supported format (files, directories, globs), or a Hugging Face
     `datasets.Dataset` / `DatasetDict` through the Arrow files it is memory-mapped from (no copy).
@@ -249,7 +250,8 @@ def scan(
         # The corpus is kept when it was given, or asked for (never a staged copy, deleted on leaving here).
         keep = opened is not None or (keep_corpus and not bases)
         inputs = opened if opened is not None else local_paths
-        report = _run_local(inputs, prof, options, progress, poll_interval, keep)
+        timed = _timed_from_open and opened is not None
+        report = _run_local(inputs, prof, options, progress, poll_interval, keep, timed)
     return Report(relabel(report.data, bases)) if bases else report
 
 
@@ -260,10 +262,12 @@ def _run_local(
     progress: ProgressCallback | None,
     poll_interval: float,
     keep: bool = False,
+    timed_from_open: bool = False,
 ) -> Report:
     """The local engine's scan of `inputs`, files on disk or a corpus opened already; with `keep` the report
-    keeps the corpus the scan read (`Report.corpus`)."""
-    job = _core.Scan(inputs, prof, options.to_core())
+    keeps the corpus the scan read (`Report.corpus`); with `timed_from_open` (a corpus the caller opened for
+    this scan) the report's `run` starts when the corpus began to open."""
+    job = _core.Scan(inputs, prof, options.to_core(), timed_from_open)
 
     def kept(text: str) -> Report:
         return Report._from_core(text, job.corpus if keep else None, options.columns)

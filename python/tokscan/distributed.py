@@ -28,7 +28,7 @@ def scan_ray(
     ...): this is `tokscan.scan(paths, profile, engine="ray", ...)`, with the shape of the job. `n_tasks`
     defaults to 4 per CPU of the cluster (at most one per unit of work), `n_buckets` to one per CPU; `fan_in`
     partial summaries are merged at a time. `threads` is the core's thread count inside each task; 0 means 1,
-    since Ray already runs one task per CPU.
+    since Ray already runs one task per CPU. `poll_interval` is at least 0.2 s on Ray (as `tokscan.scan`'s).
     """
     from .api import scan
 

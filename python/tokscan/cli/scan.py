@@ -193,8 +193,8 @@ class Output:
 #: The outputs, in the order they are checked and written.
 OUTPUTS: tuple[Output, ...] = (
     Output("--json", "json_out", _json),
-    Output("--html", "html_out", _html),
     Output("--junit", "junit_out", _junit),
+    Output("--html", "html_out", _html),
     Output("--exclude", "exclude", _exclude),
 )
 
@@ -338,6 +338,7 @@ def _execute(a: ScanArgs, command: ExitStack) -> int:
         trust_remote_code=a.trust_remote_code,
         engine="local" if a.ray is None else "ray",
         address=None if a.ray in (None, RAY_DEFAULT) else a.ray,
+        _timed_from_open=corpus is not None,  # the run is the opening and the scan, as for paths
     )
     seconds = time.perf_counter() - t0
     if bases:

@@ -274,14 +274,21 @@ impl Sections {
             .map(Sections)
     }
 
-    /// A flagged sample's evidence, in its order.
+    /// A flagged sample's evidence, in its order. Its JSON was written by [`crate::passes::attach`] (or
+    /// checked when it arrived from another process); text that is not JSON would be written as a string,
+    /// never dropped.
     fn attached(attached: Vec<crate::flagged::Attached>) -> Sections {
         Sections(
             attached
                 .into_iter()
-                .filter_map(|a| {
-                    let raw = serde_json::value::RawValue::from_string(a.json).ok()?;
-                    Some((a.key, raw))
+                .map(|a| {
+                    let raw = match serde_json::from_str::<&serde_json::value::RawValue>(&a.json) {
+                        Ok(raw) => raw.to_owned(),
+                        Err(_) => {
+                            serde_json::value::to_raw_value(&a.json).expect("a string is JSON")
+                        }
+                    };
+                    (a.key, raw)
                 })
                 .collect(),
         )

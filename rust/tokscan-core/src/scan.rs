@@ -62,7 +62,19 @@ pub fn scan_opened(
     opts: &ScanOptions,
     progress: &Progress,
 ) -> Result<Report> {
-    let (started, t0) = (std::time::SystemTime::now(), std::time::Instant::now());
+    let since = (std::time::SystemTime::now(), std::time::Instant::now());
+    scan_opened_since(corpus, profile, opts, progress, since)
+}
+
+/// [`scan_opened`], with the report's `run` started at `since` (when the corpus began to open, for a caller
+/// that opened it for the scan: the run is then the opening and the scan, as [`scan_keeping`]'s).
+pub fn scan_opened_since(
+    corpus: &Corpus,
+    profile: &Profile,
+    opts: &ScanOptions,
+    progress: &Progress,
+    (started, t0): (std::time::SystemTime, std::time::Instant),
+) -> Result<Report> {
     with_pool(opts.threads, || {
         scan_in_pool(corpus, profile, opts, progress, started, t0)
     })

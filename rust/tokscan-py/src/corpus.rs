@@ -18,12 +18,21 @@ use crate::{detached, parse_columns, to_py};
 #[pyclass(frozen, name = "Corpus", module = "tokscan._core")]
 pub struct PyCorpus {
     inner: Arc<Corpus>,
+    /// When opening it started (a scan timed from its opening reports it as its start: `Scan(timed_from_open)`).
+    opened_at: (std::time::SystemTime, std::time::Instant),
 }
 
 impl PyCorpus {
     /// A handle on a corpus opened elsewhere (the one a scan read), shared, not reopened.
     pub(crate) fn shared(inner: Arc<Corpus>) -> Self {
-        PyCorpus { inner }
+        PyCorpus {
+            inner,
+            opened_at: (std::time::SystemTime::now(), std::time::Instant::now()),
+        }
+    }
+
+    pub(crate) fn opened_at(&self) -> (std::time::SystemTime, std::time::Instant) {
+        self.opened_at
     }
 
     pub(crate) fn corpus(&self) -> Arc<Corpus> {
@@ -62,11 +71,13 @@ impl PyCorpus {
         threads: usize,
     ) -> PyResult<Self> {
         let columns = parse_columns(columns).map_err(|e| to_py(py, e))?;
+        let opened_at = (std::time::SystemTime::now(), std::time::Instant::now());
         let inner = detached(py, move || {
             tokscan_core::scan::with_pool(threads, || Corpus::open(&paths, &columns))
         })?;
         Ok(PyCorpus {
             inner: Arc::new(inner),
+            opened_at,
         })
     }
 

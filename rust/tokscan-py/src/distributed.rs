@@ -1,6 +1,6 @@
 //! The steps of a scan spread over many processes (tokscan.integrations.ray drives them on Ray). Every result
 //! crosses processes as opaque bytes in the core's compact format; all the logic is the core's
-//! (`plan`, `scan::scan_task`, `summary::Partial`, `corpus_checks`, `report::build_report`).
+//! (`plan`, `scan::scan_task`, `summary::Partial`, `corpus_checks`, the corpus-wide `passes`, `scan::finish`).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;

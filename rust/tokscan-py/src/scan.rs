@@ -21,25 +21,35 @@ pub(crate) struct PyScan {
     kept: std::sync::Mutex<Option<Arc<tokscan_core::Corpus>>>,
 }
 
-/// What a scan reads: paths it discovers and opens, or a corpus opened already.
+/// What a scan reads: paths it discovers and opens, or a corpus opened already (with when the scan's `run`
+/// starts: now, or when the corpus began to open).
 enum ScanInput {
     Paths(Vec<String>),
-    Opened(Arc<tokscan_core::Corpus>),
+    Opened(
+        Arc<tokscan_core::Corpus>,
+        Option<(std::time::SystemTime, std::time::Instant)>,
+    ),
 }
 
 #[pymethods]
 impl PyScan {
+    /// `timed_from_open`: with an opened corpus, the report's `run` starts when the corpus began to open (the
+    /// CLI opens it for its hint and hands it over: the run is the opening and the scan, as for paths).
     #[new]
-    #[pyo3(signature = (paths, profile, options=None))]
+    #[pyo3(signature = (paths, profile, options=None, timed_from_open=false))]
     fn new(
         py: Python<'_>,
         paths: &Bound<'_, PyAny>,
         profile: &PyProfile,
         options: Option<&Bound<'_, PyDict>>,
+        timed_from_open: bool,
     ) -> PyResult<Self> {
         let options = options::scan_options(options).map_err(|e| to_py(py, e))?;
         let input = match paths.cast::<corpus::PyCorpus>() {
-            Ok(c) => ScanInput::Opened(c.get().corpus()),
+            Ok(c) => ScanInput::Opened(
+                c.get().corpus(),
+                timed_from_open.then(|| c.get().opened_at()),
+            ),
             Err(_) => ScanInput::Paths(paths.extract().map_err(|_| {
                 raise(
                     py,
@@ -65,10 +75,14 @@ impl PyScan {
                 tokscan_core::scan_keeping(paths, &self.profile, &self.options, &self.progress)
                     .map(|(report, corpus)| (report, Arc::new(corpus)))
             }
-            ScanInput::Opened(corpus) => {
-                tokscan_core::scan_opened(corpus, &self.profile, &self.options, &self.progress)
-                    .map(|report| (report, corpus.clone()))
-            }
+            ScanInput::Opened(corpus, since) => tokscan_core::scan::scan_opened_since(
+                corpus,
+                &self.profile,
+                &self.options,
+                &self.progress,
+                since.unwrap_or_else(|| (std::time::SystemTime::now(), std::time::Instant::now())),
+            )
+            .map(|report| (report, corpus.clone())),
         })?;
         *self.kept.lock().unwrap_or_else(|e| e.into_inner()) = Some(corpus);
         serde_json::to_string(&report).map_err(|e| raise(py, "InternalError", e.to_string()))

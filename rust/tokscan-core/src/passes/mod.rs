@@ -101,8 +101,24 @@ impl Findings {
         crate::wire::encode(self)
     }
 
+    /// Findings sent by another process; their JSON (section, evidence) is checked, so the report writes it as
+    /// it is.
     pub fn from_bytes(b: &[u8]) -> Result<Findings> {
-        crate::wire::decode(b, "pass findings")
+        let found: Findings = crate::wire::decode(b, "pass findings")?;
+        let texts = found.section.iter().chain(
+            found
+                .flagged
+                .iter()
+                .flat_map(|f| f.attached.iter().map(|a| &a.json)),
+        );
+        for text in texts {
+            serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|e| {
+                Error::Usage(format!(
+                    "corrupt pass findings ({e}): was it written by this version of tokscan?"
+                ))
+            })?;
+        }
+        Ok(found)
     }
 }
 
@@ -133,7 +149,28 @@ pub fn finish_all(
         .map(|p| p.as_ref())
         .filter(|p| !done.iter().any(|d| d.pass == p.name()))
         .collect();
-    let made: Vec<Result<Findings>> = todo.par_iter().map(|p| p.finish(at)).collect();
+    // A pass that fails stops the others (through the cancel flag the long ones poll); the error returned is
+    // the first real one in the passes' order, not an "interrupted" of a pass that was merely stopped.
+    let made: Vec<Result<Findings>> = todo
+        .par_iter()
+        .map(|p| {
+            let r = p.finish(at);
+            if matches!(r, Err(ref e) if !matches!(e, Error::Interrupted)) {
+                at.progress.cancel();
+            }
+            r
+        })
+        .collect();
+    if let Some(i) = made
+        .iter()
+        .position(|r| matches!(r, Err(e) if !matches!(e, Error::Interrupted)))
+    {
+        return Err(made
+            .into_iter()
+            .nth(i)
+            .expect("in range")
+            .expect_err("an error"));
+    }
     for f in made {
         done.push(f?);
     }
@@ -148,6 +185,14 @@ pub fn finish_all(
                 )))
             }
         }
+    }
+    // Findings no pass of these options claims (a cluster task's options disagreeing with the driver's) would
+    // vanish from the report: refused.
+    if let Some(d) = done.first() {
+        return Err(Error::Usage(format!(
+            "internal: findings of the {} pass, which these options do not run",
+            d.pass
+        )));
     }
     Ok(out)
 }

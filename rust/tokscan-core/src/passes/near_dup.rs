@@ -495,7 +495,7 @@ pub fn clusters(pairs: &[(u64, u64)]) -> BTreeMap<u64, u64> {
 /// The report section's key.
 pub const NAME: &str = "near_duplicates";
 /// The pass's place in the registry ([`crate::options`]).
-pub const RANK: u16 = 0;
+pub const RANK: u16 = 1;
 
 /// The near-duplicate pass (`--near-dup`): signatures in the scan ([`signature`], kept in the records),
 /// then candidates, confirmation and clusters when it finishes.
