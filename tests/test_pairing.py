@@ -455,3 +455,19 @@ def test_a_tokenizer_without_a_template_falls_back_to_shapes_and_says_why(tmp_pa
     for p in r.data["pairing"]:
         assert p["compared"] == "shape" and "tokens not compared" in p["note"] and "template" in p["note"]
         assert p["paired"] == N_PER_CATEGORY
+
+
+def test_a_chat_template_that_does_not_parse_is_refused_naming_its_file(tmp_path, data):
+    """A `--chat-template` the core cannot compile is one error naming the file (exit 2), before the scan: it
+    used to leave the prompts compared by shape, said only in the pairing note."""
+    from conftest import run_cli
+
+    tree = write_tree(tmp_path, data, "parquet")
+    bad = tmp_path / "bad.jinja"
+    bad.write_text("{% for m in messages %}{{ m.content }\n")
+    with pytest.raises(tokscan.TokscanError, match=r"bad\.jinja: chat template does not parse"):
+        tokscan.scan(tree, "deepseek", tokenizer=TOK_DIR, chat_template=bad)
+    proc = run_cli("scan", str(tree), "-p", "deepseek", "--tokenizer", str(TOK_DIR), "--chat-template", str(bad), "-q")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert str(bad) in line and "does not parse" in line

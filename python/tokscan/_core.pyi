@@ -24,6 +24,7 @@ __all__ = [
     "Validator",
     "__version__",
     "builtin_profiles",
+    "check_chat_template",
     "check_one",
     "code_scopes",
     "codes",
@@ -208,6 +209,7 @@ def not_checked(profile: Profile, layouts: list[str]) -> dict[str, str]: ...
 def encode_prompts(
     tokenizer_dir: str | os.PathLike[str], records: list[str], template: str | None = None
 ) -> list[list[int]]: ...
+def check_chat_template(source: str, origin: str | os.PathLike[str]) -> None: ...
 def render_prompts(
     tokenizer_dir: str | os.PathLike[str], records: list[str], template: str | None = None
 ) -> list[str]: ...

@@ -39,6 +39,16 @@ def spelled_pieces(tokenizer: Path, strings: list[str]) -> list[tuple[str, list[
     return [(s, plain.encode(s, add_special_tokens=False).ids) for s in strings]
 
 
+def _checked_template(path: str | os.PathLike[str]) -> str:
+    """The text of a chat template file, compiled by the core first: one error naming the file when it cannot be
+    used (else the scan would compare its prompts by shape, saying so only in the pairing note)."""
+    from .samples.tokenizer import read_chat_template
+
+    text = read_chat_template(path)
+    _core.check_chat_template(text, os.fspath(path))
+    return text
+
+
 def _command(command: Sequence[str] | None) -> list[str] | None:
     """The command line for the report: an argument that is not valid UTF-8 (a file name) with `\\xNN`."""
     if command is None:
@@ -168,7 +178,6 @@ def scan(
         raise UsageError(f"engine must be 'local' or 'ray', got {engine!r}")
     if chat_template is not None and not Path(chat_template).is_file():
         raise UsageError(f"{os.fspath(chat_template)}: no such chat template file")
-    from .samples.tokenizer import read_chat_template
 
     if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads < 2**32:
         raise UsageError(f"threads must be 0 (one per core) or a positive number, got {threads!r}")
@@ -214,7 +223,7 @@ def scan(
         ngram_coverage=ngram_coverage,
         prompts=None if prompts is None else [os.fspath(prompts)],
         tokenizer=None if tokenizer is None else os.fspath(tokenizer),
-        chat_template=None if chat_template is None else read_chat_template(chat_template),
+        chat_template=None if chat_template is None else _checked_template(chat_template),
         contamination=bench,
         near_dup=near,
         draft_vocab=vocab,

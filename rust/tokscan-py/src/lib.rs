@@ -455,6 +455,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hidden_state_header, m)?)?;
     m.add_function(wrap_pyfunction!(prompt::encode_prompts, m)?)?;
     m.add_function(wrap_pyfunction!(prompt::render_prompts, m)?)?;
+    m.add_function(wrap_pyfunction!(prompt::check_chat_template, m)?)?;
     m.add_class::<distributed::PyTaskScan>()?;
     m.add_function(wrap_pyfunction!(distributed::plan_scan, m)?)?;
     m.add_function(wrap_pyfunction!(distributed::merge_partials, m)?)?;

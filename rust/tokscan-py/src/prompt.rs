@@ -64,3 +64,12 @@ pub fn render_prompts(
         each_record(tokenizer_dir, records, template, |e, r| e.render(r))
     })
 }
+
+/// Compiles a chat template's `source` (the file `origin`, which an error names) as the scan would, so that a
+/// template that cannot be used is refused before the scan instead of leaving its records compared by shape.
+#[pyfunction]
+pub fn check_chat_template(py: Python<'_>, source: String, origin: PathBuf) -> PyResult<()> {
+    detached(py, move || {
+        tokscan_core::prompt::ChatTemplate::new(&source, None, &[], origin).map(|_| ())
+    })
+}
