@@ -3,6 +3,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use crate::error::{Error, Result};
+
 /// Live counters a caller can poll from another thread, and the cancel switch.
 #[derive(Debug, Default)]
 pub struct Progress {
@@ -24,4 +26,25 @@ impl Progress {
     pub fn cancelled(&self) -> bool {
         self.cancel.load(Ordering::Relaxed)
     }
+
+    /// `r`, having cancelled the other parts of the call when it is a real error (not an "interrupted" of a
+    /// part that was merely stopped): one failing part stops the others.
+    pub fn stop_on_error<T>(&self, r: Result<T>) -> Result<T> {
+        if matches!(r, Err(ref e) if !matches!(e, Error::Interrupted)) {
+            self.cancel();
+        }
+        r
+    }
+}
+
+/// The parts' results in order, or the first real error in their order: not an "interrupted" of a part that
+/// [`Progress::stop_on_error`] stopped (that one only when nothing else failed).
+pub fn first_error<T>(mut parts: Vec<Result<T>>) -> Result<Vec<T>> {
+    if let Some(i) = parts
+        .iter()
+        .position(|r| matches!(r, Err(e) if !matches!(e, Error::Interrupted)))
+    {
+        parts.swap_remove(i)?; // an `Err`: returned
+    }
+    parts.into_iter().collect()
 }

@@ -426,23 +426,10 @@ fn scan_units(
                 Some(s) => Ok((p, s.hold(r)?)),
                 None => Ok((p, Held::Memory(r))),
             });
-            if matches!(r, Err(ref e) if !matches!(e, Error::Interrupted)) {
-                progress.cancel();
-            }
-            r
+            progress.stop_on_error(r)
         })
         .collect();
-    if let Some(e) = parts
-        .iter()
-        .position(|r| matches!(r, Err(e) if !matches!(e, Error::Interrupted)))
-    {
-        return Err(parts
-            .into_iter()
-            .nth(e)
-            .expect("index in range")
-            .expect_err("an error"));
-    }
-    let parts: Vec<(Partial, Held)> = parts.into_iter().collect::<Result<_>>()?;
+    let parts = crate::progress::first_error(parts)?;
     let mut partial = Partial::new(profile.specials.len());
     partial.benchmarks = index.as_ref().map(|c| c.describe());
     // Reserved once: grown by doubling, the merged list of summarized samples (32 bytes each, 10M at worst

@@ -150,30 +150,12 @@ pub fn finish_all(
         .filter(|p| !done.iter().any(|d| d.pass == p.name()))
         .collect();
     // A pass that fails stops the others (through the cancel flag the long ones poll); the error returned is
-    // the first real one in the passes' order, not an "interrupted" of a pass that was merely stopped.
+    // the first real one in the passes' order.
     let made: Vec<Result<Findings>> = todo
         .par_iter()
-        .map(|p| {
-            let r = p.finish(at);
-            if matches!(r, Err(ref e) if !matches!(e, Error::Interrupted)) {
-                at.progress.cancel();
-            }
-            r
-        })
+        .map(|p| at.progress.stop_on_error(p.finish(at)))
         .collect();
-    if let Some(i) = made
-        .iter()
-        .position(|r| matches!(r, Err(e) if !matches!(e, Error::Interrupted)))
-    {
-        return Err(made
-            .into_iter()
-            .nth(i)
-            .expect("in range")
-            .expect_err("an error"));
-    }
-    for f in made {
-        done.push(f?);
-    }
+    done.extend(crate::progress::first_error(made)?);
     let mut out = Vec::with_capacity(passes.len());
     for p in passes {
         match done.iter().position(|d| d.pass == p.name()) {
