@@ -438,8 +438,7 @@ fn full_entry(
             }),
         departs,
         prompt_of: repeat.and_then(|x| x.prompt_of.cloned().map(Box::new)),
-        contamination: None,
-        attached: Vec::new(),
+        ..FlaggedSample::default()
     }
 }
 

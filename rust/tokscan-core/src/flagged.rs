@@ -47,8 +47,9 @@ pub struct PromptFirst {
     pub category: String,
 }
 
-/// A flagged sample, in full: what the report lists.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A flagged sample, in full: what the report lists. Its default is no sample and no evidence: a check sets the
+/// sample's fields and the evidence it has (`..FlaggedSample::default()` for the rest).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlaggedSample {
     /// Global row in scan order (inputs sorted by path, rows in file order).
     pub row: u64,

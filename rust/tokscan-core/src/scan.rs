@@ -711,11 +711,8 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                     repetition: facts.repetition.map(|l| (l.period as u32, l.span as u32)),
                     cut: facts.cut,
                 }),
-                duplicate_of: None,
-                departs: (0, 0, 0),
-                prompt_of: None,
                 contamination: hit.map(|(_, h)| Box::new(h)),
-                attached: Vec::new(),
+                ..FlaggedSample::default()
             });
         }
     }

@@ -593,12 +593,7 @@ mod tests {
                     flags: 1 << (total % 5),
                     content: 0,
                     sample_id: None,
-                    detail: None,
-                    duplicate_of: None,
-                    departs: (0, 0, 0),
-                    prompt_of: None,
-                    contamination: None,
-                    attached: Vec::new(),
+                    ..FlaggedSample::default()
                 });
             }
             let e = p.inputs.entry(c as u32 % 2).or_default();
@@ -671,12 +666,7 @@ mod tests {
             flags,
             content: row,
             sample_id: None,
-            detail: None,
-            duplicate_of: None,
-            departs: (0, 0, 0),
-            prompt_of: None,
-            contamination: None,
-            attached: Vec::new(),
+            ..FlaggedSample::default()
         }
     }
 

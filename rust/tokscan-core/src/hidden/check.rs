@@ -978,12 +978,7 @@ fn flagged_sample(s: &SampleData, facts: &crate::check::SampleFacts) -> FlaggedS
         flags: 0,
         content: crate::token::content_key(&s.ids),
         sample_id: s.sample_id.clone(),
-        detail: None,
-        duplicate_of: None,
-        departs: (0, 0, 0),
-        prompt_of: None,
-        contamination: None,
-        attached: Vec::new(),
+        ..FlaggedSample::default()
     }
 }
 

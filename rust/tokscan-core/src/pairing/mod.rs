@@ -927,11 +927,7 @@ pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, V
                             cut: None,
                         }
                     }),
-                    duplicate_of: None,
-                    departs: (0, 0, 0),
-                    prompt_of: None,
-                    contamination: None,
-                    attached: Vec::new(),
+                    ..FlaggedSample::default()
                 });
             }
         }

@@ -583,12 +583,7 @@ pub fn near_duplicates(
             flags: Code::NearDuplicate.bit(),
             content: r.content,
             sample_id: r.sample_id.clone(),
-            detail: None,
-            duplicate_of: None,
-            departs: (0, 0, 0),
-            prompt_of: None,
-            contamination: None,
-            attached: Vec::new(),
+            ..FlaggedSample::default()
         });
         let f = flagged.last_mut().expect("just pushed");
         crate::passes::attach(f, RANK, "near_duplicate_of", &first_seen(rep));
