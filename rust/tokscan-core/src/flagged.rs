@@ -91,6 +91,9 @@ pub struct Attached {
     pub rank: u16,
     pub key: String,
     pub json: String,
+    /// Found while the sample was scanned ([`crate::passes::sample::SampleOut::attach`]): the sample keeps its
+    /// detail past the flagged-detail limit, as the pass's section counts every such sample.
+    pub keep: bool,
 }
 
 impl FlaggedSample {
@@ -124,6 +127,11 @@ impl FlaggedSample {
     }
 
     /// Adds a pass's evidence, unless the sample has evidence under that key already.
+    /// Whether a pass's evidence keeps the sample's detail past the limit ([`Attached::keep`]).
+    pub fn keeps_detail(&self) -> bool {
+        self.attached.iter().any(|a| a.keep)
+    }
+
     pub fn attach(&mut self, a: Attached) {
         if self.attached.iter().all(|b| b.key != a.key) {
             let at = self.attached.partition_point(|b| b.rank <= a.rank);

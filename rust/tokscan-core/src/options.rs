@@ -8,6 +8,7 @@ use crate::passes::contamination::Contamination;
 use crate::passes::draft_vocab::DraftVocab;
 use crate::passes::hidden_states::HiddenStates;
 use crate::passes::near_dup::NearDup;
+use crate::passes::ngram_coverage::NgramCoverage;
 use crate::passes::Pass;
 use crate::policy::Policy;
 use crate::source::ColumnNames;
@@ -19,7 +20,7 @@ pub struct ScanOptions {
     pub threads: usize,
     /// Severity overrides, ignores, tolerances and `fail_on`: the report's statuses and verdict.
     pub policy: Policy,
-    /// Compute each completion's repeated 10-gram coverage (`ngram_coverage` in the report). Off by
+    /// Compute each completion's repeated 10-gram coverage ([`crate::passes::ngram_coverage`]). Off by
     /// default: it costs ~20 % of a single-thread Parquet scan (benches/README.md).
     pub ngram_coverage: bool,
     /// A prompts file for the whole corpus (`--prompts`); by default the prompts files found beside the
@@ -70,6 +71,9 @@ impl ScanOptions {
         if let Some(options) = &self.hidden {
             passes.push(Box::new(HiddenStates { options }));
         }
+        if self.ngram_coverage {
+            passes.push(Box::new(NgramCoverage));
+        }
         passes
     }
 }
@@ -93,6 +97,7 @@ mod tests {
                 agreement_positions: 0,
                 agreement_min: 0.0,
             }),
+            ngram_coverage: true,
             ..ScanOptions::default()
         };
         let names: Vec<&str> = opts.passes().iter().map(|p| p.name()).collect();
@@ -102,7 +107,8 @@ mod tests {
                 "contamination",
                 "near_duplicates",
                 "draft_vocab",
-                "hidden_states"
+                "hidden_states",
+                "ngram_coverage"
             ]
         );
         // A pass's rank is its place in the registry.

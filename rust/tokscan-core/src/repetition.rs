@@ -1,4 +1,4 @@
-//! Degenerate-loop detection and repeated n-gram coverage of a completion.
+//! Degenerate-loop detection in a completion.
 //!
 //! **Loops.** A loop of period `p` is a maximal stretch `[s, e)` in which every token equals the one `p`
 //! before it (`t[i] == t[i - p]` for `s + p <= i < e`): a block of `p` tokens repeated back to back, the last
@@ -16,20 +16,12 @@
 //! proposes `p` itself. Each proposed period is verified exactly (by expanding its run of matches) and
 //! never verified twice over the same run, so hashing only decides where to look, never the answer. The work
 //! is about `1/w + w/b` hash look-ups per token (0.34 for the default policy), independent of `max_period`.
-//!
-//! **Coverage.** [`ngram_coverage`]: how many tokens of the completion lie inside an n-gram
-//! ([`COVERAGE_N`] tokens) that occurs at least twice in it, every occurrence counted (the Gopher
-//! "fraction of characters in duplicated n-grams", over tokens).
 
 use std::cell::RefCell;
 
 use crate::profile::RepetitionPolicy;
 pub use crate::profile::MAX_PERIOD;
 use crate::token::TokenId;
-
-/// n of the repeated n-gram coverage statistic: 10 tokens (about 7-8 words of English; Gopher's
-/// duplicate-n-gram rules use 5- to 10-word n-grams).
-pub const COVERAGE_N: usize = 10;
 
 /// Slots of the k-gram head table (16 KiB of `u32`: L1-resident; it holds at most
 /// `max_period / w + w` live entries).
@@ -87,20 +79,8 @@ struct LoopScratch {
     base: u32,
 }
 
-#[derive(Default)]
-struct CoverageScratch {
-    mixed: Vec<u64>,
-    hashes: Vec<u64>,
-    seen: Vec<u64>,
-    hot: Vec<u64>,
-    hot_pos: Vec<u32>,
-    table: Vec<u32>,
-    dup: Vec<bool>,
-}
-
 thread_local! {
     static LOOP_SCRATCH: RefCell<LoopScratch> = RefCell::new(LoopScratch::default());
-    static COVERAGE_SCRATCH: RefCell<CoverageScratch> = RefCell::new(CoverageScratch::default());
 }
 
 /// Hash of the 4 ids from `j` (ids past `k` count as 0).
@@ -314,130 +294,6 @@ pub fn find_loop_naive<T: PartialEq + Copy>(t: &[T], policy: &RepetitionPolicy) 
         }
     }
     best
-}
-
-/// Tokens of `t` covered by an n-gram ([`COVERAGE_N`] tokens) that occurs at least twice in `t`, every
-/// occurrence counted, overlapping occurrences counted once. 0 when `t` has fewer than `COVERAGE_N + 1` tokens.
-///
-/// Two passes. First every n-gram's 64-bit hash sets one bit of an L1-sized bitset (16 bits per n-gram); a bit
-/// found already set is marked *hot*. Equal n-grams set the same bit, so every occurrence of a repeated n-gram
-/// has a hot bit; in clean text no bit, or a few percent of them (collisions), are hot. Then only the n-grams on
-/// hot bits go through an exact table (full hash, tokens compared), which marks every occurrence of each
-/// repeated one. The count is exact; hashing only decides where to look.
-pub fn ngram_coverage<T: TokenId + PartialEq>(t: &[T]) -> u32 {
-    const N: usize = COVERAGE_N;
-    let l = t.len();
-    if l <= N {
-        return 0;
-    }
-    let g = l - N + 1; // n-gram starts
-    COVERAGE_SCRATCH.with(|s| {
-        let s = &mut *s.borrow_mut();
-        // Cyclic-polynomial (buzhash) rolling hash: one multiply per token, then rotations and xors; fused
-        // with the bitset pass.
-        let mix =
-            |x: &T| u64::from(x.id()).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5851_F42D_4C95_7F2D;
-        let bits = (g.next_power_of_two().trailing_zeros() + 4).max(10);
-        let words = 1usize << (bits - 6);
-        let CoverageScratch {
-            mixed,
-            hashes: h,
-            seen,
-            hot,
-            hot_pos,
-            table,
-            dup,
-        } = s;
-        seen.clear();
-        seen.resize(words, 0);
-        hot.clear();
-        hot.resize(words, 0);
-        let v = &mut *mixed;
-        v.clear();
-        v.extend(t.iter().map(mix));
-        h.clear();
-        h.resize(g, 0);
-        let mut any = false;
-        let mut x = v[..N].iter().fold(0u64, |h, &m| h.rotate_left(1) ^ m);
-        let (outs, ins) = (&v[..g], &v[N - 1..]);
-        for i in 0..g {
-            if i > 0 {
-                x = x.rotate_left(1) ^ outs[i - 1].rotate_left(N as u32) ^ ins[i];
-            }
-            h[i] = x;
-            let b = (x >> (64 - bits)) as usize;
-            let (w, m) = (b >> 6, 1u64 << (b & 63));
-            let s = seen[w];
-            if s & m != 0 {
-                hot[w] |= m;
-                any = true;
-            }
-            seen[w] = s | m;
-        }
-        if !any {
-            return 0;
-        }
-        hot_pos.clear();
-        hot_pos.extend(h.iter().enumerate().filter_map(|(i, &x)| {
-            let b = (x >> (64 - bits)) as usize;
-            (hot[b >> 6] & (1u64 << (b & 63)) != 0).then_some(i as u32)
-        }));
-        let tbits = (2 * hot_pos.len())
-            .next_power_of_two()
-            .trailing_zeros()
-            .max(4);
-        let mask = (1usize << tbits) - 1;
-        table.clear();
-        table.resize(1 << tbits, 0);
-        dup.clear();
-        dup.resize(hot_pos.len(), false);
-        for (k, &i) in hot_pos.iter().enumerate() {
-            let i = i as usize;
-            let x = h[i];
-            let mut slot = (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - tbits)) as usize;
-            loop {
-                let e = table[slot];
-                if e == 0 {
-                    table[slot] = k as u32 + 1;
-                    break;
-                }
-                let kf = (e - 1) as usize;
-                let f = hot_pos[kf] as usize;
-                if h[f] == x && t[f..f + N] == t[i..i + N] {
-                    dup[kf] = true;
-                    dup[k] = true;
-                    break;
-                }
-                slot = (slot + 1) & mask;
-            }
-        }
-        let mut covered = 0usize;
-        let mut reach = 0usize;
-        for (&i, &d) in hot_pos.iter().zip(dup.iter()) {
-            if d {
-                let i = i as usize;
-                covered += i + N - i.max(reach);
-                reach = i + N;
-            }
-        }
-        covered as u32
-    })
-}
-
-/// The plain definition of [`ngram_coverage`], kept as the oracle for tests.
-pub fn ngram_coverage_naive<T: PartialEq>(t: &[T]) -> u32 {
-    const N: usize = COVERAGE_N;
-    if t.len() <= N {
-        return 0;
-    }
-    let g = t.len() - N + 1;
-    let mut covered = vec![false; t.len()];
-    for i in 0..g {
-        if (0..g).any(|j| j != i && t[j..j + N] == t[i..i + N]) {
-            covered[i..i + N].iter_mut().for_each(|c| *c = true);
-        }
-    }
-    covered.iter().filter(|&&c| c).count() as u32
 }
 
 #[cfg(test)]

@@ -12,9 +12,8 @@ use crate::flagged::{FirstSeen, FlaggedSample, PromptFirst};
 pub use crate::inputs::{InputInfo, SkippedInfo};
 use crate::policy::{Policy, RuleValue, Status};
 use crate::profile::Profile;
-use crate::repetition::COVERAGE_N;
 use crate::sample_id::SampleId;
-use crate::stats::{CoverageStats, LengthStats};
+use crate::stats::LengthStats;
 use crate::summary::{CategoryPartial, Partial};
 
 /// The schema this tokscan writes; version 2 added `run`, version 3 keeps an integer id column's
@@ -79,10 +78,10 @@ pub struct CategoryStats {
     pub tokens: u64,
     /// `prompt`, `thinking`, `response`, `total`.
     pub lengths: BTreeMap<String, LengthStats>,
-    /// Per-sample fraction of completion tokens inside a repeated n-gram; present when the scan computed
-    /// it (`--ngram-coverage`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ngram_coverage: Option<CoverageStats>,
+    /// What corpus-wide passes say about the category, each under its key (`ngram_coverage`: the share of
+    /// each completion's tokens inside a repeated n-gram, with `--ngram-coverage`).
+    #[serde(flatten)]
+    pub sections: Sections,
     pub special_tokens: BTreeMap<String, u64>,
     pub anomalies: BTreeMap<String, u64>,
     /// Samples per value of each structural feature (`system`, `thinking`, `tool_turns`, `tool_calls`,
@@ -292,6 +291,13 @@ impl Sections {
                 })
                 .collect(),
         )
+    }
+
+    /// Adds `key`'s section (JSON text a pass wrote, or checked when it came from another process).
+    pub fn push(&mut self, key: &str, json: String) -> crate::error::Result<()> {
+        let mut more = Sections::of(vec![(key.to_string(), json)])?;
+        self.0.append(&mut more.0);
+        Ok(())
     }
 
     /// The section under `key`.
@@ -551,7 +557,6 @@ pub fn severities(policy: &Policy) -> [Severity; crate::anomaly::N_CODES] {
 fn category_stats(
     c: &CategoryPartial,
     profile: &Profile,
-    coverage: bool,
     consistency: Option<(u32, u64)>,
 ) -> CategoryStats {
     use crate::check::features::FEATURES;
@@ -573,8 +578,7 @@ fn category_stats(
         samples: c.samples,
         tokens: c.tokens,
         lengths,
-        ngram_coverage: coverage
-            .then(|| CoverageStats::from_fractions(COVERAGE_N as u32, &c.coverage)),
+        sections: Sections::default(),
         special_tokens: profile
             .specials
             .iter()
@@ -704,7 +708,6 @@ pub fn build_report(
     profile: &Profile,
     mut inputs: Vec<InputInfo>,
     policy: &Policy,
-    coverage: bool,
     corpus_counts: &[(Code, u64)],
 ) -> Report {
     for f in &corpus_flagged.full {
@@ -726,7 +729,7 @@ pub fn build_report(
     let mut categories = BTreeMap::new();
     for (name, c) in &partial.categories {
         all.merge(c);
-        let mut stats = category_stats(c, profile, coverage, Some(partial.consistency));
+        let mut stats = category_stats(c, profile, Some(partial.consistency));
         // One finding per feature the category is split on (no sample carries it).
         let split = stats.splits.len() as u64;
         stats
@@ -735,7 +738,7 @@ pub fn build_report(
         all.codes[Code::CategorySplit.index()] += split;
         categories.insert(name.clone(), stats);
     }
-    let mut overall = category_stats(&all, profile, coverage, None);
+    let mut overall = category_stats(&all, profile, None);
     // Findings of the corpus that no sample carries (a file of a dump that pairs with no sample, a draft
     // vocabulary mapping that does not fit the corpus).
     for (c, n) in corpus_counts {

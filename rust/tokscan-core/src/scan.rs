@@ -14,11 +14,11 @@ use crate::corpus_checks;
 use crate::error::{Error, Result};
 use crate::flagged::{FlagDetail, FlaggedSample, MAX_BOUNDARIES};
 use crate::pairing::{pair_sample, Pairing, PromptShape};
+use crate::passes::sample::{SampleOut, SampleView, Sampler};
 use crate::passes::{Findings, Finishing};
 use crate::plan::Task;
 use crate::profile::Profile;
 use crate::records::{Records, SampleRecord};
-use crate::repetition::ngram_coverage;
 use crate::report::{build_report, InputInfo, Report, Sections, SkippedInfo};
 use crate::source::{self, with_tokens, Batch, FromTokens, Source, DEFAULT_CATEGORY};
 use crate::spill::{Held, Spill};
@@ -163,7 +163,7 @@ fn scan_in_pool(
 /// parallel, from the partial, the records and the corpus (`None` on a cluster's driver).
 #[allow(clippy::too_many_arguments)]
 pub fn finish(
-    partial: Partial,
+    mut partial: Partial,
     mut corpus_flagged: corpus_checks::Found,
     records: &[Records],
     profile: &Profile,
@@ -177,6 +177,9 @@ pub fn finish(
     if partial.n_samples() == 0 {
         return Err(no_samples(&inputs));
     }
+    let passes = opts.passes();
+    // The passes' partials a cluster's tasks sent are still bytes: decoded by their passes.
+    partial.passes.decode_with(&passes)?;
     let at = Finishing {
         profile,
         partial: &partial,
@@ -184,11 +187,17 @@ pub fn finish(
         records,
         progress,
     };
-    let found = crate::passes::finish_all(&opts.passes(), &at, done)?;
+    let found = crate::passes::finish_all(&passes, &at, done)?;
     // Passes and pairing flag rows the other checks may have flagged too: those lists are full.
     let full = &mut corpus_flagged.full;
     let (mut corpus_counts, mut not_checked, mut sections) = (Vec::new(), Vec::new(), Vec::new());
+    let mut by_category = Vec::new();
     for f in found {
+        by_category.extend(
+            f.by_category
+                .into_iter()
+                .map(|(c, j)| (f.pass.clone(), c, j)),
+        );
         *full = crate::flagged::merge_by_row(std::mem::take(full), f.flagged);
         corpus_counts.extend(f.corpus_counts);
         not_checked.extend(f.not_checked);
@@ -206,9 +215,17 @@ pub fn finish(
         profile,
         inputs,
         &opts.policy,
-        opts.ngram_coverage,
         &corpus_counts,
     );
+    for (pass, category, json) in by_category {
+        let stats = match category.as_str() {
+            "" => Some(&mut report.overall),
+            name => report.categories.get_mut(name),
+        };
+        if let Some(stats) = stats {
+            stats.sections.push(&pass, json)?;
+        }
+    }
     report.pairing = pairing_reports;
     report.sections = Sections::of(sections)?;
     for (c, why) in not_checked {
@@ -395,6 +412,13 @@ fn scan_units(
         .units_total
         .store(units.len() as u64, Ordering::Relaxed);
     progress.tokens_total.store(tokens_total, Ordering::Relaxed);
+    let passes = opts.passes();
+    let mut samplers = Vec::new();
+    for p in &passes {
+        if let Some(s) = p.sampler(profile)? {
+            samplers.push((p.name(), s));
+        }
+    }
     let index = opts
         .contamination
         .as_ref()
@@ -421,6 +445,7 @@ fn scan_units(
                 pairing,
                 index.as_ref(),
                 &gathered,
+                &samplers,
             )
             .and_then(|(p, r)| match spill {
                 Some(s) => Ok((p, s.hold(r)?)),
@@ -459,6 +484,9 @@ fn scan_units(
             partial.add_token_counts(&counts);
         }
     }
+    for (name, s) in &samplers {
+        partial.passes.insert(name, s.gathered());
+    }
     Ok((partial, records))
 }
 
@@ -476,14 +504,19 @@ struct UnitCtx<'a> {
     records: Records,
     scratch: Scratch,
     next_row: u64,
-    coverage: bool,
     vocab: Option<crate::vocab::Counts>,
     pairing: Option<&'a Pairing>,
     shape: PromptShape,
     contamination: Option<&'a crate::contamination::Contamination>,
     ids: Vec<u32>,
     near_dup: Option<crate::passes::near_dup::Params>,
+    /// The passes' per-sample sides, each with its state for this unit.
+    samplers: &'a [Named<'a>],
+    units: Vec<Box<dyn std::any::Any + Send>>,
 }
+
+/// A pass's per-sample side, by the pass's name.
+type Named<'a> = (&'static str, Box<dyn Sampler + 'a>);
 
 /// Test-only switch: with this variable set, every work unit panics, so tests can prove that a panic on a
 /// worker thread reaches Python as an exception and the CLI as a one-line error.
@@ -499,6 +532,7 @@ fn scan_unit(
     pairing: Option<&Pairing>,
     contamination: Option<&crate::contamination::Contamination>,
     gathered: &Gathered,
+    samplers: &[Named<'_>],
 ) -> Result<(Partial, Records)> {
     if std::env::var_os(PANIC_SWITCH).is_some() {
         panic!("{PANIC_SWITCH} is set: deliberate panic in a scan worker");
@@ -516,7 +550,6 @@ fn scan_unit(
         records: Records::default(),
         scratch: Scratch::default(),
         next_row: unit.base_row,
-        coverage: opts.ngram_coverage,
         vocab: gathered
             .counts
             .as_ref()
@@ -526,6 +559,11 @@ fn scan_unit(
         contamination,
         ids: Vec::new(),
         near_dup: opts.near_dup,
+        samplers,
+        units: samplers
+            .iter()
+            .map(|(_, s)| s.begin(unit.base_row))
+            .collect(),
     };
     let mut on_batch = |b: &Batch<'_>| -> Result<()> {
         if progress.cancelled() {
@@ -547,6 +585,9 @@ fn scan_unit(
         .give(std::mem::take(&mut ctx.partial.categories));
     if let (Some(pool), Some(counts)) = (&gathered.counts, ctx.vocab) {
         pool.give(counts);
+    }
+    for ((_, s), u) in samplers.iter().zip(ctx.units) {
+        s.end(u);
     }
     // The records and summarized samples stay until the report is built: drop the growth slack of their
     // vectors (up to half of each), one unit at a time.
@@ -637,6 +678,25 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
         if let Some((pos, _)) = &hit {
             facts.flag(Code::Contaminated, Some(*pos));
         }
+        let (mut attached, mut sketch) = (Vec::new(), None);
+        if !ctx.samplers.is_empty() {
+            let view = SampleView {
+                row: ctx.next_row,
+                category: cat_name,
+                tokens: T::wrap(seq),
+                completion: (facts.completion.0 as usize, facts.completion.1 as usize),
+                mask,
+                unread,
+            };
+            let mut out = SampleOut {
+                facts: &mut facts,
+                attached: &mut attached,
+                sketch: &mut sketch,
+            };
+            for ((_, s), u) in ctx.samplers.iter().zip(ctx.units.iter_mut()) {
+                s.sample(u.as_mut(), &view, &mut out);
+            }
+        }
         let features = crate::check::features::features(ctx.profile, seq, mask, &ctx.scratch);
         let cat = ctx.partial.category(cat_name);
         let (cs, ce) = (facts.completion.0 as usize, facts.completion.1 as usize);
@@ -649,14 +709,6 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
         cat.add_codes(facts.flags);
         if let Some(c) = facts.cut {
             cat.cut_in[usize::from(c)] += 1;
-        }
-        if ctx.coverage && !unread {
-            let covered = if ce > cs {
-                ngram_coverage(&seq[cs..ce])
-            } else {
-                0
-            };
-            cat.coverage.add(covered, ce.saturating_sub(cs) as u32);
         }
         let input = ctx.partial.inputs.entry(ctx.source).or_default();
         input.samples += 1;
@@ -683,10 +735,11 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
             features,
             prompt_hash,
             prompt_len,
-            sketch: ctx
-                .near_dup
-                .as_ref()
-                .and_then(|p| crate::passes::near_dup::signature(&seq[cs..ce.max(cs)], p)),
+            sketch: sketch.or_else(|| {
+                ctx.near_dup
+                    .as_ref()
+                    .and_then(|p| crate::passes::near_dup::signature(&seq[cs..ce.max(cs)], p))
+            }),
         });
         if facts.flags != 0 {
             let boundaries = ctx
@@ -712,6 +765,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                     cut: facts.cut,
                 }),
                 contamination: hit.map(|(_, h)| Box::new(h)),
+                attached,
                 ..FlaggedSample::default()
             });
         }

@@ -19,7 +19,7 @@ use crate::check::Lengths;
 use crate::error::Result;
 use crate::flagged::{merge_by_row, merge_sorted, FlaggedSample};
 use crate::records::category_index;
-use crate::stats::{Dist, FractionDist};
+use crate::stats::Dist;
 use crate::wire::{decode, encode};
 
 /// One category's share of a partial summary.
@@ -31,8 +31,6 @@ pub struct CategoryPartial {
     pub thinking: Dist,
     pub response: Dist,
     pub total: Dist,
-    /// Empty unless the scan computed n-gram coverage.
-    pub coverage: FractionDist,
     /// Per special-token slot of the profile.
     pub special_counts: Vec<u64>,
     /// Samples flagged with each code (per-sample codes only; the corpus-wide ones are added when the report
@@ -93,7 +91,6 @@ impl CategoryPartial {
         self.thinking.merge(&other.thinking);
         self.response.merge(&other.response);
         self.total.merge(&other.total);
-        self.coverage.merge(&other.coverage);
         add_into(&mut self.special_counts, &other.special_counts);
         add_into(&mut self.codes, &other.codes);
         crate::stats::merge_counts(&mut self.features, &other.features);
@@ -179,6 +176,9 @@ pub struct Partial {
     /// Per code, the flagged samples of this partial, detailed and summarized (when `detail_limit` > 0).
     #[serde(default)]
     pub flag_counts: Vec<u64>,
+    /// What the corpus-wide passes kept of the samples, by pass ([`crate::passes::sample`]).
+    #[serde(default)]
+    pub passes: crate::passes::sample::Accs,
 }
 
 /// A flagged sample past the detail limit: its row, its codes and its category, what `--exclude`, `clean`
@@ -298,6 +298,7 @@ impl Partial {
             mine.tokens += c.tokens;
         }
         crate::vocab::merge_first(&mut self.first_seen, &other.first_seen);
+        self.passes.merge(other.passes);
         self.detail_limit = self.detail_limit.max(other.detail_limit);
         let mut other_flagged = other.flagged;
         let other_summarized = renumbered(
@@ -349,7 +350,7 @@ impl Partial {
             self.flag_counts.resize(N_CODES, 0);
         }
         let keep = within_limit(&mut self.flag_counts, f.flags, self.detail_limit);
-        if keep || f.contamination.is_some() {
+        if keep || f.keeps_detail() {
             self.flagged.push(f);
         } else {
             let category = self.summary_category(&f.category);
@@ -365,8 +366,8 @@ impl Partial {
     /// Applies the detail limit to the merged lists: walking every flagged sample in row order, one whose
     /// codes each already have `detail_limit` samples before it is moved to the summarized list. The result
     /// depends only on the set of flagged samples, never on how units were grouped or merged (a unit keeps
-    /// at least the samples the whole corpus keeps of it). Samples with a contamination hit keep their
-    /// detail (the report's contamination section tallies every hit).
+    /// at least the samples the whole corpus keeps of it). Samples with evidence a pass found while they were
+    /// scanned keep their detail ([`FlaggedSample::keeps_detail`]: the pass's section counts every one).
     pub fn cap(&mut self) {
         self.cap_from(Vec::new());
     }
@@ -387,7 +388,7 @@ impl Partial {
                 within_limit(&mut seen, x.flags, limit);
                 s += 1;
             }
-            if within_limit(&mut seen, f.flags, limit) || f.contamination.is_some() {
+            if within_limit(&mut seen, f.flags, limit) || f.keeps_detail() {
                 kept.push(f);
             } else {
                 moved.push(Summarized {
@@ -539,6 +540,7 @@ pub fn agreement(c: &CategoryPartial, f: usize, (bp, min): (u32, u64)) -> Agreem
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::FractionDist;
     use proptest::prelude::*;
 
     #[test]
@@ -569,10 +571,24 @@ mod tests {
         assert_eq!(merged.summarized[0].category, 0);
     }
 
+    /// A pass's partial for the merge tests: tokens per category.
+    #[derive(Debug, Default, Serialize, Deserialize)]
+    struct Tokens(BTreeMap<String, u64>);
+
+    impl crate::passes::sample::Mergeable for Tokens {
+        fn merge(&mut self, other: Tokens) {
+            for (k, n) in other.0 {
+                *self.0.entry(k).or_default() += n;
+            }
+        }
+    }
+
     fn part(samples: &[(u8, u32, bool)], base: u64) -> Partial {
         let mut p = Partial::new(2);
+        let mut tokens = Tokens::default();
         for (i, &(c, total, flagged)) in samples.iter().enumerate() {
             let name = format!("c{c}");
+            *tokens.0.entry(name.clone()).or_default() += u64::from(total);
             let l = Lengths {
                 prompt: total / 3,
                 thinking: total / 5,
@@ -582,7 +598,6 @@ mod tests {
             let cat = p.category(&name);
             cat.add_lengths(&l);
             cat.special_counts[0] += u64::from(total % 4);
-            cat.coverage.add(total / 9, total);
             if flagged {
                 cat.add_codes(1 << (total % 5));
                 p.flagged.push(FlaggedSample {
@@ -600,6 +615,7 @@ mod tests {
             e.samples += 1;
             e.tokens += u64::from(total);
         }
+        p.passes.insert("tokens", Box::new(tokens));
         p
     }
 
@@ -796,19 +812,24 @@ mod tests {
             [0, 2, 9]
         );
         assert_eq!(p.flag_counts[0..2], [10, 2]);
-        // A contamination hit keeps its detail past the limit.
+        // Evidence a pass found in the scan keeps the detail past the limit; evidence found after it does not.
         let mut c = flagged(100, 1, "c1");
-        c.contamination = Some(Box::new(crate::flagged::Hit {
-            file: "b.jsonl".into(),
-            item: "0".into(),
-            part: "prompt".into(),
-            ngrams: 1,
-            windows: 1,
-            item_matched: 1,
-            item_ngrams: 1,
-            span: [0, 1],
-        }));
+        c.attach(crate::flagged::Attached {
+            rank: 0,
+            key: "hit".into(),
+            json: "1".into(),
+            keep: true,
+        });
         p.push_flagged(c);
+        let mut d = flagged(101, 1, "c1");
+        d.attach(crate::flagged::Attached {
+            rank: 0,
+            key: "later".into(),
+            json: "1".into(),
+            keep: false,
+        });
+        p.push_flagged(d);
+        assert!(!p.flagged.iter().any(|f| f.row == 101));
         assert!(p.flagged.iter().any(|f| f.row == 100));
     }
 

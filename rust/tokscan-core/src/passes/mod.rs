@@ -14,6 +14,8 @@ pub mod contamination;
 pub mod draft_vocab;
 pub mod hidden_states;
 pub mod near_dup;
+pub mod ngram_coverage;
+pub mod sample;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -26,6 +28,7 @@ use crate::profile::Profile;
 use crate::progress::Progress;
 use crate::records::Records;
 use crate::summary::Partial;
+use sample::{Acc, Sampler};
 
 /// What a pass reads when it finishes.
 pub struct Finishing<'a> {
@@ -68,6 +71,18 @@ pub trait Pass: Sync {
     fn reads_corpus(&self) -> bool {
         false
     }
+    /// Its per-sample side, made once per scanning process: `None` when it looks at no sample while the corpus
+    /// is scanned ([`sample`]).
+    fn sampler(&self, _profile: &Profile) -> Result<Option<Box<dyn Sampler + '_>>> {
+        Ok(None)
+    }
+    /// Its per-sample side's partial, sent by another process as bytes ([`sample::decode`]).
+    fn decode(&self, _bytes: &[u8]) -> Result<Box<dyn Acc>> {
+        Err(Error::Usage(format!(
+            "internal: the {} pass keeps no partial",
+            self.name()
+        )))
+    }
     /// What the pass found in the scanned corpus.
     fn finish(&self, at: &Finishing<'_>) -> Result<Findings>;
 }
@@ -85,6 +100,10 @@ pub struct Findings {
     pub not_checked: Vec<(Code, String)>,
     /// The report section (JSON), under [`Findings::pass`]; none when there is nothing to show.
     pub section: Option<String>,
+    /// Sections of the report's per-category statistics, under [`Findings::pass`]: `(category, JSON)`, and
+    /// the whole corpus's under the empty name.
+    #[serde(default)]
+    pub by_category: Vec<(String, String)>,
 }
 
 impl Findings {
@@ -105,12 +124,16 @@ impl Findings {
     /// it is.
     pub fn from_bytes(b: &[u8]) -> Result<Findings> {
         let found: Findings = crate::wire::decode(b, "pass findings")?;
-        let texts = found.section.iter().chain(
-            found
-                .flagged
-                .iter()
-                .flat_map(|f| f.attached.iter().map(|a| &a.json)),
-        );
+        let texts = found
+            .section
+            .iter()
+            .chain(found.by_category.iter().map(|(_, j)| j))
+            .chain(
+                found
+                    .flagged
+                    .iter()
+                    .flat_map(|f| f.attached.iter().map(|a| &a.json)),
+            );
         for text in texts {
             serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|e| {
                 Error::Usage(format!(
@@ -134,6 +157,7 @@ pub fn attach(sample: &mut FlaggedSample, rank: u16, key: &str, evidence: &impl 
         rank,
         key: key.to_string(),
         json: json(evidence),
+        keep: false,
     });
 }
 

@@ -122,22 +122,6 @@ fn scratch_state_does_not_leak_between_samples() {
     assert!(find_loop(&a, &POLICY).is_some());
 }
 
-#[test]
-fn coverage_counts_every_occurrence_once() {
-    let a = text(8, 12);
-    let mut t = text(9, 30);
-    t.extend_from_slice(&a);
-    t.extend(text(10, 5));
-    t.extend_from_slice(&a);
-    // Two occurrences of a 12-token block: 3 ten-grams each, 12 tokens each.
-    assert_eq!(ngram_coverage(&t), 24);
-    assert_eq!(ngram_coverage_naive(&t), 24);
-    assert_eq!(ngram_coverage(&text(11, 500)), 0);
-    assert_eq!(ngram_coverage::<u32>(&[]), 0);
-    let all_same = vec![3u32; 40];
-    assert_eq!(ngram_coverage(&all_same), 40);
-}
-
 fn build(prefix: &[u32], unit: &[u32], reps: usize, partial: usize, suffix: &[u32]) -> Vec<u32> {
     let mut t = prefix.to_vec();
     for _ in 0..reps {
@@ -214,25 +198,5 @@ proptest! {
         prop_assert_eq!(find_loop(&t, &policy), find_loop_naive(&t, &policy));
     }
 
-    #[test]
-    fn coverage_equals_the_plain_definition(
-        t in proptest::collection::vec(0u32..4, 0..300),
-    ) {
-        prop_assert_eq!(ngram_coverage(&t), ngram_coverage_naive(&t));
-    }
 
-    #[test]
-    fn coverage_with_planted_repeats_equals_the_plain_definition(
-        parts in proptest::collection::vec(
-            (proptest::collection::vec(0u32..100_000, 0..60), proptest::collection::vec(0u32..100_000, 1..40), 0usize..4),
-            1..5,
-        ),
-    ) {
-        let mut t = Vec::new();
-        for (text, unit, reps) in parts {
-            t.extend(text);
-            for _ in 0..reps { t.extend_from_slice(&unit); }
-        }
-        prop_assert_eq!(ngram_coverage(&t), ngram_coverage_naive(&t));
-    }
 }

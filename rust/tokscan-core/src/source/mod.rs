@@ -692,6 +692,8 @@ pub fn path_text(path: &Path) -> String {
 /// Picks the typed slice out of a [`Tokens`] when its element type is `Self`.
 pub trait FromTokens: Sized {
     fn pick(t: Tokens<'_>) -> Option<&[Self]>;
+    /// The slice as the enum.
+    fn wrap(s: &[Self]) -> Tokens<'_>;
 }
 
 macro_rules! from_tokens {
@@ -699,6 +701,9 @@ macro_rules! from_tokens {
         impl FromTokens for $t {
             fn pick(t: Tokens<'_>) -> Option<&[Self]> {
                 match t { Tokens::$v(s) => Some(s), _ => None }
+            }
+            fn wrap(s: &[Self]) -> Tokens<'_> {
+                Tokens::$v(s)
             }
         }
     )* };

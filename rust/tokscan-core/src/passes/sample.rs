@@ -1,0 +1,329 @@
+//! The per-sample side of a pass, on the model of DataFusion's `Accumulator`: while the scan reads the corpus,
+//! a pass sees each sample (its tokens, its completion, its loss mask, its category) after the per-sample rules
+//! ran, may flag it or attach evidence to it, and keeps a state per unit of work; the states of a process are
+//! gathered into one mergeable partial ([`Acc`]), which travels between processes as bytes and is merged in any
+//! grouping and order. The pass's `finish` reads the merged one ([`Accs::get`]).
+//!
+//! The per-token loops stay inside each pass's generic code: a pass is called once per sample, never per token.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::anomaly::Code;
+use crate::check::SampleFacts;
+use crate::error::{Error, Result};
+use crate::flagged::Attached;
+use crate::source::Tokens;
+use crate::token::MaskSlice;
+
+/// One sample as a pass sees it.
+pub struct SampleView<'a> {
+    /// Its global row.
+    pub row: u64,
+    pub category: &'a str,
+    /// The whole sequence (prompt and completion).
+    pub tokens: Tokens<'a>,
+    /// The completion's `[start, end)` in `tokens`.
+    pub completion: (usize, usize),
+    pub mask: Option<MaskSlice<'a>>,
+    /// A line its input could not read as a sample (counted, not measured): `tokens` is empty.
+    pub unread: bool,
+}
+
+/// What a pass may say about a sample while it is scanned.
+pub struct SampleOut<'a> {
+    pub(crate) facts: &'a mut SampleFacts,
+    pub(crate) attached: &'a mut Vec<Attached>,
+    pub(crate) sketch: &'a mut Option<Box<[u32]>>,
+}
+
+impl SampleOut<'_> {
+    /// Flags the sample with `code` (first position `pos`).
+    pub fn flag(&mut self, code: Code, pos: Option<usize>) {
+        self.facts.flag(code, pos);
+    }
+
+    /// The pass's evidence about the sample, under `key` in its flagged entry (ordered by `rank`, the pass's
+    /// place in the registry). A sample with evidence found in the scan keeps its detail past the flagged-detail
+    /// limit: the pass's section counts every such sample.
+    pub fn attach(&mut self, rank: u16, key: &str, evidence: &impl Serialize) {
+        let a = Attached {
+            rank,
+            key: key.to_string(),
+            json: super::json(evidence),
+            keep: true,
+        };
+        let at = self.attached.partition_point(|b| b.rank <= a.rank);
+        self.attached.insert(at, a);
+    }
+
+    /// The sample's sketch, kept in its record for the pass's keyed search after the scan (routed by the
+    /// corpus checks, [`crate::corpus_checks`]).
+    pub fn set_sketch(&mut self, sketch: Option<Box<[u32]>>) {
+        *self.sketch = sketch;
+    }
+}
+
+/// The per-sample side of a pass, typed: made once per scanning process ([`super::Pass::sampler`]) and shared
+/// by its workers, each unit of work with its own `Unit` state.
+pub trait SamplePass: Sync + Send {
+    /// A unit's working state.
+    type Unit: Send + 'static;
+    /// What the process gathered, mergeable with other processes'.
+    type Partial: Mergeable;
+    /// The state for a unit whose rows start at `first_row` (the pass may hand out one a unit gave back).
+    fn begin(&self, first_row: u64) -> Self::Unit;
+    /// Looks at one sample of the unit.
+    fn sample(&self, unit: &mut Self::Unit, s: &SampleView<'_>, out: &mut SampleOut<'_>);
+    /// Takes back a unit's state once the unit is scanned.
+    fn end(&self, unit: Self::Unit);
+    /// Everything the units gave back, as one partial.
+    fn gathered(&self) -> Self::Partial;
+}
+
+/// A pass's partial: merged in any grouping and order with another of the same pass, and sent between
+/// processes in the compact binary form ([`crate::wire`]).
+pub trait Mergeable: Serialize + DeserializeOwned + fmt::Debug + Send + Sync + 'static {
+    fn merge(&mut self, other: Self);
+}
+
+/// [`SamplePass`] with its types erased, as the scan holds the passes' per-sample sides.
+pub trait Sampler: Sync + Send {
+    fn begin(&self, first_row: u64) -> Box<dyn Any + Send>;
+    fn sample(&self, unit: &mut (dyn Any + Send), s: &SampleView<'_>, out: &mut SampleOut<'_>);
+    fn end(&self, unit: Box<dyn Any + Send>);
+    fn gathered(&self) -> Box<dyn Acc>;
+}
+
+impl<P: SamplePass> Sampler for P {
+    fn begin(&self, first_row: u64) -> Box<dyn Any + Send> {
+        Box::new(SamplePass::begin(self, first_row))
+    }
+
+    fn sample(&self, unit: &mut (dyn Any + Send), s: &SampleView<'_>, out: &mut SampleOut<'_>) {
+        let unit = unit
+            .downcast_mut::<P::Unit>()
+            .expect("a unit's state is its sampler's");
+        SamplePass::sample(self, unit, s, out);
+    }
+
+    fn end(&self, unit: Box<dyn Any + Send>) {
+        let unit = unit
+            .downcast::<P::Unit>()
+            .expect("a unit's state is its sampler's");
+        SamplePass::end(self, *unit);
+    }
+
+    fn gathered(&self) -> Box<dyn Acc> {
+        Box::new(SamplePass::gathered(self))
+    }
+}
+
+/// A [`Mergeable`] with its type erased, as a [`crate::summary::Partial`] holds it.
+pub trait Acc: fmt::Debug + Send + Sync + Any {
+    /// Merges another partial of the same pass.
+    fn merge_boxed(&mut self, other: Box<dyn Acc>);
+    fn encode(&self) -> Vec<u8>;
+    fn as_any(&self) -> &dyn Any;
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+impl<M: Mergeable> Acc for M {
+    fn merge_boxed(&mut self, other: Box<dyn Acc>) {
+        let other = other
+            .into_any()
+            .downcast::<M>()
+            .expect("partials merged by pass name are of the same pass");
+        self.merge(*other);
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        crate::wire::encode(self)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// A pass's partial sent by another process, decoded ([`super::Pass::decode`]).
+pub fn decode<M: Mergeable>(b: &[u8]) -> Result<Box<dyn Acc>> {
+    Ok(Box::new(crate::wire::decode::<M>(b, "pass partial")?))
+}
+
+/// The passes' partials of a [`crate::summary::Partial`], by pass name. A partial that came from another
+/// process stays bytes until [`Accs::decode_with`] is given the passes (which decode and merge it), so that
+/// merging never fails.
+#[derive(Default)]
+pub struct Accs(BTreeMap<String, Slot>);
+
+#[derive(Default)]
+struct Slot {
+    live: Option<Box<dyn Acc>>,
+    /// Partials from other processes, not yet decoded.
+    bytes: Vec<Vec<u8>>,
+}
+
+impl Slot {
+    fn encoded(&self) -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = self.live.iter().map(|a| a.encode()).collect();
+        out.extend(self.bytes.iter().cloned());
+        out
+    }
+}
+
+impl Accs {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds pass `name`'s partial.
+    pub fn insert(&mut self, name: &str, acc: Box<dyn Acc>) {
+        self.merge_slot(
+            name.to_string(),
+            Slot {
+                live: Some(acc),
+                bytes: Vec::new(),
+            },
+        );
+    }
+
+    /// Merges another partial's.
+    pub fn merge(&mut self, other: Accs) {
+        for (name, slot) in other.0 {
+            self.merge_slot(name, slot);
+        }
+    }
+
+    fn merge_slot(&mut self, name: String, slot: Slot) {
+        let mine = self.0.entry(name).or_default();
+        match (&mut mine.live, slot.live) {
+            (Some(a), Some(b)) => a.merge_boxed(b),
+            (a, b) => *a = a.take().or(b),
+        }
+        mine.bytes.extend(slot.bytes);
+    }
+
+    /// Decodes and merges the partials still in bytes, each with its pass among `passes`; one no pass claims is
+    /// refused (it would vanish from the report).
+    pub fn decode_with(&mut self, passes: &[Box<dyn super::Pass + '_>]) -> Result<()> {
+        for (name, slot) in &mut self.0 {
+            if slot.bytes.is_empty() {
+                continue;
+            }
+            let pass = passes.iter().find(|p| p.name() == name).ok_or_else(|| {
+                Error::Usage(format!(
+                    "internal: a partial of the {name} pass, which these options do not run"
+                ))
+            })?;
+            for b in std::mem::take(&mut slot.bytes) {
+                let d = pass.decode(&b)?;
+                match slot.live.as_mut() {
+                    Some(a) => a.merge_boxed(d),
+                    None => slot.live = Some(d),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Pass `name`'s merged partial (`None` when the pass kept none, or before [`Accs::decode_with`]).
+    pub fn get<M: Mergeable>(&self, name: &str) -> Option<&M> {
+        let slot = self.0.get(name).filter(|s| s.bytes.is_empty())?;
+        slot.live.as_ref()?.as_any().downcast_ref::<M>()
+    }
+}
+
+impl fmt::Debug for Accs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut m = f.debug_map();
+        for (name, slot) in &self.0 {
+            m.entry(name, &(&slot.live, format!("{} encoded", slot.bytes.len())));
+        }
+        m.finish()
+    }
+}
+
+/// A copy holds the partials in bytes (decoded again when merged or read).
+impl Clone for Accs {
+    fn clone(&self) -> Self {
+        Accs(
+            self.0
+                .iter()
+                .map(|(k, s)| {
+                    let slot = Slot {
+                        live: None,
+                        bytes: s.encoded(),
+                    };
+                    (k.clone(), slot)
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Equal when their encoded forms are (for tests of merge order: partials merged in any order encode alike).
+impl PartialEq for Accs {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len()
+            && self
+                .0
+                .iter()
+                .zip(&other.0)
+                .all(|((a, x), (b, y))| a == b && x.encoded() == y.encoded())
+    }
+}
+
+impl Eq for Accs {}
+
+impl Serialize for Accs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let v: Vec<(&String, Vec<Vec<u8>>)> =
+            self.0.iter().map(|(k, slot)| (k, slot.encoded())).collect();
+        v.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Accs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let v = Vec::<(String, Vec<Vec<u8>>)>::deserialize(d)?;
+        Ok(Accs(
+            v.into_iter()
+                .map(|(k, bytes)| (k, Slot { live: None, bytes }))
+                .collect(),
+        ))
+    }
+}
+
+/// The states of a pass's workers, for a pass whose states are sums (any unit may add to any state): a unit
+/// takes one (or a new one) and gives it back; at the end they are merged. One per worker rather than one per
+/// unit, so the merge at the end merges a few.
+#[derive(Debug, Default)]
+pub struct Pool<U>(std::sync::Mutex<Vec<U>>);
+
+impl<U: Default> Pool<U> {
+    pub fn take(&self) -> U {
+        self.0
+            .lock()
+            .expect("no panic while held")
+            .pop()
+            .unwrap_or_default()
+    }
+
+    pub fn give(&self, u: U) {
+        self.0.lock().expect("no panic while held").push(u);
+    }
+
+    /// Every state given back so far, emptying the pool.
+    pub fn drain(&self) -> Vec<U> {
+        std::mem::take(&mut *self.0.lock().expect("no panic while held"))
+    }
+}
