@@ -61,6 +61,10 @@ def test_every_layout_gives_the_local_report(cluster, corpus, layout):
     for n_tasks, n_buckets, fan_in in ((None, None, 8), (5, 3, 2), (1, 1, 2)):
         r = scan_ray([path], "kimi-k2", ngram_coverage=True, n_tasks=n_tasks, n_buckets=n_buckets, fan_in=fan_in)
         assert r.findings == local.findings, (layout, n_tasks, n_buckets, fan_in)
+        # The n-gram coverage pass's partials merged across tasks: the same statistics, per category and overall.
+        coverage = {c: s["ngram_coverage"] for c, s in r.data["categories"].items()}
+        assert coverage == {c: s["ngram_coverage"] for c, s in local.data["categories"].items()}
+        assert r.data["overall"]["ngram_coverage"] == local.data["overall"]["ngram_coverage"]
 
 
 @pytest.mark.parametrize("layout", ["parquet_split", "numpy_mask", "jsonl_vllm_zst"])

@@ -74,9 +74,6 @@ pub struct FlaggedSample {
     /// kept first sample.
     #[serde(default)]
     pub prompt_of: Option<Box<PromptFirst>>,
-    /// For `contaminated`: the benchmark item the sample shares n-grams with.
-    #[serde(default)]
-    pub contamination: Option<Box<crate::flagged::Hit>>,
     /// What corpus-wide passes ([`crate::passes`]) say about it, each under its key in the report's entry,
     /// in the passes' order.
     #[serde(default)]
@@ -91,7 +88,7 @@ pub struct Attached {
     pub rank: u16,
     pub key: String,
     pub json: String,
-    /// Found while the sample was scanned ([`crate::passes::sample::SampleOut::attach`]): the sample keeps its
+    /// Found while the sample was scanned ([`crate::pass_partial::SampleOut::attach`]): the sample keeps its
     /// detail past the flagged-detail limit, as the pass's section counts every such sample.
     pub keep: bool,
 }
@@ -118,9 +115,6 @@ impl FlaggedSample {
         if self.prompt_of.is_none() {
             self.prompt_of = other.prompt_of;
         }
-        if self.contamination.is_none() {
-            self.contamination = other.contamination;
-        }
         for a in other.attached {
             self.attach(a);
         }
@@ -138,29 +132,6 @@ impl FlaggedSample {
             self.attached.insert(at, a);
         }
     }
-}
-
-/// A sample's match: the first benchmark item it shares n-grams with, and how many.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Hit {
-    /// The benchmark file.
-    pub file: String,
-    /// The item's name.
-    pub item: String,
-    /// `prompt` or `completion`: the part of the sample the match is in.
-    pub part: String,
-    /// The part's windows that are a benchmark n-gram, and its windows.
-    pub ngrams: u32,
-    pub windows: u32,
-    /// The distinct n-grams of the item's field the part holds most of, and that field's n-grams.
-    #[serde(default)]
-    pub item_matched: u32,
-    #[serde(default)]
-    pub item_ngrams: u32,
-    /// The sample's tokens `[start, end)` from its first to its last n-gram of that field (what `--decode`
-    /// and `show` print).
-    #[serde(default)]
-    pub span: [u32; 2],
 }
 
 /// Two row-sorted lists as one; a row in both (never the case for disjoint units) keeps one entry.

@@ -7,7 +7,6 @@
 
 pub mod anomaly;
 pub mod check;
-pub mod contamination;
 pub mod convert;
 pub mod corpus;
 pub mod corpus_checks;
@@ -19,6 +18,7 @@ pub mod inputs;
 pub mod json;
 pub mod options;
 pub mod pairing;
+pub mod pass_partial;
 pub mod passes;
 pub mod plan;
 pub mod policy;

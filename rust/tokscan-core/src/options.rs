@@ -32,7 +32,7 @@ pub struct ScanOptions {
     /// the corpus has prompts to pair.
     pub prompt_tokenizer: Option<(PathBuf, Option<String>)>,
     /// Benchmark files to look for (`--contamination`); the index is built by each process that scans.
-    pub contamination: Option<crate::contamination::Spec>,
+    pub contamination: Option<crate::passes::contamination::Spec>,
     /// Near-duplicate completions (`--near-dup`): signatures in the scan, then candidates, confirmation and
     /// clusters ([`crate::passes::near_dup`]).
     pub near_dup: Option<crate::passes::near_dup::Params>,
@@ -59,8 +59,8 @@ impl ScanOptions {
     /// report's sections (a flagged sample's evidence follows it: each pass's `RANK`).
     pub fn passes(&self) -> Vec<Box<dyn Pass + '_>> {
         let mut passes: Vec<Box<dyn Pass + '_>> = Vec::new();
-        if self.contamination.is_some() {
-            passes.push(Box::new(Contamination));
+        if let Some(spec) = &self.contamination {
+            passes.push(Box::new(Contamination { spec }));
         }
         if let Some(params) = self.near_dup {
             passes.push(Box::new(NearDup { params }));

@@ -156,10 +156,8 @@ pub struct Flagged {
     /// group's kept first sample.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub prompt_of: Option<PromptFirst>,
-    /// For `contaminated`: the benchmark file and item, the part of the sample, its matching windows.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub contamination: Option<crate::flagged::Hit>,
-    /// What corpus-wide passes say about the sample, each under its key: `near_duplicate_of` (the cluster's
+    /// What corpus-wide passes say about the sample, each under its key: `contamination` (the benchmark file
+    /// and item, the part of the sample, its matching windows), `near_duplicate_of` (the cluster's
     /// representative, kept), `hidden_states` (its hidden-state file, how it was paired, what was found in it
     /// and its next-token agreement).
     #[serde(flatten)]
@@ -691,7 +689,6 @@ fn flagged_entry(
         },
         duplicate_of: f.duplicate_of,
         prompt_of: f.prompt_of.map(|p| *p),
-        contamination: f.contamination.map(|h| *h),
         attached: Sections::attached(f.attached),
         sample_id: f.sample_id,
         category: f.category,

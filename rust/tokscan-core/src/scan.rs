@@ -14,7 +14,7 @@ use crate::corpus_checks;
 use crate::error::{Error, Result};
 use crate::flagged::{FlagDetail, FlaggedSample, MAX_BOUNDARIES};
 use crate::pairing::{pair_sample, Pairing, PromptShape};
-use crate::passes::sample::{SampleOut, SampleView, Sampler};
+use crate::pass_partial::{SampleOut, SampleView, Sampler};
 use crate::passes::{Findings, Finishing};
 use crate::plan::Task;
 use crate::profile::Profile;
@@ -179,7 +179,9 @@ pub fn finish(
     }
     let passes = opts.passes();
     // The passes' partials a cluster's tasks sent are still bytes: decoded by their passes.
-    partial.passes.decode_with(&passes)?;
+    partial
+        .passes
+        .decode_with(&crate::passes::decoders(&passes))?;
     let at = Finishing {
         profile,
         partial: &partial,
@@ -419,12 +421,6 @@ fn scan_units(
             samplers.push((p.name(), s));
         }
     }
-    let index = opts
-        .contamination
-        .as_ref()
-        .filter(|s| !s.files.is_empty())
-        .map(crate::contamination::Spec::build)
-        .transpose()?;
     // A failing unit stops the others (through the cancel flag); the error reported is the first real one
     // in unit order, not an "interrupted" of a unit that was merely stopped.
     let gathered = Gathered {
@@ -437,26 +433,17 @@ fn scan_units(
     let parts: Vec<Result<(Partial, Held)>> = units
         .par_iter()
         .map(|u| {
-            let r = scan_unit(
-                u,
-                profile,
-                progress,
-                opts,
-                pairing,
-                index.as_ref(),
-                &gathered,
-                &samplers,
-            )
-            .and_then(|(p, r)| match spill {
-                Some(s) => Ok((p, s.hold(r)?)),
-                None => Ok((p, Held::Memory(r))),
-            });
+            let r = scan_unit(u, profile, progress, opts, pairing, &gathered, &samplers).and_then(
+                |(p, r)| match spill {
+                    Some(s) => Ok((p, s.hold(r)?)),
+                    None => Ok((p, Held::Memory(r))),
+                },
+            );
             progress.stop_on_error(r)
         })
         .collect();
     let parts = crate::progress::first_error(parts)?;
     let mut partial = Partial::new(profile.specials.len());
-    partial.benchmarks = index.as_ref().map(|c| c.describe());
     // Reserved once: grown by doubling, the merged list of summarized samples (32 bytes each, 10M at worst
     // for a corpus flagged throughout) would peak at three times its size while reallocating.
     partial.summarized.reserve_exact(
@@ -507,8 +494,6 @@ struct UnitCtx<'a> {
     vocab: Option<crate::vocab::Counts>,
     pairing: Option<&'a Pairing>,
     shape: PromptShape,
-    contamination: Option<&'a crate::contamination::Contamination>,
-    ids: Vec<u32>,
     near_dup: Option<crate::passes::near_dup::Params>,
     /// The passes' per-sample sides, each with its state for this unit.
     samplers: &'a [Named<'a>],
@@ -530,7 +515,6 @@ fn scan_unit(
     progress: &Progress,
     opts: &ScanOptions,
     pairing: Option<&Pairing>,
-    contamination: Option<&crate::contamination::Contamination>,
     gathered: &Gathered,
     samplers: &[Named<'_>],
 ) -> Result<(Partial, Records)> {
@@ -556,8 +540,6 @@ fn scan_unit(
             .map(|p| p.take(profile.vocab_size, unit.base_row)),
         pairing,
         shape: PromptShape::default(),
-        contamination,
-        ids: Vec::new(),
         near_dup: opts.near_dup,
         samplers,
         units: samplers
@@ -671,13 +653,6 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                 ctx.records.pairs.push(fact);
             }
         }
-        let hit = ctx.contamination.and_then(|c| {
-            let (cs, ce) = (facts.completion.0 as usize, facts.completion.1 as usize);
-            c.check(seq, cs, ce, &mut ctx.ids)
-        });
-        if let Some((pos, _)) = &hit {
-            facts.flag(Code::Contaminated, Some(*pos));
-        }
         let (mut attached, mut sketch) = (Vec::new(), None);
         if !ctx.samplers.is_empty() {
             let view = SampleView {
@@ -764,7 +739,6 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                     repetition: facts.repetition.map(|l| (l.period as u32, l.span as u32)),
                     cut: facts.cut,
                 }),
-                contamination: hit.map(|(_, h)| Box::new(h)),
                 attached,
                 ..FlaggedSample::default()
             });

@@ -156,9 +156,6 @@ pub struct Partial {
     /// any process that resolves the corpus-wide checks applies the same ones.
     #[serde(default)]
     pub consistency: (u32, u64),
-    /// With `--contamination`: the n-gram length, the share and the benchmark files the scan looked for.
-    #[serde(default)]
-    pub benchmarks: Option<crate::contamination::Benchmarks>,
     /// Per vocabulary id, the key of the first row where it is loss-bearing (`u64::MAX - row`, 0: never),
     /// when the scan counts tokens: the draft vocabulary's tie-break ([`crate::vocab`]).
     #[serde(default)]
@@ -176,9 +173,9 @@ pub struct Partial {
     /// Per code, the flagged samples of this partial, detailed and summarized (when `detail_limit` > 0).
     #[serde(default)]
     pub flag_counts: Vec<u64>,
-    /// What the corpus-wide passes kept of the samples, by pass ([`crate::passes::sample`]).
+    /// What the corpus-wide passes kept of the samples, by pass ([`crate::pass_partial`]).
     #[serde(default)]
-    pub passes: crate::passes::sample::Accs,
+    pub passes: crate::pass_partial::Accs,
 }
 
 /// A flagged sample past the detail limit: its row, its codes and its category, what `--exclude`, `clean`
@@ -286,9 +283,6 @@ impl Partial {
     pub fn merge(&mut self, other: Partial) {
         self.n_slots = self.n_slots.max(other.n_slots);
         self.consistency = self.consistency.max(other.consistency);
-        if self.benchmarks.is_none() {
-            self.benchmarks = other.benchmarks;
-        }
         for (name, c) in &other.categories {
             self.category(name).merge(c);
         }
@@ -575,7 +569,7 @@ mod tests {
     #[derive(Debug, Default, Serialize, Deserialize)]
     struct Tokens(BTreeMap<String, u64>);
 
-    impl crate::passes::sample::Mergeable for Tokens {
+    impl crate::pass_partial::Mergeable for Tokens {
         fn merge(&mut self, other: Tokens) {
             for (k, n) in other.0 {
                 *self.0.entry(k).or_default() += n;

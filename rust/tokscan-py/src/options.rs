@@ -157,8 +157,10 @@ pub(crate) type ContaminationArgs = (
     Option<std::path::PathBuf>,
 );
 
-pub(crate) fn contamination_spec(a: ContaminationArgs) -> tokscan_core::contamination::Spec {
-    tokscan_core::contamination::Spec {
+pub(crate) fn contamination_spec(
+    a: ContaminationArgs,
+) -> tokscan_core::passes::contamination::Spec {
+    tokscan_core::passes::contamination::Spec {
         files: a.0,
         n: a.1,
         min_share: a.2,

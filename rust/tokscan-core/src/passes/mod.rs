@@ -15,7 +15,6 @@ pub mod draft_vocab;
 pub mod hidden_states;
 pub mod near_dup;
 pub mod ngram_coverage;
-pub mod sample;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -24,11 +23,11 @@ use crate::anomaly::Code;
 use crate::corpus::Corpus;
 use crate::error::{Error, Result};
 use crate::flagged::{Attached, FlaggedSample};
+use crate::pass_partial::{Acc, Sampler};
 use crate::profile::Profile;
 use crate::progress::Progress;
 use crate::records::Records;
 use crate::summary::Partial;
-use sample::{Acc, Sampler};
 
 /// What a pass reads when it finishes.
 pub struct Finishing<'a> {
@@ -72,11 +71,11 @@ pub trait Pass: Sync {
         false
     }
     /// Its per-sample side, made once per scanning process: `None` when it looks at no sample while the corpus
-    /// is scanned ([`sample`]).
+    /// is scanned ([`crate::pass_partial`]).
     fn sampler(&self, _profile: &Profile) -> Result<Option<Box<dyn Sampler + '_>>> {
         Ok(None)
     }
-    /// Its per-sample side's partial, sent by another process as bytes ([`sample::decode`]).
+    /// Its per-sample side's partial, sent by another process as bytes ([`crate::pass_partial::decode`]).
     fn decode(&self, _bytes: &[u8]) -> Result<Box<dyn Acc>> {
         Err(Error::Usage(format!(
             "internal: the {} pass keeps no partial",
@@ -159,6 +158,18 @@ pub fn attach(sample: &mut FlaggedSample, rank: u16, key: &str, evidence: &impl 
         json: json(evidence),
         keep: false,
     });
+}
+
+/// Decodes each pass's partial sent by another process, by the pass's name.
+pub fn decoders<'a>(
+    passes: &'a [Box<dyn Pass + '_>],
+) -> impl Fn(&str, &[u8]) -> Option<Result<Box<dyn Acc>>> + 'a {
+    move |name, bytes| {
+        passes
+            .iter()
+            .find(|p| p.name() == name)
+            .map(|p| p.decode(bytes))
+    }
 }
 
 /// Finishes `passes` in parallel, taking the findings a cluster's tasks already made (`done`, by pass name)

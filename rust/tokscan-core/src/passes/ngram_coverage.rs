@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::sample::{Mergeable, Pool, SampleOut, SamplePass, SampleView};
 use super::{json, Findings, Finishing, Pass};
 use crate::error::Result;
+use crate::pass_partial::{Mergeable, Pool, SampleOut, SamplePass, SampleView};
 use crate::profile::Profile;
 use crate::source::with_tokens;
 use crate::stats::{CoverageStats, FractionDist};
@@ -181,12 +181,15 @@ impl Pass for NgramCoverage {
         NAME
     }
 
-    fn sampler(&self, _profile: &Profile) -> Result<Option<Box<dyn super::sample::Sampler + '_>>> {
+    fn sampler(
+        &self,
+        _profile: &Profile,
+    ) -> Result<Option<Box<dyn crate::pass_partial::Sampler + '_>>> {
         Ok(Some(Box::new(Counting::default())))
     }
 
-    fn decode(&self, bytes: &[u8]) -> Result<Box<dyn super::sample::Acc>> {
-        super::sample::decode::<Coverage>(bytes)
+    fn decode(&self, bytes: &[u8]) -> Result<Box<dyn crate::pass_partial::Acc>> {
+        crate::pass_partial::decode::<Coverage>(bytes)
     }
 
     fn finish(&self, at: &Finishing<'_>) -> Result<Findings> {

@@ -2,7 +2,8 @@
 //! a pass sees each sample (its tokens, its completion, its loss mask, its category) after the per-sample rules
 //! ran, may flag it or attach evidence to it, and keeps a state per unit of work; the states of a process are
 //! gathered into one mergeable partial ([`Acc`]), which travels between processes as bytes and is merged in any
-//! grouping and order. The pass's `finish` reads the merged one ([`Accs::get`]).
+//! grouping and order. The pass's `finish` reads the merged one ([`Accs::get`]). (A module of its own, below
+//! both the passes and the summary that holds the partials.)
 //!
 //! The per-token loops stay inside each pass's generic code: a pass is called once per sample, never per token.
 
@@ -54,7 +55,7 @@ impl SampleOut<'_> {
         let a = Attached {
             rank,
             key: key.to_string(),
-            json: super::json(evidence),
+            json: serde_json::to_string(evidence).expect("plain data"),
             keep: true,
         };
         let at = self.attached.partition_point(|b| b.rank <= a.rank);
@@ -68,7 +69,7 @@ impl SampleOut<'_> {
     }
 }
 
-/// The per-sample side of a pass, typed: made once per scanning process ([`super::Pass::sampler`]) and shared
+/// The per-sample side of a pass, typed: made once per scanning process ([`crate::passes::Pass::sampler`]) and shared
 /// by its workers, each unit of work with its own `Unit` state.
 pub trait SamplePass: Sync + Send {
     /// A unit's working state.
@@ -154,10 +155,13 @@ impl<M: Mergeable> Acc for M {
     }
 }
 
-/// A pass's partial sent by another process, decoded ([`super::Pass::decode`]).
+/// A pass's partial sent by another process, decoded ([`crate::passes::Pass::decode`]).
 pub fn decode<M: Mergeable>(b: &[u8]) -> Result<Box<dyn Acc>> {
     Ok(Box::new(crate::wire::decode::<M>(b, "pass partial")?))
 }
+
+/// Decodes a pass's partial by the pass's name ([`crate::passes::decoders`]).
+pub type Decoders<'a> = dyn Fn(&str, &[u8]) -> Option<Result<Box<dyn Acc>>> + 'a;
 
 /// The passes' partials of a [`crate::summary::Partial`], by pass name. A partial that came from another
 /// process stays bytes until [`Accs::decode_with`] is given the passes (which decode and merge it), so that
@@ -212,20 +216,19 @@ impl Accs {
         mine.bytes.extend(slot.bytes);
     }
 
-    /// Decodes and merges the partials still in bytes, each with its pass among `passes`; one no pass claims is
-    /// refused (it would vanish from the report).
-    pub fn decode_with(&mut self, passes: &[Box<dyn super::Pass + '_>]) -> Result<()> {
+    /// Decodes and merges the partials still in bytes, each with `decode` (by pass name: `None` for a pass the
+    /// scan does not run, refused, as its partial would vanish from the report).
+    pub fn decode_with(&mut self, decode: &Decoders<'_>) -> Result<()> {
         for (name, slot) in &mut self.0 {
             if slot.bytes.is_empty() {
                 continue;
             }
-            let pass = passes.iter().find(|p| p.name() == name).ok_or_else(|| {
-                Error::Usage(format!(
-                    "internal: a partial of the {name} pass, which these options do not run"
-                ))
-            })?;
             for b in std::mem::take(&mut slot.bytes) {
-                let d = pass.decode(&b)?;
+                let d = decode(name, &b).ok_or_else(|| {
+                    Error::Usage(format!(
+                        "internal: a partial of the {name} pass, which these options do not run"
+                    ))
+                })??;
                 match slot.live.as_mut() {
                     Some(a) => a.merge_boxed(d),
                     None => slot.live = Some(d),

@@ -23,8 +23,30 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::flagged::Hit;
 use crate::token::TokenId;
+
+/// A sample's match: the first benchmark item it shares n-grams with, and how many.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hit {
+    /// The benchmark file.
+    pub file: String,
+    /// The item's name.
+    pub item: String,
+    /// `prompt` or `completion`: the part of the sample the match is in.
+    pub part: String,
+    /// The part's windows that are a benchmark n-gram, and its windows.
+    pub ngrams: u32,
+    pub windows: u32,
+    /// The distinct n-grams of the item's field the part holds most of, and that field's n-grams.
+    #[serde(default)]
+    pub item_matched: u32,
+    #[serde(default)]
+    pub item_ngrams: u32,
+    /// The sample's tokens `[start, end)` from its first to its last n-gram of that field (what `--decode`
+    /// and `show` print).
+    #[serde(default)]
+    pub span: [u32; 2],
+}
 
 /// The default n-gram length, in tokens.
 pub const DEFAULT_N: usize = 13;
@@ -103,29 +125,6 @@ pub struct ContaminationReport {
     pub samples: u64,
     /// file → item → samples that matched it.
     pub items: std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>,
-}
-
-impl ContaminationReport {
-    pub fn of(b: Benchmarks, flagged: &[crate::flagged::FlaggedSample]) -> Self {
-        let mut items: std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>> =
-            Default::default();
-        let mut samples = 0;
-        for h in flagged.iter().filter_map(|f| f.contamination.as_ref()) {
-            samples += 1;
-            *items
-                .entry(h.file.clone())
-                .or_default()
-                .entry(h.item.clone())
-                .or_insert(0) += 1;
-        }
-        ContaminationReport {
-            n: b.n,
-            min_share: b.min_share,
-            files: b.files,
-            samples,
-            items,
-        }
-    }
 }
 
 /// Text to token ids (the scan's tokenizer).
