@@ -173,8 +173,8 @@ def _remote_functions(ray: Any) -> dict[str, Any]:
         return (partial, records, *buckets)
 
     @ray.remote(max_retries=3)
-    def merge(*parts: bytes) -> bytes:
-        return _core.merge_partials(list(parts))
+    def merge(options: dict[str, Any], *parts: bytes) -> bytes:
+        return _core.merge_partials(list(parts), options)
 
     @ray.remote(max_retries=3)
     def repeats(*buckets: bytes) -> bytes:
@@ -381,7 +381,7 @@ def _run_tasks(
         level = [m[0] for m in maps]
         width = max(2, fan_in)
         while len(level) > 1:
-            level = [fn["merge"].remote(*level[i : i + width]) for i in range(0, len(level), width)]
+            level = [fn["merge"].remote(shared_options, *level[i : i + width]) for i in range(0, len(level), width)]
         merged = level[0]
         reps = [fn["repeats"].remote(*(m[2 + b] for m in maps)) for b in range(buckets)]
         # Past the detail limit the resolve tasks summarize (24 bytes a sample: a corpus of copies does not

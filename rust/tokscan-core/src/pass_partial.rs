@@ -330,3 +330,55 @@ impl<U: Default> Pool<U> {
         std::mem::take(&mut *self.0.lock().expect("no panic while held"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
+    struct Sum(u64);
+
+    impl Mergeable for Sum {
+        fn merge(&mut self, other: Sum) {
+            self.0 += other.0;
+        }
+    }
+
+    fn sent(name: &str, n: u64) -> Accs {
+        let mut a = Accs::default();
+        a.insert(name, Box::new(Sum(n)));
+        crate::wire::decode(&crate::wire::encode(&a), "test").unwrap()
+    }
+
+    #[test]
+    fn partials_from_other_processes_merge_once_decoded_and_an_unknown_or_corrupt_one_is_an_error()
+    {
+        let decode_sum = |name: &str, b: &[u8]| (name == "sum").then(|| decode::<Sum>(b));
+        let mut a = Accs::default();
+        a.insert("sum", Box::new(Sum(1)));
+        let b = sent("sum", 2);
+        a.merge(b.clone());
+        a.merge(b);
+        // Bytes not decoded yet: nothing to read, and nothing lost.
+        assert_eq!(a.get::<Sum>("sum"), None);
+        a.decode_with(&decode_sum).unwrap();
+        assert_eq!(a.get::<Sum>("sum"), Some(&Sum(5)));
+        // Live and sent partials compare by their encoded forms.
+        let mut whole = Accs::default();
+        whole.insert("sum", Box::new(Sum(5)));
+        assert_eq!(a, whole);
+
+        let mut unknown = sent("other", 1);
+        let err = unknown.decode_with(&decode_sum).unwrap_err();
+        assert!(err.to_string().contains("other"), "{err}");
+        let mut corrupt = Accs::default();
+        corrupt.merge_slot(
+            "sum".into(),
+            Slot {
+                live: None,
+                bytes: vec![vec![0xff; 11]],
+            },
+        );
+        assert!(corrupt.decode_with(&decode_sum).is_err());
+    }
+}

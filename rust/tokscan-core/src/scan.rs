@@ -22,7 +22,7 @@ use crate::records::{Records, SampleRecord};
 use crate::report::{build_report, InputInfo, Report, Sections, SkippedInfo};
 use crate::source::{self, with_tokens, Batch, FromTokens, Source, DEFAULT_CATEGORY};
 use crate::spill::{Held, Spill};
-use crate::summary::Partial;
+use crate::summary::{CategoriesPool, Partial};
 use crate::token::{hash_ids, TokenId};
 
 pub use crate::options::{ScanOptions, FLAGGED_DETAIL};
@@ -407,9 +407,6 @@ fn scan_units(
     pairing: Option<&Pairing>,
     spill: Option<&Spill>,
 ) -> Result<(Partial, Vec<Held>)> {
-    if opts.vocab.is_some() {
-        crate::vocab::check_counted_vocab(&profile.name, profile.vocab_size)?;
-    }
     progress
         .units_total
         .store(units.len() as u64, Ordering::Relaxed);
@@ -423,22 +420,15 @@ fn scan_units(
     }
     // A failing unit stops the others (through the cancel flag); the error reported is the first real one
     // in unit order, not an "interrupted" of a unit that was merely stopped.
-    let gathered = Gathered {
-        categories: crate::summary::CategoriesPool::default(),
-        counts: opts
-            .vocab
-            .as_ref()
-            .map(|_| crate::vocab::CountsPool::default()),
-    };
+    let categories = CategoriesPool::default();
     let parts: Vec<Result<(Partial, Held)>> = units
         .par_iter()
         .map(|u| {
-            let r = scan_unit(u, profile, progress, opts, pairing, &gathered, &samplers).and_then(
-                |(p, r)| match spill {
+            let r = scan_unit(u, profile, progress, opts, pairing, &categories, &samplers)
+                .and_then(|(p, r)| match spill {
                     Some(s) => Ok((p, s.hold(r)?)),
                     None => Ok((p, Held::Memory(r))),
-                },
-            );
+                });
             progress.stop_on_error(r)
         })
         .collect();
@@ -457,7 +447,7 @@ fn scan_units(
         partial.merge(p);
         records.push(r);
     }
-    for set in gathered.categories.into_sets() {
+    for set in categories.into_sets() {
         if partial.categories.is_empty() {
             partial.categories = set;
             continue;
@@ -466,21 +456,10 @@ fn scan_units(
             partial.category(name).merge(c);
         }
     }
-    if let Some(pool) = gathered.counts {
-        for counts in pool.into_counts() {
-            partial.add_token_counts(&counts);
-        }
-    }
     for (name, s) in &samplers {
         partial.passes.insert(name, s.gathered());
     }
     Ok((partial, records))
-}
-
-/// What the units of a scan gather per worker rather than per unit (sums, in any grouping).
-struct Gathered {
-    categories: crate::summary::CategoriesPool,
-    counts: Option<crate::vocab::CountsPool>,
 }
 
 struct UnitCtx<'a> {
@@ -491,7 +470,6 @@ struct UnitCtx<'a> {
     records: Records,
     scratch: Scratch,
     next_row: u64,
-    vocab: Option<crate::vocab::Counts>,
     pairing: Option<&'a Pairing>,
     shape: PromptShape,
     near_dup: Option<crate::passes::near_dup::Params>,
@@ -508,14 +486,15 @@ type Named<'a> = (&'static str, Box<dyn Sampler + 'a>);
 pub const PANIC_SWITCH: &str = "TOKSCAN_TEST_PANIC";
 
 /// Scans one unit: its partial summary and its records. The partial's per-category statistics are not in it:
-/// the unit counts them into a set taken from `gathered` and gives the set back ([`Gathered`]).
+/// the unit counts them into a set taken from `categories` and gives the set back ([`CategoriesPool`]); the
+/// passes' per-sample sides likewise keep their own states ([`Sampler`]).
 fn scan_unit(
     unit: &UnitRef<'_>,
     profile: &Profile,
     progress: &Progress,
     opts: &ScanOptions,
     pairing: Option<&Pairing>,
-    gathered: &Gathered,
+    categories: &CategoriesPool,
     samplers: &[Named<'_>],
 ) -> Result<(Partial, Records)> {
     if std::env::var_os(PANIC_SWITCH).is_some() {
@@ -528,16 +507,12 @@ fn scan_unit(
         partial: Partial {
             consistency: profile.consistency(),
             detail_limit: opts.flagged_detail,
-            categories: gathered.categories.take(),
+            categories: categories.take(),
             ..Partial::new(profile.specials.len())
         },
         records: Records::default(),
         scratch: Scratch::default(),
         next_row: unit.base_row,
-        vocab: gathered
-            .counts
-            .as_ref()
-            .map(|p| p.take(profile.vocab_size, unit.base_row)),
         pairing,
         shape: PromptShape::default(),
         near_dup: opts.near_dup,
@@ -562,12 +537,7 @@ fn scan_unit(
     unit.source.scan_unit(unit.index, &mut on_batch)?;
     unit.source.unchanged()?;
     progress.units_done.fetch_add(1, Ordering::Relaxed);
-    gathered
-        .categories
-        .give(std::mem::take(&mut ctx.partial.categories));
-    if let (Some(pool), Some(counts)) = (&gathered.counts, ctx.vocab) {
-        pool.give(counts);
-    }
+    categories.give(std::mem::take(&mut ctx.partial.categories));
     for ((_, s), u) in samplers.iter().zip(ctx.units) {
         s.end(u);
     }
@@ -690,9 +660,6 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
         input.tokens += u64::from(facts.lengths.total);
         let row = ctx.next_row;
         ctx.next_row += 1;
-        if let Some(counts) = ctx.vocab.as_mut() {
-            counts.add(cat_name, row, seq, mask, (cs, ce));
-        }
         tokens += seq.len() as u64;
         let category = ctx.records.category_index(cat_name);
         let (prompt_hash, prompt_len) = ctx.scratch.prompt_key(seq);

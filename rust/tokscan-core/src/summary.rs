@@ -39,9 +39,6 @@ pub struct CategoryPartial {
     /// Samples per structural feature value (`feature << 4 | value`, see [`crate::check::features`]).
     #[serde(default)]
     pub features: BTreeMap<u16, u64>,
-    /// Loss-bearing tokens per vocabulary id, when the scan counts them ([`crate::vocab`]); empty otherwise.
-    #[serde(default)]
-    pub loss_counts: crate::vocab::IdCounts,
     /// `truncated` samples by where they were cut, per [`crate::check::CutIn`].
     #[serde(default)]
     pub cut_in: [u64; 3],
@@ -94,7 +91,6 @@ impl CategoryPartial {
         add_into(&mut self.special_counts, &other.special_counts);
         add_into(&mut self.codes, &other.codes);
         crate::stats::merge_counts(&mut self.features, &other.features);
-        self.loss_counts.add(&other.loss_counts);
         for (a, b) in self.cut_in.iter_mut().zip(other.cut_in) {
             *a += b;
         }
@@ -156,10 +152,6 @@ pub struct Partial {
     /// any process that resolves the corpus-wide checks applies the same ones.
     #[serde(default)]
     pub consistency: (u32, u64),
-    /// Per vocabulary id, the key of the first row where it is loss-bearing (`u64::MAX - row`, 0: never),
-    /// when the scan counts tokens: the draft vocabulary's tie-break ([`crate::vocab`]).
-    #[serde(default)]
-    pub first_seen: Vec<u64>,
     /// Full detail is kept for the first `detail_limit` flagged samples of each code (in row order); a sample
     /// past it for every one of its codes is kept as a [`Summarized`] entry (0: no limit).
     #[serde(default)]
@@ -259,14 +251,6 @@ impl Partial {
         }
     }
 
-    /// Adds what one token-count accumulator of the scan counted ([`crate::vocab::Counts`]).
-    pub fn add_token_counts(&mut self, counts: &crate::vocab::Counts) {
-        for (name, c) in &counts.categories {
-            c.add_to(&mut self.category(name).loss_counts);
-        }
-        counts.merge_first_into(&mut self.first_seen);
-    }
-
     pub fn category(&mut self, name: &str) -> &mut CategoryPartial {
         if !self.categories.contains_key(name) {
             self.categories
@@ -291,7 +275,6 @@ impl Partial {
             mine.samples += c.samples;
             mine.tokens += c.tokens;
         }
-        crate::vocab::merge_first(&mut self.first_seen, &other.first_seen);
         self.passes.merge(other.passes);
         self.detail_limit = self.detail_limit.max(other.detail_limit);
         let mut other_flagged = other.flagged;

@@ -571,9 +571,36 @@ impl CountsPool {
         self.0.lock().expect("no panic while held").idle.push(c);
     }
 
-    /// Every accumulator.
-    pub fn into_counts(self) -> Vec<Counts> {
-        self.0.into_inner().expect("no panic while held").idle
+    /// Every accumulator given back, emptying the pool.
+    pub fn drain(&self) -> Vec<Counts> {
+        std::mem::take(&mut self.0.lock().expect("no panic while held").idle)
+    }
+}
+
+/// What a scan counted, mergeable between processes: the loss-bearing tokens per category and id, and per id
+/// the key of the first row where it is loss-bearing (`u64::MAX - row`, 0: never), the ranking's tie-break.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct LossCounts {
+    pub categories: BTreeMap<String, IdCounts>,
+    pub first_seen: Vec<u64>,
+}
+
+impl LossCounts {
+    /// Adds what one accumulator of the scan counted.
+    pub fn add(&mut self, counts: &Counts) {
+        for (name, c) in &counts.categories {
+            c.add_to(self.categories.entry(name.clone()).or_default());
+        }
+        counts.merge_first_into(&mut self.first_seen);
+    }
+}
+
+impl crate::pass_partial::Mergeable for LossCounts {
+    fn merge(&mut self, other: LossCounts) {
+        for (name, c) in other.categories {
+            self.categories.entry(name).or_default().add(&c);
+        }
+        merge_first(&mut self.first_seen, &other.first_seen);
     }
 }
 
@@ -1163,11 +1190,11 @@ mod tests {
                 count_sample(c, &mut want_first, *row, ids, mask, completion(ids, i));
             }
             assert!(want["a"][5] > 1 << 16);
-            let mut partial = crate::summary::Partial::default();
-            partial.add_token_counts(&fast);
+            let mut partial = LossCounts::default();
+            partial.add(&fast);
             for (cat, c) in &want {
                 assert_eq!(
-                    &partial.categories[*cat].loss_counts.to_dense(v),
+                    &partial.categories[*cat].to_dense(v),
                     c,
                     "{cat} {rows:?}"
                 );
@@ -1207,10 +1234,10 @@ mod tests {
             count_sample(c, &mut want_first, i, &ids, None, (0, ids.len()));
         }
         assert!(fast.categories["big"].is_dense() && !fast.categories["c0"].is_dense());
-        let mut partial = crate::summary::Partial::default();
-        partial.add_token_counts(&fast);
+        let mut partial = LossCounts::default();
+        partial.add(&fast);
         for (cat, c) in &want {
-            let got = &partial.categories[cat].loss_counts;
+            let got = &partial.categories[cat];
             assert_eq!(&got.to_dense(v), c, "{cat}");
             assert_eq!(got.dense.is_empty(), cat != "big", "{cat}");
         }

@@ -168,13 +168,29 @@ impl PyTaskScan {
     }
 }
 
-/// Partial summaries merged into one (any grouping and order give the same result).
+/// Partial summaries merged into one (any grouping and order give the same result). With the scan's `options`,
+/// the passes' partials are decoded and merged too (else they stay bytes, one per part, until the report is
+/// finished: a draft vocabulary's counts are a vocabulary-sized array per part).
 #[pyfunction]
-pub fn merge_partials<'py>(py: Python<'py>, parts: Vec<Vec<u8>>) -> PyResult<Bound<'py, PyBytes>> {
+#[pyo3(signature = (parts, options=None))]
+pub fn merge_partials<'py>(
+    py: Python<'py>,
+    parts: Vec<Vec<u8>>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let scan = options
+        .map(|o| crate::options::scan_options(Some(o)))
+        .transpose()
+        .map_err(|e| to_py(py, e))?;
     let merged = detached(py, move || {
+        let passes = scan.as_ref().map(|s| s.passes()).unwrap_or_default();
+        let decode = tokscan_core::passes::decoders(&passes);
         let mut m = Partial::new(0);
         for p in &parts {
             m.merge(Partial::from_bytes(p)?);
+            if scan.is_some() {
+                m.passes.decode_with(&decode)?;
+            }
         }
         Ok(m.to_bytes())
     })?;

@@ -1,11 +1,18 @@
-//! The draft-vocabulary pass (`--draft-vocab`, `--vocab-size`, `--check-vocab`): the loss-bearing tokens the
-//! scan counted per category ([`crate::vocab`]), as coverage by draft vocabularies, the mapping built, and the
-//! mapping checked.
+//! The draft-vocabulary pass (`--draft-vocab`, `--vocab-size`, `--check-vocab`): the loss-bearing tokens of every
+//! sample, counted per category while the corpus is scanned ([`crate::vocab`]), as coverage by draft
+//! vocabularies, the mapping built, and the mapping checked.
+
+use std::collections::BTreeMap;
 
 use super::{Findings, Finishing, Pass};
 use crate::anomaly::Code;
 use crate::error::Result;
-use crate::vocab::{build, VocabOptions};
+use crate::pass_partial::{Acc, SampleOut, SamplePass, SampleView, Sampler};
+use crate::profile::Profile;
+use crate::source::with_tokens;
+use crate::vocab::{
+    build, check_counted_vocab, Counts, CountsPool, IdCounts, LossCounts, VocabOptions,
+};
 
 /// The report section's key.
 pub const NAME: &str = "draft_vocab";
@@ -19,16 +26,41 @@ impl Pass for DraftVocab<'_> {
         NAME
     }
 
+    /// Refuses, before the scan, a profile whose vocabulary is too large to count ([`check_counted_vocab`]).
+    fn sampler(&self, profile: &Profile) -> Result<Option<Box<dyn Sampler + '_>>> {
+        check_counted_vocab(&profile.name, profile.vocab_size)?;
+        Ok(Some(Box::new(Counting {
+            vocab_size: profile.vocab_size,
+            pool: CountsPool::default(),
+        })))
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Box<dyn Acc>> {
+        crate::pass_partial::decode::<LossCounts>(bytes)
+    }
+
     fn finish(&self, at: &Finishing<'_>) -> Result<Findings> {
-        let partial = at.partial;
-        let counts: std::collections::BTreeMap<String, _> = partial
+        let empty = (LossCounts::default(), IdCounts::default());
+        let counted = at
+            .partial
+            .passes
+            .get::<LossCounts>(NAME)
+            .unwrap_or(&empty.0);
+        // Every category of the corpus, one with no loss-bearing token too.
+        let counts: BTreeMap<String, &IdCounts> = at
+            .partial
             .categories
-            .iter()
-            .map(|(name, c)| (name.clone(), &c.loss_counts))
+            .keys()
+            .map(|name| {
+                (
+                    name.clone(),
+                    counted.categories.get(name).unwrap_or(&empty.1),
+                )
+            })
             .collect();
         let report = build(
             &counts,
-            &partial.first_seen,
+            &counted.first_seen,
             at.profile.vocab_size,
             self.options,
         );
@@ -40,5 +72,36 @@ impl Pass for DraftVocab<'_> {
                 .push((Code::DraftVocabStale, u64::from(check.stale())));
         }
         Ok(found)
+    }
+}
+
+/// The per-sample side: the workers' accumulators ([`CountsPool`]: one that keeps rows in order when it can).
+struct Counting {
+    vocab_size: u32,
+    pool: CountsPool,
+}
+
+impl SamplePass for Counting {
+    type Unit = Counts;
+    type Partial = LossCounts;
+
+    fn begin(&self, first_row: u64) -> Counts {
+        self.pool.take(self.vocab_size, first_row)
+    }
+
+    fn sample(&self, unit: &mut Counts, s: &SampleView<'_>, _out: &mut SampleOut<'_>) {
+        with_tokens!(s.tokens, t => unit.add(s.category, s.row, t, s.mask, s.completion));
+    }
+
+    fn end(&self, unit: Counts) {
+        self.pool.give(unit);
+    }
+
+    fn gathered(&self) -> LossCounts {
+        let mut all = LossCounts::default();
+        for counts in self.pool.drain() {
+            all.add(&counts);
+        }
+        all
     }
 }
