@@ -92,6 +92,11 @@ pub trait Mergeable: Serialize + DeserializeOwned + fmt::Debug + Send + Sync + '
     fn merge(&mut self, other: Self);
 }
 
+/// A pass that keeps nothing but what it says about each sample (a sketch, a flag).
+impl Mergeable for () {
+    fn merge(&mut self, _other: ()) {}
+}
+
 /// [`SamplePass`] with its types erased, as the scan holds the passes' per-sample sides.
 pub trait Sampler: Sync + Send {
     fn begin(&self, first_row: u64) -> Box<dyn Any + Send>;

@@ -472,7 +472,6 @@ struct UnitCtx<'a> {
     next_row: u64,
     pairing: Option<&'a Pairing>,
     shape: PromptShape,
-    near_dup: Option<crate::passes::near_dup::Params>,
     /// The passes' per-sample sides, each with its state for this unit.
     samplers: &'a [Named<'a>],
     units: Vec<Box<dyn std::any::Any + Send>>,
@@ -515,7 +514,6 @@ fn scan_unit(
         next_row: unit.base_row,
         pairing,
         shape: PromptShape::default(),
-        near_dup: opts.near_dup,
         samplers,
         units: samplers
             .iter()
@@ -677,11 +675,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
             features,
             prompt_hash,
             prompt_len,
-            sketch: sketch.or_else(|| {
-                ctx.near_dup
-                    .as_ref()
-                    .and_then(|p| crate::passes::near_dup::signature(&seq[cs..ce.max(cs)], p))
-            }),
+            sketch,
         });
         if facts.flags != 0 {
             let boundaries = ctx

@@ -1193,11 +1193,7 @@ mod tests {
             let mut partial = LossCounts::default();
             partial.add(&fast);
             for (cat, c) in &want {
-                assert_eq!(
-                    &partial.categories[*cat].to_dense(v),
-                    c,
-                    "{cat} {rows:?}"
-                );
+                assert_eq!(&partial.categories[*cat].to_dense(v), c, "{cat} {rows:?}");
             }
             // Exact keys for rows below u32::MAX - 1; the later ones clamp to that row's key.
             let clamp = |k: u64| k.max(u64::MAX - u64::from(u32::MAX - 1));

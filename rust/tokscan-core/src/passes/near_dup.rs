@@ -29,8 +29,9 @@ use crate::check::{check_sample, Scratch};
 use crate::corpus::Corpus;
 use crate::error::Result;
 use crate::flagged::{FirstSeen, FlaggedSample};
+use crate::pass_partial::{Acc, SampleOut, SamplePass, SampleView, Sampler};
 use crate::profile::Profile;
-use crate::source::{ColumnNames, UnitSpan};
+use crate::source::{with_tokens, ColumnNames, UnitSpan};
 use crate::summary::Partial;
 use crate::token::{fmix, ngram_hashes, TokenId, MIX};
 
@@ -521,6 +522,15 @@ impl Pass for NearDup {
         true
     }
 
+    /// Each sample's signature, kept in its record ([`crate::records::SampleRecord::sketch`]).
+    fn sampler(&self, _profile: &Profile) -> Result<Option<Box<dyn Sampler + '_>>> {
+        Ok(Some(Box::new(Signing(self.params))))
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<Box<dyn Acc>> {
+        crate::pass_partial::decode::<()>(bytes)
+    }
+
     fn finish(&self, at: &Finishing<'_>) -> Result<Findings> {
         let corpus = at.corpus(NAME)?;
         let sketches = at
@@ -531,6 +541,25 @@ impl Pass for NearDup {
         let pairs = candidates(sketches, &self.params, self.budget(corpus)?)?;
         near_duplicates(corpus, at.profile, &pairs, at.partial, &self.params)
     }
+}
+
+/// The per-sample side: the completion's signature.
+struct Signing(Params);
+
+impl SamplePass for Signing {
+    type Unit = ();
+    type Partial = ();
+
+    fn begin(&self, _first_row: u64) {}
+
+    fn sample(&self, _unit: &mut (), s: &SampleView<'_>, out: &mut SampleOut<'_>) {
+        let (cs, ce) = s.completion;
+        out.set_sketch(with_tokens!(s.tokens, t => signature(&t[cs..ce.max(cs)], &self.0)));
+    }
+
+    fn end(&self, _unit: ()) {}
+
+    fn gathered(&self) {}
 }
 
 impl NearDup {
