@@ -64,9 +64,8 @@ pub struct Bucket {
     /// `(sample id, row, later rows with the id were folded in)`.
     pub ids: Vec<(SampleId, u64, bool)>,
     pub prompts: Vec<PromptKey>,
-    /// `(band key, row)` of the near-duplicate signatures (`--near-dup`; see
-    /// [`crate::passes::near_dup::pairs_of_bands`]).
-    pub bands: Vec<(u64, u64)>,
+    /// By pass name, the `(key, row)`s of the passes' keyed form ([`crate::passes::Pass::keys`]).
+    pub keyed: BTreeMap<String, Vec<(u64, u64)>>,
 }
 
 impl Bucket {
@@ -76,6 +75,11 @@ impl Bucket {
 
     pub fn from_bytes(b: &[u8]) -> Result<Bucket> {
         decode(b, "key bucket")
+    }
+
+    /// Pass `name`'s `(key, row)`s, taken out of the bucket.
+    pub fn take_keyed(&mut self, name: &str) -> Vec<(u64, u64)> {
+        self.keyed.remove(name).unwrap_or_default()
     }
 
     /// Keeps one key a completion, a sample id and a distinct prompt (prompt, completion and category): the
@@ -107,15 +111,16 @@ impl Bucket {
     }
 }
 
-/// Splits the keys of `records` into `n` buckets (`n` ≥ 1) by hash; with `near`, the band keys of the rows'
-/// near-duplicate signatures too.
+/// Splits the keys of `records` into `n` buckets (`n` ≥ 1) by hash, the keys `passes` make of each record
+/// too (their keyed form, [`crate::passes::Pass::keys`]).
 pub fn route(
     records: &Records,
     n: usize,
-    near: Option<&crate::passes::near_dup::Params>,
+    passes: &[Box<dyn crate::passes::Pass + '_>],
 ) -> Vec<Bucket> {
     let n = n.max(1);
     let mut out = vec![Bucket::default(); n];
+    let mut keys = Vec::new();
     for r in &records.rows {
         if r.completion_len > 0 {
             out[(r.completion_hash % n as u64) as usize]
@@ -145,9 +150,17 @@ pub fn route(
                     sample_id: r.sample_id.clone(),
                 });
         }
-        if let (Some(p), Some(sig)) = (near, r.sketch.as_deref()) {
-            for key in crate::passes::near_dup::band_keys(sig, p) {
-                out[(key % n as u64) as usize].bands.push((key, r.row));
+        for p in passes {
+            keys.clear();
+            p.keys(r, &mut keys);
+            for &key in &keys {
+                let bucket = &mut out[(key % n as u64) as usize].keyed;
+                match bucket.get_mut(p.name()) {
+                    Some(v) => v.push((key, r.row)),
+                    None => {
+                        bucket.insert(p.name().to_string(), vec![(key, r.row)]);
+                    }
+                }
             }
         }
     }
@@ -619,7 +632,7 @@ pub fn local(partial: &Partial, records: &[Records], summarize: bool) -> Result<
     let routed: Vec<Vec<Bucket>> = records
         .par_iter()
         .map(|r| {
-            let mut buckets = route(r, n, None);
+            let mut buckets = route(r, n, &[]);
             buckets.iter_mut().for_each(Bucket::fold);
             buckets
         })
@@ -919,7 +932,7 @@ mod tests {
             let whole = with_prompts(records(&rows), &prompts);
             let partial = partial_of(&whole);
             let fences = Fences::of(&partial);
-            let want = resolve(&whole, &find_repeats(route(&whole, 1, None)), &fences);
+            let want = resolve(&whole, &find_repeats(route(&whole, 1, &[])), &fences);
             prop_assert_eq!(&local(&partial, std::slice::from_ref(&whole), true).unwrap().full, &want);
             // What each row repeats, by the definitions, pair by pair.
             let repeat_bits = REPEAT_BITS | Code::PromptDuplicate.bit() | Code::PromptCrossCategory.bit();
@@ -962,7 +975,7 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(i, p)| {
-                    let mut buckets = route(p, n_buckets, None);
+                    let mut buckets = route(p, n_buckets, &[]);
                     if folded & (1 << (i % 8)) != 0 {
                         buckets.iter_mut().for_each(Bucket::fold);
                     }

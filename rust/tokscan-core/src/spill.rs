@@ -160,7 +160,7 @@ impl Spill {
             .map_err(spill_error)?;
         for h in held {
             let records = self.load(h)?;
-            for (b, mut bucket) in corpus_checks::route(&records, n_buckets, None)
+            for (b, mut bucket) in corpus_checks::route(&records, n_buckets, &[])
                 .into_iter()
                 .enumerate()
             {

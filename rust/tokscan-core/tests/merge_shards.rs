@@ -135,7 +135,7 @@ fn scan_distributed(
         let task = Task::from_bytes(&p.tasks[t].to_bytes()).unwrap();
         let (partial, records) = scan_task(&task, &profile, &o, &Progress::default()).unwrap();
         // Folded as a Ray task folds them.
-        let buckets = route(&records, n_buckets, None)
+        let buckets = route(&records, n_buckets, &[])
             .into_iter()
             .map(|mut b| {
                 b.fold();

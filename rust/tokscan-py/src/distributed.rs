@@ -126,16 +126,16 @@ impl PyTaskScan {
                 &self.options,
                 &self.progress,
             )?;
-            let near = self.options.near_dup.as_ref();
+            let passes = self.options.passes();
             // Folded: a task of copies sends one key a group, not one a row.
-            let buckets: Vec<Vec<u8>> = corpus_checks::route(&records, self.n_buckets, near)
+            let buckets: Vec<Vec<u8>> = corpus_checks::route(&records, self.n_buckets, &passes)
                 .into_iter()
                 .map(|mut b| {
                     b.fold();
                     b.to_bytes()
                 })
                 .collect();
-            // The signatures travel as band keys in the buckets; the records kept for `resolve` drop them.
+            // The sketches travel as the passes' keys in the buckets; the records kept for `resolve` drop them.
             for r in &mut records.rows {
                 r.sketch = None;
             }
@@ -217,7 +217,7 @@ pub fn near_pairs<'py>(py: Python<'py>, buckets: Vec<Vec<u8>>) -> PyResult<Bound
     let out = detached(py, move || {
         let mut keys = Vec::new();
         for b in &buckets {
-            keys.extend(Bucket::from_bytes(b)?.bands);
+            keys.extend(Bucket::from_bytes(b)?.take_keyed(tokscan_core::passes::near_dup::NAME));
         }
         Ok(tokscan_core::passes::near_dup::pairs_to_bytes(
             &tokscan_core::passes::near_dup::pairs_of_bands(keys),

@@ -26,7 +26,7 @@ use crate::flagged::{Attached, FlaggedSample};
 use crate::pass_partial::{Acc, Sampler};
 use crate::profile::Profile;
 use crate::progress::Progress;
-use crate::records::Records;
+use crate::records::{Records, SampleRecord};
 use crate::summary::Partial;
 
 /// What a pass reads when it finishes.
@@ -70,6 +70,10 @@ pub trait Pass: Sync {
     fn reads_corpus(&self) -> bool {
         false
     }
+    /// Its keyed form: the keys of a sample's record that the corpus checks route to buckets by hash, so that
+    /// all the rows of a key meet in one bucket ([`crate::corpus_checks::route`]; on a cluster the pass's tasks
+    /// read one bucket's keys from every task, [`crate::corpus_checks::Bucket::take_keyed`]). Default: none.
+    fn keys(&self, _record: &SampleRecord, _out: &mut Vec<u64>) {}
     /// Its per-sample side, made once per scanning process: `None` when it looks at no sample while the corpus
     /// is scanned ([`crate::pass_partial`]).
     fn sampler(&self, _profile: &Profile) -> Result<Option<Box<dyn Sampler + '_>>> {

@@ -31,6 +31,7 @@ use crate::error::Result;
 use crate::flagged::{FirstSeen, FlaggedSample};
 use crate::pass_partial::{Acc, SampleOut, SamplePass, SampleView, Sampler};
 use crate::profile::Profile;
+use crate::records::SampleRecord;
 use crate::source::{with_tokens, ColumnNames, UnitSpan};
 use crate::summary::Partial;
 use crate::token::{fmix, ngram_hashes, TokenId, MIX};
@@ -520,6 +521,14 @@ impl Pass for NearDup {
 
     fn reads_corpus(&self) -> bool {
         true
+    }
+
+    /// The band keys of the record's signature (on a cluster, rows sharing a band meet in one bucket:
+    /// [`pairs_of_bands`]).
+    fn keys(&self, record: &SampleRecord, out: &mut Vec<u64>) {
+        if let Some(sig) = record.sketch.as_deref() {
+            out.extend(band_keys(sig, &self.params));
+        }
     }
 
     /// Each sample's signature, kept in its record ([`crate::records::SampleRecord::sketch`]).
