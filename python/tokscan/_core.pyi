@@ -8,11 +8,15 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "AGREEMENT_MIN",
+    "AGREEMENT_POSITIONS",
     "COLUMN_ROLES",
+    "CONTAMINATION_N",
     "DEFAULT_PROFILE",
     "FAIL_ON_LEVELS",
     "FLAGGED_DETAIL",
     "MAX_COUNTED_VOCAB",
+    "NEAR_DUP_DEFAULTS",
     "READABLE_SCHEMAS",
     "SCHEMA_VERSION",
     "SEGMENT_KINDS",
@@ -68,6 +72,10 @@ READABLE_SCHEMAS: list[int]  # the report schemas it reads
 COLUMN_ROLES: list[str]  # the roles a column can be given (`columns=`, `[columns]`)
 DEFAULT_PROFILE: str  # the profile a scan uses when none is named
 FLAGGED_DETAIL: int  # the default of a scan's flagged_detail
+CONTAMINATION_N: int  # the default n-gram length of --contamination
+NEAR_DUP_DEFAULTS: tuple[int, int, int, float]  # (n, bands, rows, threshold) of --near-dup
+AGREEMENT_POSITIONS: int  # the default of --agreement-positions
+AGREEMENT_MIN: float  # the default of --agreement-min
 MAX_COUNTED_VOCAB: int  # the largest vocabulary a draft vocabulary is counted over
 FAIL_ON_LEVELS: list[str]  # what --fail-on / fail_on accept: the severities, then "never"
 SEVERITIES: list[str]  # a finding's severities, most severe first

@@ -118,18 +118,18 @@ class ScanArgs:
     hint: bool = True
     ngram_coverage: bool = False
     contamination: list[Path] = field(default_factory=list)
-    contamination_n: int = 13
+    contamination_n: int = _core.CONTAMINATION_N
     contamination_share: float = 0.0
     near_dup: bool = False
-    near_dup_n: int = 5
-    near_dup_bands: int = 16
-    near_dup_rows: int = 8
-    near_dup_threshold: float = 0.8
+    near_dup_n: int = _core.NEAR_DUP_DEFAULTS[0]
+    near_dup_bands: int = _core.NEAR_DUP_DEFAULTS[1]
+    near_dup_rows: int = _core.NEAR_DUP_DEFAULTS[2]
+    near_dup_threshold: float = _core.NEAR_DUP_DEFAULTS[3]
     hidden_states: Path | None = None
     hidden_layout: str | None = None
     target_model: Path | None = None
-    agreement_positions: int = 1024
-    agreement_min: float = 0.25
+    agreement_positions: int = _core.AGREEMENT_POSITIONS
+    agreement_min: float = _core.AGREEMENT_MIN
     flagged_detail: int = _core.FLAGGED_DETAIL
     draft_vocab: str | None = None
     vocab_size: int | None = None
@@ -487,7 +487,7 @@ def scan(
     ] = None,
     contamination_n: Annotated[
         int, typer.Option(metavar="N", min=1, help="With --contamination: the n-gram length in tokens.")
-    ] = 13,
+    ] = _core.CONTAMINATION_N,
     contamination_share: Annotated[
         float,
         typer.Option(
@@ -505,13 +505,19 @@ def scan(
             help="Find near-duplicate completions (MinHash LSH over token n-grams, confirmed by exact Jaccard).",
         ),
     ] = False,
-    near_dup_n: Annotated[int, typer.Option(metavar="N", min=1, help="With --near-dup: n-gram length.")] = 5,
-    near_dup_bands: Annotated[int, typer.Option(metavar="B", min=1, help="With --near-dup: LSH bands.")] = 16,
-    near_dup_rows: Annotated[int, typer.Option(metavar="R", min=1, help="With --near-dup: rows per band.")] = 8,
+    near_dup_n: Annotated[
+        int, typer.Option(metavar="N", min=1, help="With --near-dup: n-gram length.")
+    ] = _core.NEAR_DUP_DEFAULTS[0],
+    near_dup_bands: Annotated[
+        int, typer.Option(metavar="B", min=1, help="With --near-dup: LSH bands.")
+    ] = _core.NEAR_DUP_DEFAULTS[1],
+    near_dup_rows: Annotated[
+        int, typer.Option(metavar="R", min=1, help="With --near-dup: rows per band.")
+    ] = _core.NEAR_DUP_DEFAULTS[2],
     near_dup_threshold: Annotated[
         float,
         typer.Option(metavar="J", min=0.0, max=1.0, help="With --near-dup: the exact Jaccard that confirms a pair."),
-    ] = 0.8,
+    ] = _core.NEAR_DUP_DEFAULTS[3],
     hidden_states: Annotated[
         Path | None,
         typer.Option(
@@ -532,7 +538,7 @@ def scan(
             "sample (0: every position of every sample, as far as 1 GiB of held states allows; each position "
             "costs a pass over lm_head's rows on CPU).",
         ),
-    ] = 1024,
+    ] = _core.AGREEMENT_POSITIONS,
     agreement_min: Annotated[
         float,
         typer.Option(
@@ -541,7 +547,7 @@ def scan(
             max=1.0,
             help="With --target-model: a sample whose sampled positions agree less than this is hidden_disagree.",
         ),
-    ] = 0.25,
+    ] = _core.AGREEMENT_MIN,
     draft_vocab: Annotated[
         str | None,
         typer.Option(

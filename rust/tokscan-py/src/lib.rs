@@ -472,6 +472,21 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("COLUMN_ROLES", ColumnNames::ROLES.to_vec())?;
     m.add("MAX_COUNTED_VOCAB", tokscan_core::vocab::MAX_COUNTED_VOCAB)?;
     m.add("FLAGGED_DETAIL", tokscan_core::scan::FLAGGED_DETAIL)?;
+    // The passes' defaults, written once in the core: the API's and the CLI's defaults read them.
+    m.add(
+        "CONTAMINATION_N",
+        tokscan_core::passes::contamination::index::DEFAULT_N,
+    )?;
+    let near = tokscan_core::passes::near_dup::Params::default();
+    m.add(
+        "NEAR_DUP_DEFAULTS",
+        (near.n, near.bands, near.rows, near.threshold),
+    )?;
+    m.add(
+        "AGREEMENT_POSITIONS",
+        tokscan_core::hidden::check::AGREEMENT_POSITIONS,
+    )?;
+    m.add("AGREEMENT_MIN", tokscan_core::hidden::check::AGREEMENT_MIN)?;
     m.add(
         "FAIL_ON_LEVELS",
         tokscan_core::policy::FailOn::LEVELS.to_vec(),
