@@ -243,10 +243,25 @@ impl Accs {
         Ok(())
     }
 
-    /// Pass `name`'s merged partial (`None` when the pass kept none, or before [`Accs::decode_with`]).
-    pub fn get<M: Mergeable>(&self, name: &str) -> Option<&M> {
-        let slot = self.0.get(name).filter(|s| s.bytes.is_empty())?;
-        slot.live.as_ref()?.as_any().downcast_ref::<M>()
+    /// Pass `name`'s merged partial (`None` when the pass kept none). One still in bytes (not given to
+    /// [`Accs::decode_with`]) or of another type is an internal error, never read as none.
+    pub fn get<M: Mergeable>(&self, name: &str) -> Result<Option<&M>> {
+        let Some(slot) = self.0.get(name) else {
+            return Ok(None);
+        };
+        let internal =
+            |why: &str| Error::Usage(format!("internal: the {name} pass's partial {why}"));
+        if !slot.bytes.is_empty() {
+            return Err(internal("was not decoded"));
+        }
+        match &slot.live {
+            None => Ok(None),
+            Some(a) => a
+                .as_any()
+                .downcast_ref::<M>()
+                .map(Some)
+                .ok_or_else(|| internal("is of another type")),
+        }
     }
 }
 
@@ -364,10 +379,12 @@ mod tests {
         let b = sent("sum", 2);
         a.merge(b.clone());
         a.merge(b);
-        // Bytes not decoded yet: nothing to read, and nothing lost.
-        assert_eq!(a.get::<Sum>("sum"), None);
+        // Bytes not decoded yet: an error to read, never none.
+        assert!(a.get::<Sum>("sum").is_err());
         a.decode_with(&decode_sum).unwrap();
-        assert_eq!(a.get::<Sum>("sum"), Some(&Sum(5)));
+        assert_eq!(a.get::<Sum>("sum").unwrap(), Some(&Sum(5)));
+        assert!(a.get::<()>("sum").is_err());
+        assert_eq!(a.get::<Sum>("none").unwrap(), None);
         // Live and sent partials compare by their encoded forms.
         let mut whole = Accs::default();
         whole.insert("sum", Box::new(Sum(5)));

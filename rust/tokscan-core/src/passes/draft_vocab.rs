@@ -44,7 +44,7 @@ impl Pass for DraftVocab<'_> {
         let counted = at
             .partial
             .passes
-            .get::<LossCounts>(NAME)
+            .get::<LossCounts>(NAME)?
             .unwrap_or(&empty.0);
         // Every category of the corpus, one with no loss-bearing token too.
         let counts: BTreeMap<String, &IdCounts> = at

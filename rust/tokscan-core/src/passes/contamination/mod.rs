@@ -76,7 +76,7 @@ impl Pass for Contamination<'_> {
     }
 
     fn finish(&self, at: &Finishing<'_>) -> Result<Findings> {
-        let section = at.partial.passes.get::<Tally>(NAME).and_then(|t| {
+        let section = at.partial.passes.get::<Tally>(NAME)?.and_then(|t| {
             let b = t.benchmarks.clone()?;
             Some(ContaminationReport {
                 n: b.n,
