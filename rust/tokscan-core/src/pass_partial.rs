@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::anomaly::Code;
-use crate::check::SampleFacts;
+use crate::check::{SampleFacts, Scratch};
 use crate::error::{Error, Result};
 use crate::flagged::Attached;
 use crate::source::Tokens;
@@ -33,6 +33,9 @@ pub struct SampleView<'a> {
     pub mask: Option<MaskSlice<'a>>,
     /// A line its input could not read as a sample (counted, not measured): `tokens` is empty.
     pub unread: bool,
+    /// Its parse: special-token events, turns and structure ([`crate::check::Scratch`]); the per-sample rules'
+    /// findings are [`SampleOut::facts`].
+    pub parse: &'a Scratch,
 }
 
 /// What a pass may say about a sample while it is scanned.
@@ -43,6 +46,11 @@ pub struct SampleOut<'a> {
 }
 
 impl SampleOut<'_> {
+    /// What the per-sample rules (and the passes before this one) found: codes, positions, lengths, ranges.
+    pub fn facts(&self) -> &SampleFacts {
+        self.facts
+    }
+
     /// Flags the sample with `code` (first position `pos`).
     pub fn flag(&mut self, code: Code, pos: Option<usize>) {
         self.facts.flag(code, pos);

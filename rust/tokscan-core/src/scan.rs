@@ -630,6 +630,7 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
                 completion: (facts.completion.0 as usize, facts.completion.1 as usize),
                 mask,
                 unread,
+                parse: &ctx.scratch,
             };
             let mut out = SampleOut {
                 facts: &mut facts,
