@@ -9,6 +9,7 @@ use crate::passes::draft_vocab::DraftVocab;
 use crate::passes::hidden_states::HiddenStates;
 use crate::passes::near_dup::NearDup;
 use crate::passes::ngram_coverage::NgramCoverage;
+use crate::passes::pairing::PromptPairing;
 use crate::passes::Pass;
 use crate::policy::Policy;
 use crate::source::ColumnNames;
@@ -58,7 +59,11 @@ impl ScanOptions {
     /// The registry: the corpus-wide passes these options ask for, one line each, in the order of the
     /// report's sections (a flagged sample's evidence follows it: each pass's `RANK`).
     pub fn passes(&self) -> Vec<Box<dyn Pass + '_>> {
-        let mut passes: Vec<Box<dyn Pass + '_>> = Vec::new();
+        let mut passes: Vec<Box<dyn Pass + '_>> = vec![Box::new(PromptPairing::new(
+            &self.prompts,
+            self.encoder.clone(),
+            self.prompt_tokenizer.as_ref(),
+        ))];
         if let Some(spec) = &self.contamination {
             passes.push(Box::new(Contamination { spec }));
         }
@@ -104,6 +109,7 @@ mod tests {
         assert_eq!(
             names,
             [
+                "pairing",
                 "contamination",
                 "near_duplicates",
                 "draft_vocab",
@@ -114,6 +120,10 @@ mod tests {
         // A pass's rank is its place in the registry.
         let place = |name: &str| names.iter().position(|n| *n == name).unwrap() as u16;
         assert_eq!(near_dup::RANK, place(near_dup::NAME));
+        assert_eq!(
+            crate::passes::contamination::RANK,
+            place(crate::passes::contamination::NAME)
+        );
         assert_eq!(hidden_states::RANK, place(hidden_states::NAME));
     }
 }

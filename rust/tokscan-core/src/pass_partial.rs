@@ -18,6 +18,7 @@ use crate::anomaly::Code;
 use crate::check::{SampleFacts, Scratch};
 use crate::error::{Error, Result};
 use crate::flagged::Attached;
+use crate::sample_id::SampleId;
 use crate::source::Tokens;
 use crate::token::MaskSlice;
 
@@ -25,11 +26,16 @@ use crate::token::MaskSlice;
 pub struct SampleView<'a> {
     /// Its global row.
     pub row: u64,
+    /// The index of the input it came from.
+    pub source: u32,
+    pub sample_id: Option<&'a SampleId>,
     pub category: &'a str,
     /// The whole sequence (prompt and completion).
     pub tokens: Tokens<'a>,
     /// The completion's `[start, end)` in `tokens`.
     pub completion: (usize, usize),
+    /// The length of its prompt when the input holds prompts in a column of their own.
+    pub prompt_len: Option<usize>,
     pub mask: Option<MaskSlice<'a>>,
     /// A line its input could not read as a sample (counted, not measured): `tokens` is empty.
     pub unread: bool,

@@ -349,14 +349,12 @@ pub struct Report {
     /// Files and folders a directory scan left aside, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<SkippedInfo>,
-    /// One entry per prompts file the samples were paired with.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pairing: Vec<crate::pairing::PairingReport>,
     /// Samples sharing a prompt (`prompt_duplicate`, `prompt_cross_category`); absent when there are none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_groups: Option<PromptGroups>,
     /// The corpus-wide passes' sections ([`crate::passes`]), each under its pass's name, in the registry's
-    /// order: `contamination`, `near_duplicates`, `draft_vocab`, `hidden_states`.
+    /// order: `pairing` (one entry per prompts file the samples were paired with), `contamination`,
+    /// `near_duplicates`, `draft_vocab`, `hidden_states`.
     #[serde(flatten)]
     pub sections: Sections,
     /// How the scan ran (absent from version-1 reports).
@@ -792,7 +790,6 @@ pub fn build_report(
         flagged,
         flagged_summarized,
         skipped: Vec::new(),
-        pairing: Vec::new(),
         prompt_groups: (groups.groups > 0).then_some(groups),
         sections: Sections::default(),
         run: None,

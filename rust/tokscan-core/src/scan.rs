@@ -13,9 +13,8 @@ use crate::corpus::Corpus;
 use crate::corpus_checks;
 use crate::error::{Error, Result};
 use crate::flagged::{FlagDetail, FlaggedSample, MAX_BOUNDARIES};
-use crate::pairing::{pair_sample, Pairing, PromptShape};
 use crate::pass_partial::{SampleOut, SampleView, Sampler};
-use crate::passes::{Findings, Finishing};
+use crate::passes::{Findings, Finishing, Pass};
 use crate::plan::Task;
 use crate::profile::Profile;
 use crate::records::{Records, SampleRecord};
@@ -89,39 +88,18 @@ fn scan_in_pool(
     started: std::time::SystemTime,
     t0: std::time::Instant,
 ) -> Result<Report> {
-    // The encoder loads only when there are prompts to pair, before they are read (rendering keeps each
-    // record's line).
-    let has_prompts = !corpus.prompts.is_empty() || !opts.prompts.is_empty();
-    let (mut encoder, mut note) = (opts.encoder.clone(), None);
-    if let (true, None, Some((dir, template))) = (has_prompts, &encoder, &opts.prompt_tokenizer) {
-        match crate::pairing::load_encoder(dir, template.as_deref()) {
-            Ok(e) => encoder = Some(e),
-            Err(why) => note = Some(format!("tokens not compared: {why}")),
-        }
-    }
-    // What a pass could not finish (a memory budget too small for the corpus) is refused before the scan.
+    // The passes see the corpus before the scan: what one could not finish (a memory budget too small for the
+    // corpus) is refused, and pairing reads the prompts files.
     let passes = opts.passes();
     for p in &passes {
         p.check(corpus)?;
     }
-    let mut pairing = Pairing::of(corpus, &opts.prompts, encoder)?;
-    if let Some(p) = pairing.as_mut() {
-        p.note = note;
-    }
-    // Passes that read the records and pairing look at every record together; otherwise records past the
-    // budget are spilled to disk (`spill`). The budget is read either way: a bad value is an error in every
-    // scan.
+    // Passes that read the records look at every record together; otherwise records past the budget are
+    // spilled to disk (`spill`). The budget is read either way: a bad value is an error in every scan.
     let budget = crate::spill::budget()?;
-    let whole = passes.iter().any(|p| p.needs_records()) || pairing.is_some();
+    let whole = passes.iter().any(|p| p.needs_records());
     let spill = (!whole).then_some(budget).flatten().map(Spill::new);
-    let (partial, held) = scan_corpus(
-        corpus,
-        pairing.as_ref(),
-        profile,
-        opts,
-        progress,
-        spill.as_ref(),
-    )?;
+    let (partial, held) = scan_corpus(corpus, &passes, profile, opts, progress, spill.as_ref())?;
     if partial.n_samples() == 0 {
         return Err(no_samples(&InputInfo::of_corpus(corpus)));
     }
@@ -129,8 +107,7 @@ fn scan_in_pool(
         Some(s) if s.spilled() => (s.corpus_checks(&partial, &held)?, Vec::new()),
         _ => {
             let records = Spill::into_memory(held);
-            // Passes that read the records and pairing add entries for the same rows later, to the full
-            // list.
+            // Passes that read the records add entries for the same rows later, to the full list.
             (corpus_checks::local(&partial, &records, !whole)?, records)
         }
     };
@@ -141,7 +118,7 @@ fn scan_in_pool(
         profile,
         InputInfo::of_corpus(corpus),
         opts,
-        pairing.as_ref(),
+        &passes,
         Some(corpus),
         Vec::new(),
         progress,
@@ -158,9 +135,9 @@ fn scan_in_pool(
 }
 
 /// The report of a scanned corpus, from its merged partial, what the corpus-wide checks flagged
-/// ([`corpus_checks::local`] or [`Spill::corpus_checks`]), for pairing its records, and what the corpus-wide
-/// passes found: those in `done` (a cluster's tasks ran them) as they are, the others finished here, in
-/// parallel, from the partial, the records and the corpus (`None` on a cluster's driver).
+/// ([`corpus_checks::local`] or [`Spill::corpus_checks`]), and what the corpus-wide `passes` (the scan's:
+/// [`ScanOptions::passes`]) found: those in `done` (a cluster's tasks ran them) as they are, the others
+/// finished here, in parallel, from the partial, the records and the corpus (`None` on a cluster's driver).
 #[allow(clippy::too_many_arguments)]
 pub fn finish(
     mut partial: Partial,
@@ -169,7 +146,7 @@ pub fn finish(
     profile: &Profile,
     inputs: Vec<InputInfo>,
     opts: &ScanOptions,
-    pairing: Option<&Pairing>,
+    passes: &[Box<dyn Pass + '_>],
     corpus: Option<&Corpus>,
     done: Vec<Findings>,
     progress: &Progress,
@@ -177,11 +154,10 @@ pub fn finish(
     if partial.n_samples() == 0 {
         return Err(no_samples(&inputs));
     }
-    let passes = opts.passes();
     // The passes' partials a cluster's tasks sent are still bytes: decoded by their passes.
     partial
         .passes
-        .decode_with(&crate::passes::decoders(&passes))?;
+        .decode_with(&crate::passes::decoders(passes))?;
     let at = Finishing {
         profile,
         partial: &partial,
@@ -189,8 +165,8 @@ pub fn finish(
         records,
         progress,
     };
-    let found = crate::passes::finish_all(&passes, &at, done)?;
-    // Passes and pairing flag rows the other checks may have flagged too: those lists are full.
+    let found = crate::passes::finish_all(passes, &at, done)?;
+    // Passes flag rows the other checks may have flagged too: those lists are full.
     let full = &mut corpus_flagged.full;
     let (mut corpus_counts, mut not_checked, mut sections) = (Vec::new(), Vec::new(), Vec::new());
     let mut by_category = Vec::new();
@@ -204,12 +180,6 @@ pub fn finish(
         corpus_counts.extend(f.corpus_counts);
         not_checked.extend(f.not_checked);
         sections.extend(f.section.map(|s| (f.pass, s)));
-    }
-    let mut pairing_reports = Vec::new();
-    if let Some(p) = pairing {
-        let (flagged, reports) = crate::pairing::resolve(p, records);
-        *full = crate::flagged::merge_by_row(std::mem::take(full), flagged);
-        pairing_reports = reports;
     }
     let mut report = build_report(
         partial,
@@ -228,7 +198,6 @@ pub fn finish(
             stats.sections.push(&pass, json)?;
         }
     }
-    report.pairing = pairing_reports;
     report.sections = Sections::of(sections)?;
     for (c, why) in not_checked {
         report.not_checked.insert(c.as_str().to_string(), why);
@@ -247,10 +216,11 @@ pub fn no_samples(inputs: &[InputInfo]) -> Error {
 }
 
 /// Scans every unit of an opened corpus on the current pool: the merged partial summary and the per-unit
-/// sample records (in row order), everything [`finish`] needs.
+/// sample records (in row order), everything [`finish`] needs; `passes` (checked against the corpus,
+/// [`Pass::check`]) see every sample.
 pub fn scan_corpus(
     corpus: &Corpus,
-    pairing: Option<&Pairing>,
+    passes: &[Box<dyn Pass + '_>],
     profile: &Profile,
     opts: &ScanOptions,
     progress: &Progress,
@@ -268,15 +238,7 @@ pub fn scan_corpus(
         })
         .collect();
     let total_tokens: u64 = corpus.sources.iter().filter_map(|s| s.tokens_hint()).sum();
-    scan_units(
-        &units,
-        profile,
-        opts,
-        progress,
-        total_tokens,
-        pairing,
-        spill,
-    )
+    scan_units(&units, passes, profile, opts, progress, total_tokens, spill)
 }
 
 /// Scans one task of a cluster scan ([`crate::plan`]): opens only the task's inputs and scans its units.
@@ -362,7 +324,8 @@ fn scan_task_files(
             }
             crate::remote::fill_files(sparse, &wanted)?;
         }
-        let (partial, held) = scan_units(&units, profile, opts, progress, 0, None, None)?;
+        let passes = opts.passes();
+        let (partial, held) = scan_units(&units, &passes, profile, opts, progress, 0, None)?;
         let mut all = Records::default();
         for r in Spill::into_memory(held) {
             all.append(r);
@@ -400,20 +363,19 @@ struct UnitRef<'a> {
 /// (past `spill`'s budget, in its file).
 fn scan_units(
     units: &[UnitRef<'_>],
+    passes: &[Box<dyn Pass + '_>],
     profile: &Profile,
     opts: &ScanOptions,
     progress: &Progress,
     tokens_total: u64,
-    pairing: Option<&Pairing>,
     spill: Option<&Spill>,
 ) -> Result<(Partial, Vec<Held>)> {
     progress
         .units_total
         .store(units.len() as u64, Ordering::Relaxed);
     progress.tokens_total.store(tokens_total, Ordering::Relaxed);
-    let passes = opts.passes();
     let mut samplers = Vec::new();
-    for p in &passes {
+    for p in passes {
         if let Some(s) = p.sampler(profile)? {
             samplers.push((p.name(), s));
         }
@@ -424,10 +386,12 @@ fn scan_units(
     let parts: Vec<Result<(Partial, Held)>> = units
         .par_iter()
         .map(|u| {
-            let r = scan_unit(u, profile, progress, opts, pairing, &categories, &samplers)
-                .and_then(|(p, r)| match spill {
-                    Some(s) => Ok((p, s.hold(r)?)),
-                    None => Ok((p, Held::Memory(r))),
+            let r =
+                scan_unit(u, profile, progress, opts, &categories, &samplers).and_then(|(p, r)| {
+                    match spill {
+                        Some(s) => Ok((p, s.hold(r)?)),
+                        None => Ok((p, Held::Memory(r))),
+                    }
                 });
             progress.stop_on_error(r)
         })
@@ -470,8 +434,6 @@ struct UnitCtx<'a> {
     records: Records,
     scratch: Scratch,
     next_row: u64,
-    pairing: Option<&'a Pairing>,
-    shape: PromptShape,
     /// The passes' per-sample sides, each with its state for this unit.
     samplers: &'a [Named<'a>],
     units: Vec<Box<dyn std::any::Any + Send>>,
@@ -492,7 +454,6 @@ fn scan_unit(
     profile: &Profile,
     progress: &Progress,
     opts: &ScanOptions,
-    pairing: Option<&Pairing>,
     categories: &CategoriesPool,
     samplers: &[Named<'_>],
 ) -> Result<(Partial, Records)> {
@@ -512,8 +473,6 @@ fn scan_unit(
         records: Records::default(),
         scratch: Scratch::default(),
         next_row: unit.base_row,
-        pairing,
-        shape: PromptShape::default(),
         samplers,
         units: samplers
             .iter()
@@ -602,32 +561,16 @@ fn check_rows<T: TokenId + PartialEq + FromTokens>(
         // neither paired nor measured, and no category statistic takes its empty sequence as a sample's.
         let unread = facts.flags & Code::MalformedLine.bit() != 0;
         let sample_id = b.sample_ids.and_then(|s| s[i].as_ref());
-        if let Some(pairing) = ctx.pairing.filter(|_| !unread) {
-            let fact = pair_sample(
-                pairing,
-                ctx.profile,
-                ctx.source as usize,
-                ctx.next_row,
-                sample_id,
-                seq,
-                prompt_len,
-                &ctx.scratch,
-                &mut ctx.shape,
-            );
-            if let Some(fact) = fact {
-                if fact.record.is_none() {
-                    facts.flag(Code::PromptMissing, None);
-                }
-                ctx.records.pairs.push(fact);
-            }
-        }
         let (mut attached, mut sketch) = (Vec::new(), None);
         if !ctx.samplers.is_empty() {
             let view = SampleView {
                 row: ctx.next_row,
+                source: ctx.source,
+                sample_id,
                 category: cat_name,
                 tokens: T::wrap(seq),
                 completion: (facts.completion.0 as usize, facts.completion.1 as usize),
+                prompt_len,
                 mask,
                 unread,
                 parse: &ctx.scratch,

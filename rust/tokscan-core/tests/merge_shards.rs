@@ -184,7 +184,7 @@ fn scan_distributed(
         &profile,
         p.inputs,
         &o,
-        None,
+        &o.passes(),
         None,
         Vec::new(),
         &Progress::default(),

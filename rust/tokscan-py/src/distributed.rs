@@ -389,6 +389,7 @@ pub fn finish_report(
             .map(|b| tokscan_core::passes::Findings::from_bytes(b))
             .collect::<tokscan_core::Result<Vec<_>>>()?;
         // The local scan's last step, with what the tasks found.
+        let registry = scan.passes();
         let mut report = tokscan_core::scan::finish(
             partial,
             corpus,
@@ -396,7 +397,7 @@ pub fn finish_report(
             &profile,
             inputs,
             &scan,
-            None,
+            &registry,
             None,
             done,
             &Progress::default(),

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::*;
-use crate::records::PairFact;
+use crate::pairing::PairFact;
 
 /// Renders a record `{"messages": [{"role": "user", "content": TEXT}]}` to TEXT and tokenizes text as its bytes,
 /// counting each call; no byte table, so neighbours are compared through their tokenized ids.

@@ -16,6 +16,7 @@
 //! The per-sample part runs in the scan's workers ([`pair_sample`]); the corpus-wide part (calibration, runs,
 //! records without a sample) runs once at the end ([`resolve`]).
 
+pub mod facts;
 pub mod records;
 
 use std::path::PathBuf;
@@ -30,12 +31,11 @@ use crate::error::Result;
 use crate::flagged::FlaggedSample;
 use crate::profile::id_text::{decodes_to, IdText};
 use crate::profile::{kind, Profile, Role};
-use crate::records::{
-    Fit, PairFact, Records, NOT_RENDERED, NO_RATIO, RENDER_FAILED, SHIFT_WINDOW, TOKENS_MATCH,
-};
+use crate::records::Records;
 use crate::sample_id::SampleId;
 use crate::source::paired_prompts_for;
 use crate::token::TokenId;
+pub use facts::{Fit, PairFact, NOT_RENDERED, NO_RATIO, RENDER_FAILED, SHIFT_WINDOW, TOKENS_MATCH};
 
 pub use records::{PromptRecord, PromptSet};
 
@@ -719,17 +719,27 @@ fn fits(f: &Fit, cal: Option<(f64, f64)>, tokens: bool) -> bool {
 }
 
 /// The corpus-wide part of pairing: calibrates each prompts file's ratio, finds shifted runs and
-/// mismatches, and counts records without a sample. Returns the flagged samples (row-sorted) and the
-/// report's `pairing` section.
-pub fn resolve(pairing: &Pairing, records: &[Records]) -> (Vec<FlaggedSample>, Vec<PairingReport>) {
+/// mismatches, and counts records without a sample. `facts` and `records` are in row order (each unit's
+/// records after the previous unit's). Returns the flagged samples (row-sorted) and the report's `pairing`
+/// section.
+pub fn resolve(
+    pairing: &Pairing,
+    facts: &[PairFact],
+    records: &[Records],
+) -> (Vec<FlaggedSample>, Vec<PairingReport>) {
     let tokens = pairing.encoder.is_some();
     let mut by_set: Vec<Vec<(&PairFact, &Records, usize)>> = vec![Vec::new(); pairing.sets.len()];
-    for r in records {
-        for f in &r.pairs {
-            // Rows are sorted in a unit's records: the sample's own record is found by row.
-            if let Ok(i) = r.rows.binary_search_by_key(&f.row, |s| s.row) {
-                by_set[f.set as usize].push((f, r, i));
-            }
+    // Each fact with its sample's record, both walked in row order.
+    let mut rows = records
+        .iter()
+        .flat_map(|r| r.rows.iter().enumerate().map(move |(i, s)| (r, i, s.row)));
+    let mut at = rows.next();
+    for f in facts {
+        while at.is_some_and(|(_, _, row)| row < f.row) {
+            at = rows.next();
+        }
+        if let Some((r, i, _)) = at.filter(|&(_, _, row)| row == f.row) {
+            by_set[f.set as usize].push((f, r, i));
         }
     }
     let mut flagged = Vec::new();

@@ -96,10 +96,10 @@ fn pairing(n: usize) -> Pairing {
     one_file(records, n, None)
 }
 
-fn records_of(facts: Vec<PairFact>) -> Records {
+fn records_of(facts: &[PairFact]) -> Records {
     let mut r = Records::default();
     let c = r.category_index("a");
-    for f in &facts {
+    for f in facts {
         r.rows.push(crate::records::SampleRecord {
             row: f.row,
             source: 0,
@@ -116,7 +116,6 @@ fn records_of(facts: Vec<PairFact>) -> Records {
             sketch: None,
         });
     }
-    r.pairs = facts;
     r
 }
 
@@ -143,7 +142,7 @@ fn a_run_that_fits_the_next_record_is_a_shift_and_a_lone_misfit_a_mismatch() {
         }
         facts.push(fact(row, row as u32, r));
     }
-    let (flagged, reports) = resolve(&pairing(64), &[records_of(facts)]);
+    let (flagged, reports) = resolve(&pairing(64), &facts, &[records_of(&facts)]);
     let rows = |c: Code| {
         flagged
             .iter()
@@ -169,13 +168,13 @@ fn a_run_that_fits_the_next_record_is_a_shift_and_a_lone_misfit_a_mismatch() {
 #[test]
 fn a_correctly_paired_corpus_with_varied_ratios_flags_nothing() {
     // Bytes per token from 3 to 5.5 (prose, code, numbers): all within the band.
-    let facts = (0..200u64)
+    let facts: Vec<PairFact> = (0..200u64)
         .map(|row| {
             let lr = milli((3.0 + 2.5 * ((row * 37 % 100) as f64 / 100.0)).ln());
             fact(row, row as u32, [Some(lr); 7])
         })
         .collect();
-    let (flagged, reports) = resolve(&pairing(200), &[records_of(facts)]);
+    let (flagged, reports) = resolve(&pairing(200), &facts, &[records_of(&facts)]);
     assert!(flagged.is_empty());
     assert_eq!(reports[0].paired, 200);
 }

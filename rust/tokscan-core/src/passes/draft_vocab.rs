@@ -27,7 +27,7 @@ impl Pass for DraftVocab<'_> {
     }
 
     /// Refuses, before the scan, a profile whose vocabulary is too large to count ([`check_counted_vocab`]).
-    fn sampler(&self, profile: &Profile) -> Result<Option<Box<dyn Sampler + '_>>> {
+    fn sampler<'s>(&'s self, profile: &'s Profile) -> Result<Option<Box<dyn Sampler + 's>>> {
         check_counted_vocab(&profile.name, profile.vocab_size)?;
         Ok(Some(Box::new(Counting {
             vocab_size: profile.vocab_size,

@@ -12,7 +12,7 @@ use crate::progress::Progress;
 /// The report section's key.
 pub const NAME: &str = "hidden_states";
 /// The pass's place in the registry ([`crate::options`]).
-pub const RANK: u16 = 3;
+pub const RANK: u16 = 4;
 /// The key of a flagged sample's evidence.
 pub const EVIDENCE: &str = "hidden_states";
 

@@ -15,6 +15,7 @@ pub mod draft_vocab;
 pub mod hidden_states;
 pub mod near_dup;
 pub mod ngram_coverage;
+pub mod pairing;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -76,7 +77,7 @@ pub trait Pass: Sync {
     fn keys(&self, _record: &SampleRecord, _out: &mut Vec<u64>) {}
     /// Its per-sample side, made once per scanning process: `None` when it looks at no sample while the corpus
     /// is scanned ([`crate::pass_partial`]).
-    fn sampler(&self, _profile: &Profile) -> Result<Option<Box<dyn Sampler + '_>>> {
+    fn sampler<'s>(&'s self, _profile: &'s Profile) -> Result<Option<Box<dyn Sampler + 's>>> {
         Ok(None)
     }
     /// Its per-sample side's partial, sent by another process as bytes ([`crate::pass_partial::decode`]).

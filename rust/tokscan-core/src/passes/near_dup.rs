@@ -497,7 +497,7 @@ pub fn clusters(pairs: &[(u64, u64)]) -> BTreeMap<u64, u64> {
 /// The report section's key.
 pub const NAME: &str = "near_duplicates";
 /// The pass's place in the registry ([`crate::options`]).
-pub const RANK: u16 = 1;
+pub const RANK: u16 = 2;
 
 /// The near-duplicate pass (`--near-dup`): signatures in the scan ([`signature`], kept in the records),
 /// then candidates, confirmation and clusters when it finishes.
@@ -532,7 +532,7 @@ impl Pass for NearDup {
     }
 
     /// Each sample's signature, kept in its record ([`crate::records::SampleRecord::sketch`]).
-    fn sampler(&self, _profile: &Profile) -> Result<Option<Box<dyn Sampler + '_>>> {
+    fn sampler<'s>(&'s self, _profile: &'s Profile) -> Result<Option<Box<dyn Sampler + 's>>> {
         Ok(Some(Box::new(Signing(self.params))))
     }
 

@@ -181,10 +181,10 @@ impl Pass for NgramCoverage {
         NAME
     }
 
-    fn sampler(
-        &self,
-        _profile: &Profile,
-    ) -> Result<Option<Box<dyn crate::pass_partial::Sampler + '_>>> {
+    fn sampler<'s>(
+        &'s self,
+        _profile: &'s Profile,
+    ) -> Result<Option<Box<dyn crate::pass_partial::Sampler + 's>>> {
         Ok(Some(Box::new(Counting::default())))
     }
 

@@ -20,7 +20,7 @@ pub use index::{Benchmarks, ContaminationReport, Hit, Spec};
 /// The report section's key, and the evidence's in a flagged entry.
 pub const NAME: &str = "contamination";
 /// Its place in the registry ([`crate::options::ScanOptions::passes`]).
-pub const RANK: u16 = 0;
+pub const RANK: u16 = 1;
 
 pub struct Contamination<'a> {
     pub spec: &'a Spec,
@@ -56,10 +56,10 @@ impl Pass for Contamination<'_> {
     }
 
     /// The index, built once per process that scans (on Ray, once per task); none without a benchmark file.
-    fn sampler(
-        &self,
-        _profile: &Profile,
-    ) -> Result<Option<Box<dyn crate::pass_partial::Sampler + '_>>> {
+    fn sampler<'s>(
+        &'s self,
+        _profile: &'s Profile,
+    ) -> Result<Option<Box<dyn crate::pass_partial::Sampler + 's>>> {
         if self.spec.files.is_empty() {
             return Ok(None);
         }
