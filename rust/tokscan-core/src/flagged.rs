@@ -120,12 +120,12 @@ impl FlaggedSample {
         }
     }
 
-    /// Adds a pass's evidence, unless the sample has evidence under that key already.
     /// Whether a pass's evidence keeps the sample's detail past the limit ([`Attached::keep`]).
     pub fn keeps_detail(&self) -> bool {
         self.attached.iter().any(|a| a.keep)
     }
 
+    /// Adds a pass's evidence, unless the sample has evidence under that key already.
     pub fn attach(&mut self, a: Attached) {
         if self.attached.iter().all(|b| b.key != a.key) {
             let at = self.attached.partition_point(|b| b.rank <= a.rank);

@@ -1,9 +1,6 @@
 //! What a scan is asked to do: the options of the scan and of each corpus-wide pass, and the registry of the
 //! passes ([`ScanOptions::passes`]).
 
-use std::path::PathBuf;
-
-use crate::pairing::RecordEncoder;
 use crate::passes::contamination::Contamination;
 use crate::passes::draft_vocab::DraftVocab;
 use crate::passes::hidden_states::HiddenStates;
@@ -24,14 +21,8 @@ pub struct ScanOptions {
     /// Compute each completion's repeated 10-gram coverage ([`crate::passes::ngram_coverage`]). Off by
     /// default: it costs ~20 % of a single-thread Parquet scan (benches/README.md).
     pub ngram_coverage: bool,
-    /// A prompts file for the whole corpus (`--prompts`); by default the prompts files found beside the
-    /// shards pair with them.
-    pub prompts: Vec<PathBuf>,
-    /// Renders and tokenizes prompt records, so that pairing compares tokens, not only shapes and sizes.
-    pub encoder: Option<std::sync::Arc<dyn RecordEncoder>>,
-    /// A tokenizer directory (and a chat template overriding its own) to load the encoder from, only when
-    /// the corpus has prompts to pair.
-    pub prompt_tokenizer: Option<(PathBuf, Option<String>)>,
+    /// Prompt pairing: the prompts files and the tokenizer to render their records with.
+    pub pairing: crate::passes::pairing::Options,
     /// Benchmark files to look for (`--contamination`); the index is built by each process that scans.
     pub contamination: Option<crate::passes::contamination::Spec>,
     /// Near-duplicate completions (`--near-dup`): signatures in the scan, then candidates, confirmation and
@@ -59,11 +50,7 @@ impl ScanOptions {
     /// The registry: the corpus-wide passes these options ask for, one line each, in the order of the
     /// report's sections (a flagged sample's evidence follows it: each pass's `RANK`).
     pub fn passes(&self) -> Vec<Box<dyn Pass + '_>> {
-        let mut passes: Vec<Box<dyn Pass + '_>> = vec![Box::new(PromptPairing::new(
-            &self.prompts,
-            self.encoder.clone(),
-            self.prompt_tokenizer.as_ref(),
-        ))];
+        let mut passes: Vec<Box<dyn Pass + '_>> = vec![Box::new(PromptPairing::new(&self.pairing))];
         if let Some(spec) = &self.contamination {
             passes.push(Box::new(Contamination { spec }));
         }
@@ -96,7 +83,7 @@ mod tests {
             near_dup: Some(Default::default()),
             vocab: Some(Default::default()),
             hidden: Some(crate::hidden::check::Options {
-                dir: PathBuf::from("dump"),
+                dir: std::path::PathBuf::from("dump"),
                 layout: None,
                 target: None,
                 agreement_positions: 0,

@@ -77,7 +77,8 @@ impl SampleOut<'_> {
     }
 
     /// The sample's sketch, kept in its record for the pass's keyed search after the scan (routed by the
-    /// corpus checks, [`crate::corpus_checks`]).
+    /// corpus checks, [`crate::corpus_checks`]). A record has one sketch slot (near duplicates' signature
+    /// today): a second pass that needs one would need a slot of its own.
     pub fn set_sketch(&mut self, sketch: Option<Box<[u32]>>) {
         *self.sketch = sketch;
     }
@@ -204,10 +205,6 @@ impl Slot {
 }
 
 impl Accs {
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     /// Adds pass `name`'s partial.
     pub fn insert(&mut self, name: &str, acc: Box<dyn Acc>) {
         self.merge_slot(

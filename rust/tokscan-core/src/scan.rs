@@ -92,7 +92,7 @@ fn scan_in_pool(
     // corpus) is refused, and pairing reads the prompts files.
     let passes = opts.passes();
     for p in &passes {
-        p.check(corpus)?;
+        p.check(corpus, profile)?;
     }
     // Passes that read the records look at every record together; otherwise records past the budget are
     // spilled to disk (`spill`). The budget is read either way: a bad value is an error in every scan.
@@ -194,9 +194,12 @@ pub fn finish(
             "" => Some(&mut report.overall),
             name => report.categories.get_mut(name),
         };
-        if let Some(stats) = stats {
-            stats.sections.push(&pass, json)?;
-        }
+        let stats = stats.ok_or_else(|| {
+            Error::Usage(format!(
+                "internal: the {pass} pass has statistics of category {category:?}, which the report lacks"
+            ))
+        })?;
+        stats.sections.push(&pass, json)?;
     }
     report.sections = Sections::of(sections)?;
     for (c, why) in not_checked {

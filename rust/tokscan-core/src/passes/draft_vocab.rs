@@ -27,6 +27,11 @@ impl Pass for DraftVocab<'_> {
     }
 
     /// Refuses, before the scan, a profile whose vocabulary is too large to count ([`check_counted_vocab`]).
+    fn check(&self, _corpus: &crate::corpus::Corpus, profile: &Profile) -> Result<()> {
+        check_counted_vocab(&profile.name, profile.vocab_size)
+    }
+
+    /// The same refusal where no corpus is checked first (a cluster's task).
     fn sampler<'s>(&'s self, profile: &'s Profile) -> Result<Option<Box<dyn Sampler + 's>>> {
         check_counted_vocab(&profile.name, profile.vocab_size)?;
         Ok(Some(Box::new(Counting {
@@ -40,23 +45,18 @@ impl Pass for DraftVocab<'_> {
     }
 
     fn finish(&self, at: &Finishing<'_>) -> Result<Findings> {
-        let empty = (LossCounts::default(), IdCounts::default());
+        let empty = IdCounts::default();
         let counted = at
             .partial
             .passes
             .get::<LossCounts>(NAME)?
-            .unwrap_or(&empty.0);
+            .ok_or_else(|| super::missing(NAME))?;
         // Every category of the corpus, one with no loss-bearing token too.
         let counts: BTreeMap<String, &IdCounts> = at
             .partial
             .categories
             .keys()
-            .map(|name| {
-                (
-                    name.clone(),
-                    counted.categories.get(name).unwrap_or(&empty.1),
-                )
-            })
+            .map(|name| (name.clone(), counted.categories.get(name).unwrap_or(&empty)))
             .collect();
         let report = build(
             &counts,

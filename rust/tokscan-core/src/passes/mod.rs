@@ -58,8 +58,9 @@ pub trait Pass: Sync {
     /// Its report section's key (and what its findings are known by between processes).
     fn name(&self) -> &'static str;
     /// Refuses, before the scan starts, what the pass could not finish (e.g. a memory budget too small for
-    /// the corpus).
-    fn check(&self, _corpus: &Corpus) -> Result<()> {
+    /// the corpus), and reads what it needs of the corpus besides its samples. Called where the corpus is
+    /// opened (a local scan), not in a cluster's tasks: a pass whose per-sample side needs it has none there.
+    fn check(&self, _corpus: &Corpus, _profile: &Profile) -> Result<()> {
         Ok(())
     }
     /// Whether the pass reads the scan's sample records: they are then kept in memory, not spilled, and the
@@ -147,6 +148,13 @@ impl Findings {
         }
         Ok(found)
     }
+}
+
+/// The internal error of a pass whose per-sample side ran but whose partial is not in the merged summary.
+pub fn missing(pass: &str) -> Error {
+    Error::Usage(format!(
+        "internal: the {pass} pass's partial is missing from the merged summary"
+    ))
 }
 
 /// `value` as JSON text (plain data: it cannot fail).

@@ -511,7 +511,7 @@ impl Pass for NearDup {
     }
 
     /// Parameters whose signatures would not fit the budget are refused before the scan.
-    fn check(&self, corpus: &Corpus) -> Result<()> {
+    fn check(&self, corpus: &Corpus, _profile: &Profile) -> Result<()> {
         self.budget(corpus).map(|_| ())
     }
 

@@ -193,8 +193,11 @@ impl Pass for NgramCoverage {
     }
 
     fn finish(&self, at: &Finishing<'_>) -> Result<Findings> {
-        let empty = Coverage::default();
-        let coverage = at.partial.passes.get::<Coverage>(NAME)?.unwrap_or(&empty);
+        let coverage = at
+            .partial
+            .passes
+            .get::<Coverage>(NAME)?
+            .ok_or_else(|| super::missing(NAME))?;
         let none = FractionDist::default();
         let mut all = FractionDist::default();
         let mut found = Findings::new(NAME, None::<&()>);

@@ -23,26 +23,29 @@ use crate::source::with_tokens;
 /// The report section's key.
 pub const NAME: &str = "pairing";
 
+/// What pairing is given.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// One prompts file for the whole corpus (`--prompts`); by default the prompts files found beside the
+    /// shards pair with them.
+    pub prompts: Vec<PathBuf>,
+    /// Renders and tokenizes prompt records, so that pairing compares tokens, not only shapes and sizes.
+    pub encoder: Option<Arc<dyn RecordEncoder>>,
+    /// A tokenizer directory (and a chat template overriding its own) to load the encoder from, only when the
+    /// corpus has prompts to pair.
+    pub tokenizer: Option<(PathBuf, Option<String>)>,
+}
+
 /// The pass; what it pairs is known once it has seen the corpus ([`Pass::check`]).
 pub struct PromptPairing<'a> {
-    /// One prompts file for the whole corpus (`--prompts`); else those found beside the shards.
-    pub prompts: &'a [PathBuf],
-    /// An encoder the caller made, else the tokenizer directory (and chat template) to load one from.
-    pub encoder: Option<Arc<dyn RecordEncoder>>,
-    pub tokenizer: Option<&'a (PathBuf, Option<String>)>,
+    pub options: &'a Options,
     pairing: OnceLock<Option<Pairing>>,
 }
 
 impl<'a> PromptPairing<'a> {
-    pub fn new(
-        prompts: &'a [PathBuf],
-        encoder: Option<Arc<dyn RecordEncoder>>,
-        tokenizer: Option<&'a (PathBuf, Option<String>)>,
-    ) -> Self {
+    pub fn new(options: &'a Options) -> Self {
         PromptPairing {
-            prompts,
-            encoder,
-            tokenizer,
+            options,
             pairing: OnceLock::new(),
         }
     }
@@ -72,19 +75,20 @@ impl Pass for PromptPairing<'_> {
     /// Reads the prompts files beside the shards (or `--prompts`); with a tokenizer, loads the encoder that
     /// renders the records, before they are read (rendering keeps each record's line). An encoder that cannot
     /// load leaves the records compared by shape, with a note.
-    fn check(&self, corpus: &Corpus) -> Result<()> {
+    fn check(&self, corpus: &Corpus, _profile: &Profile) -> Result<()> {
         if self.pairing.get().is_some() {
             return Ok(());
         }
-        let has_prompts = !corpus.prompts.is_empty() || !self.prompts.is_empty();
-        let (mut encoder, mut note) = (self.encoder.clone(), None);
-        if let (true, None, Some((dir, template))) = (has_prompts, &encoder, self.tokenizer) {
+        let opts = self.options;
+        let has_prompts = !corpus.prompts.is_empty() || !opts.prompts.is_empty();
+        let (mut encoder, mut note) = (opts.encoder.clone(), None);
+        if let (true, None, Some((dir, template))) = (has_prompts, &encoder, &opts.tokenizer) {
             match load_encoder(dir, template.as_deref()) {
                 Ok(e) => encoder = Some(e),
                 Err(why) => note = Some(format!("tokens not compared: {why}")),
             }
         }
-        let mut pairing = Pairing::of(corpus, self.prompts, encoder)?;
+        let mut pairing = Pairing::of(corpus, &opts.prompts, encoder)?;
         if let Some(p) = pairing.as_mut() {
             p.note = note;
         }
@@ -115,8 +119,11 @@ impl Pass for PromptPairing<'_> {
         let Some(pairing) = self.pairing() else {
             return Ok(Findings::new(NAME, None::<&()>));
         };
-        let empty = Facts::default();
-        let facts = at.partial.passes.get::<Facts>(NAME)?.unwrap_or(&empty);
+        let facts = at
+            .partial
+            .passes
+            .get::<Facts>(NAME)?
+            .ok_or_else(|| super::missing(NAME))?;
         let (flagged, reports) = resolve(pairing, &facts.0, at.records);
         let mut found = Findings::new(NAME, (!reports.is_empty()).then_some(&reports));
         found.flagged = flagged;

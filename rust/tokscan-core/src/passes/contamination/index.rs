@@ -92,15 +92,15 @@ pub struct Spec {
 
 impl Spec {
     /// Builds the index (each process of a cluster scan builds its own from the same files).
-    pub fn build(&self) -> Result<Contamination> {
+    pub fn build(&self) -> Result<Index> {
         let n = if self.n == 0 { DEFAULT_N } else { self.n };
         match &self.tokenizer {
             #[cfg(feature = "prompt")]
             Some(dir) => {
                 let f = crate::prompt::text_encoder(dir)?;
-                Contamination::build(&self.files, n, self.min_share, Some(&f))
+                Index::build(&self.files, n, self.min_share, Some(&f))
             }
-            _ => Contamination::build(&self.files, n, self.min_share, None),
+            _ => Index::build(&self.files, n, self.min_share, None),
         }
     }
 }
@@ -132,7 +132,7 @@ pub type Encode<'a> = &'a (dyn Fn(&str) -> Result<Vec<u32>> + Sync);
 
 /// The n-gram index of one or more benchmark files.
 #[derive(Debug, Default)]
-pub struct Contamination {
+pub struct Index {
     n: usize,
     /// A part is flagged when this share of its windows match (0: any one).
     min_share: f64,
@@ -164,14 +164,14 @@ fn ngram_hash(ids: &[u32]) -> u64 {
         .unwrap_or(0)
 }
 
-impl Contamination {
+impl Index {
     /// The index of `files` (JSONL or Parquet, by extension), with text fields tokenized by `encode`.
     pub fn build(
         files: &[PathBuf],
         n: usize,
         min_share: f64,
         encode: Option<Encode<'_>>,
-    ) -> Result<Contamination> {
+    ) -> Result<Index> {
         if n == 0 {
             return Err(Error::Usage("--contamination-n must be at least 1".into()));
         }
@@ -180,7 +180,7 @@ impl Contamination {
                 "--contamination-share must be between 0 and 1".into(),
             ));
         }
-        let mut c = Contamination {
+        let mut c = Index {
             n,
             min_share,
             ..Default::default()
@@ -362,7 +362,7 @@ impl Contamination {
     }
 }
 
-/// What one part of a sample holds of the index ([`Contamination::scan_part`]).
+/// What one part of a sample holds of the index ([`Index::scan_part`]).
 struct PartMatch {
     matched: u32,
     windows: u32,
@@ -631,7 +631,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let text = ids_line("T/0", 1..31) + &ids_line("T/1", 200..240);
         let p = write(dir.path(), "b.jsonl", &text);
-        let c = Contamination::build(&[p], 4, 0.0, None).unwrap();
+        let c = Index::build(&[p], 4, 0.0, None).unwrap();
         let mut buf = Vec::new();
         // prompt [0, 3), completion [3, ...): the completion holds all of T/1's field.
         let seq: Vec<u32> = [7, 8, 9]
@@ -659,7 +659,7 @@ mod tests {
         let third: Vec<u32> = (1..14).collect(); // 10 of 27 windows
         assert!(c.check(&third, 13, 13, &mut buf).is_none());
         // A share of the part's windows on top (`--contamination-share`): 37 of 100 windows is below 1/2.
-        let strict = Contamination::build(&[dir.path().join("b.jsonl")], 4, 0.5, None).unwrap();
+        let strict = Index::build(&[dir.path().join("b.jsonl")], 4, 0.5, None).unwrap();
         let long: Vec<u32> = (200..240).chain(1000..1063).collect();
         assert!(strict.check(&long, 0, long.len(), &mut buf).is_none());
         assert!(c.check(&long, 0, long.len(), &mut buf).is_some());
@@ -674,7 +674,7 @@ mod tests {
             + &ids_line("B", (30..40).chain(common()))
             + &ids_line("C", (50..52).chain(common()));
         let p = write(dir.path(), "b.jsonl", &text);
-        let c = Contamination::build(&[p], 4, 0.0, None).unwrap();
+        let c = Index::build(&[p], 4, 0.0, None).unwrap();
         let mut buf = Vec::new();
         let seq: Vec<u32> = common().chain(common()).collect();
         assert!(c.check(&seq, 0, seq.len(), &mut buf).is_none());
@@ -695,7 +695,7 @@ mod tests {
                     .join(",")
             );
         let p = write(dir.path(), "twice.jsonl", &text);
-        let c = Contamination::build(&[p], 4, 0.0, None).unwrap();
+        let c = Index::build(&[p], 4, 0.0, None).unwrap();
         let seq: Vec<u32> = (1..31).collect();
         let (_, hit) = c.check(&seq, 0, seq.len(), &mut buf).unwrap();
         assert_eq!(
@@ -776,10 +776,10 @@ mod tests {
     fn text_without_a_tokenizer_and_a_bad_line_are_errors_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let p = write(dir.path(), "t.jsonl", "{\"prompt\": \"def f(x):\"}\n");
-        let e = Contamination::build(std::slice::from_ref(&p), 13, 0.0, None).unwrap_err();
+        let e = Index::build(std::slice::from_ref(&p), 13, 0.0, None).unwrap_err();
         assert!(e.to_string().contains("t.jsonl") && e.to_string().contains("--tokenizer"));
         let q = write(dir.path(), "bad.jsonl", "{\"a\": 1}\nnot json\n");
-        let e = Contamination::build(&[q], 13, 0.0, None).unwrap_err();
+        let e = Index::build(&[q], 13, 0.0, None).unwrap_err();
         assert!(e.to_string().contains("bad.jsonl") && e.to_string().contains("line 2"));
     }
 }

@@ -92,7 +92,7 @@ impl Pass for Contamination<'_> {
 
 /// The per-sample side: the index, and per worker a tally and a buffer of the sample's ids.
 struct Looking {
-    index: index::Contamination,
+    index: index::Index,
     benchmarks: Benchmarks,
     pool: Pool<(Tally, Vec<u32>)>,
 }
