@@ -208,7 +208,13 @@ def show(
                 check = {"status": "no record"}
             doc["prompt_record"] = {"match": how, "record": record, "rendering": check}
         if hidden_states is not None:
-            hidden = (str(hidden_states), hidden_layout, None if target_model is None else str(target_model), 0, _core.AGREEMENT_MIN)
+            hidden = (
+                str(hidden_states),
+                hidden_layout,
+                None if target_model is None else str(target_model),
+                0,
+                _core.AGREEMENT_MIN,
+            )
             dump = json.loads(
                 _core.hidden_state_sample([str(p) for p in path], prof, int(sample.row), hidden, dict(corpus.columns))
             )
