@@ -1,6 +1,6 @@
 //! The JSON report's fields, documented once: the docs' table of them (docs/reference/report-schema.md) is `tokscan codes --report-schema`,
-//! generated from [`FIELDS`] (a test compares them), and a test holds the field names against the keys a real
-//! report has.
+//! generated from these rows and each pass's own ([`crate::passes::report_fields`]; a test compares them), and a
+//! test holds the field names against the keys a real report has.
 
 /// One row of the report's field table.
 pub struct Field {
@@ -14,10 +14,20 @@ pub struct Field {
     pub content: &'static str,
 }
 
-/// The table of the report's fields (Markdown), as docs/reference/report-schema.md shows it.
-pub fn markdown_table() -> String {
+/// Every row of the table, in the report's order: those here around the passes' `sections` (their rows, in
+/// the registry's order).
+pub fn fields(sections: &[&'static Field]) -> Vec<&'static Field> {
+    BEFORE_SECTIONS
+        .iter()
+        .chain(sections.iter().copied())
+        .chain(AFTER_SECTIONS)
+        .collect()
+}
+
+/// The table of the report's `fields` (Markdown), as docs/reference/report-schema.md shows it.
+pub fn markdown_table(fields: &[&Field]) -> String {
     let mut out = String::from("| field | content |\n|---|---|\n");
-    for f in FIELDS {
+    for f in fields {
         if f.content.is_empty() {
             out.push_str(&format!("| {} | |\n", f.shown));
         } else {
@@ -27,7 +37,8 @@ pub fn markdown_table() -> String {
     out
 }
 
-pub const FIELDS: &[Field] = &[
+/// The rows before the passes' sections (each pass documents its own: [`crate::passes::SECTIONS`]).
+pub const BEFORE_SECTIONS: &[Field] = &[
     Field {
         names: &["schema_version", "tool"],
         shown: r#"`schema_version`, `tool` {`name`, `version`}"#,
@@ -112,30 +123,10 @@ pub const FIELDS: &[Field] = &[
         always: false,
         content: r#"samples sharing a prompt (absent when none; see `prompt_duplicate`): `groups`, `cross_category` (groups spanning categories), `samples` (in all groups, the kept firsts included), `largest` (at most 50, by size then first row) [{`first` {`row`, `sample_id`, `category`}, `size`, `differing` (later samples with another completion), `categories` {name → samples}, `rows` (the first 20 later rows)}]"#,
     },
-    Field {
-        names: &["contamination"],
-        shown: r#"`contamination`"#,
-        always: false,
-        content: r#"with `--contamination` (absent otherwise): `n`, `min_share`, `files` [{`path`, `items`, `ngrams` (distinct n-grams)}], `samples` (flagged `contaminated`), `items` {file → {item → samples}}"#,
-    },
-    Field {
-        names: &["near_duplicates"],
-        shown: r#"`near_duplicates`"#,
-        always: false,
-        content: r#"with `--near-dup` (absent otherwise): `n`, `bands`, `rows`, `threshold`, `implied_threshold` ((1/bands)^(1/rows)), `recall_at_threshold` (the probability a pair at the threshold becomes a candidate), `candidates` (pairs compared), `confirmed`, `clusters`, `samples` (in clusters, representatives included), `categories` {name → {`samples`, `near_duplicates`, `rate`}}, `largest` (at most 50) [{`representative` {`row`, `sample_id`}, `category`, `size`, `members` (the first 20 other rows)}]"#,
-    },
-    Field {
-        names: &["draft_vocab"],
-        shown: r#"`draft_vocab`"#,
-        always: false,
-        content: r#"with `--draft-vocab`, `--check-vocab` or `tokscan vocab` (see *Draft vocabulary*): `sizes`, `vocab_size`, `curve_sizes` (the K of every curve point: powers of two below the vocabulary, the vocabulary, the sizes), `overall` and `categories` {name → {`loss_tokens`, `distinct`, `coverage` {K → share}, `curve` [share per `curve_sizes`]}}, `top_ids` [[id, count]] (the 20 most frequent), `check` {`draft_size`, `target_size`, `size_ok`, `agree`, `coverage`, `best_coverage`, `tolerance`, `missed` [[id, count]], `problems` [..]} with `--check-vocab`"#,
-    },
-    Field {
-        names: &["hidden_states"],
-        shown: r#"`hidden_states`"#,
-        always: false,
-        content: r#"with `--hidden-states DIR` (absent otherwise; see *Hidden-state dumps*): `dir`, `layout` (`specforge`, `angelslim`, `speculators`, `speculators_legacy`, `model_optimizer`), `layout_from` (`names and keys` or `--hidden-layout`), `files`, `bytes`, `containers` {`torch_zip` / `torch_zip_gz` / `safetensors` → files}, `skipped` [[path, reason]] (the first 20) and `skipped_count`, `pairing` {`rule` (`index`, `sample_id` or `content`), `by_rule` {rule → files}, `note`, `unpaired` (the first 20 files no sample owns) and `unpaired_count`, `samples_without_file`}, `dtype`, `hidden_size` (D), `aux_width` (k·D), `layers` (of a `[N, layers, D]` or list dump), `positions` (stored), `bytes_per_token`, `max_length` (when captures were cut there), `norm` {`convention` (`before` / `after`, null without `--target-model`), `decided_by`, `trainer_expects`, `row_rms` and `unweighted_rms` (10/50/90 % quantiles of the files' median), `files_departing`}, `agreement` with `--target-model` {`target`, `read` (the tensors read), `norm_applied`, `samples`, `positions`, `agreed`, `min`, `categories` {name → {`samples`, `positions`, `agreed`, `rate`, `quantiles` (10/50/90 % of the per-sample rates)}}}, `bytes_checked`"#,
-    },
+];
+
+/// The rows after the passes' sections.
+pub const AFTER_SECTIONS: &[Field] = &[
     Field {
         names: &["flagged_summarized"],
         shown: r#"`flagged_summarized`"#,
@@ -156,7 +147,8 @@ mod tests {
 
     #[test]
     fn every_field_is_documented_once_and_the_table_has_a_row_per_entry() {
-        let mut names: Vec<&str> = FIELDS
+        let fields = crate::passes::report_fields();
+        let mut names: Vec<&str> = fields
             .iter()
             .flat_map(|f| f.names.iter().copied())
             .collect();
@@ -164,8 +156,8 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), n, "a field documented twice");
-        assert_eq!(markdown_table().lines().count(), 2 + FIELDS.len());
-        for f in FIELDS {
+        assert_eq!(markdown_table(&fields).lines().count(), 2 + fields.len());
+        for f in &fields {
             for name in f.names {
                 assert!(f.shown.contains(&format!("`{name}`")), "{name}");
             }

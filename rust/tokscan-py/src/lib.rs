@@ -348,13 +348,13 @@ fn formats() -> Vec<(&'static str, &'static str)> {
 /// The docs' table of the JSON report's fields (Markdown), from the core's.
 #[pyfunction]
 fn report_schema_markdown() -> String {
-    tokscan_core::report_schema::markdown_table()
+    tokscan_core::report_schema::markdown_table(&tokscan_core::passes::report_fields())
 }
 
 /// `(names, always present)` of each row of the report's field table.
 #[pyfunction]
 fn report_fields() -> Vec<(Vec<&'static str>, bool)> {
-    tokscan_core::report_schema::FIELDS
+    tokscan_core::passes::report_fields()
         .iter()
         .map(|f| (f.names.to_vec(), f.always))
         .collect()

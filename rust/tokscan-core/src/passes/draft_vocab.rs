@@ -2,6 +2,7 @@
 //! sample, counted per category while the corpus is scanned ([`crate::vocab`]), as coverage by draft
 //! vocabularies, the mapping built, and the mapping checked.
 
+use crate::report_schema::Field;
 use std::collections::BTreeMap;
 
 use super::{Findings, Finishing, Pass};
@@ -16,6 +17,14 @@ use crate::vocab::{
 
 /// The report section's key.
 pub const NAME: &str = "draft_vocab";
+
+/// Its row of the report's field table ([`crate::report_schema`]).
+pub const SECTION: Field = Field {
+    names: &[NAME],
+    shown: r#"`draft_vocab`"#,
+    always: false,
+    content: r#"with `--draft-vocab`, `--check-vocab` or `tokscan vocab` (see *Draft vocabulary*): `sizes`, `vocab_size`, `curve_sizes` (the K of every curve point: powers of two below the vocabulary, the vocabulary, the sizes), `overall` and `categories` {name → {`loss_tokens`, `distinct`, `coverage` {K → share}, `curve` [share per `curve_sizes`]}}, `top_ids` [[id, count]] (the 20 most frequent), `check` {`draft_size`, `target_size`, `size_ok`, `agree`, `coverage`, `best_coverage`, `tolerance`, `missed` [[id, count]], `problems` [..]} with `--check-vocab`"#,
+};
 
 pub struct DraftVocab<'a> {
     pub options: &'a VocabOptions,

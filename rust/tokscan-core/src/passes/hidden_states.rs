@@ -8,9 +8,18 @@ use crate::error::Result;
 use crate::hidden::check::{run, Options, Outcome};
 use crate::profile::Profile;
 use crate::progress::Progress;
+use crate::report_schema::Field;
 
 /// The report section's key.
 pub const NAME: &str = "hidden_states";
+
+/// Its row of the report's field table ([`crate::report_schema`]).
+pub const SECTION: Field = Field {
+    names: &[NAME],
+    shown: r#"`hidden_states`"#,
+    always: false,
+    content: r#"with `--hidden-states DIR` (absent otherwise; see *Hidden-state dumps*): `dir`, `layout` (`specforge`, `angelslim`, `speculators`, `speculators_legacy`, `model_optimizer`), `layout_from` (`names and keys` or `--hidden-layout`), `files`, `bytes`, `containers` {`torch_zip` / `torch_zip_gz` / `safetensors` → files}, `skipped` [[path, reason]] (the first 20) and `skipped_count`, `pairing` {`rule` (`index`, `sample_id` or `content`), `by_rule` {rule → files}, `note`, `unpaired` (the first 20 files no sample owns) and `unpaired_count`, `samples_without_file`}, `dtype`, `hidden_size` (D), `aux_width` (k·D), `layers` (of a `[N, layers, D]` or list dump), `positions` (stored), `bytes_per_token`, `max_length` (when captures were cut there), `norm` {`convention` (`before` / `after`, null without `--target-model`), `decided_by`, `trainer_expects`, `row_rms` and `unweighted_rms` (10/50/90 % quantiles of the files' median), `files_departing`}, `agreement` with `--target-model` {`target`, `read` (the tensors read), `norm_applied`, `samples`, `positions`, `agreed`, `min`, `categories` {name → {`samples`, `positions`, `agreed`, `rate`, `quantiles` (10/50/90 % of the per-sample rates)}}}, `bytes_checked`"#,
+};
 /// The pass's place in the registry ([`crate::options`]).
 pub const RANK: u16 = 4;
 /// The key of a flagged sample's evidence.

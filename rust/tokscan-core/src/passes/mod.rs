@@ -173,6 +173,19 @@ pub fn attach(sample: &mut FlaggedSample, rank: u16, key: &str, evidence: &impl 
     });
 }
 
+/// The report-field rows of the passes' sections, in the registry's order (each pass documents its own).
+pub const SECTIONS: [&crate::report_schema::Field; 4] = [
+    &contamination::SECTION,
+    &near_dup::SECTION,
+    &draft_vocab::SECTION,
+    &hidden_states::SECTION,
+];
+
+/// Every row of the report's field table ([`crate::report_schema`]), the passes' included.
+pub fn report_fields() -> Vec<&'static crate::report_schema::Field> {
+    crate::report_schema::fields(&SECTIONS)
+}
+
 /// Decodes each pass's partial sent by another process, by the pass's name.
 pub fn decoders<'a>(
     passes: &'a [Box<dyn Pass + '_>],

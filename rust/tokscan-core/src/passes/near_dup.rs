@@ -16,6 +16,7 @@
 //! the scan is refused before it starts ([`Params::check_memory`]); candidates are gathered band by band and kept
 //! deduplicated, and more distinct pairs than fit the rest of the budget is an error ([`candidates`]).
 
+use crate::report_schema::Field;
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
@@ -496,6 +497,14 @@ pub fn clusters(pairs: &[(u64, u64)]) -> BTreeMap<u64, u64> {
 
 /// The report section's key.
 pub const NAME: &str = "near_duplicates";
+
+/// Its row of the report's field table ([`crate::report_schema`]).
+pub const SECTION: Field = Field {
+    names: &[NAME],
+    shown: r#"`near_duplicates`"#,
+    always: false,
+    content: r#"with `--near-dup` (absent otherwise): `n`, `bands`, `rows`, `threshold`, `implied_threshold` ((1/bands)^(1/rows)), `recall_at_threshold` (the probability a pair at the threshold becomes a candidate), `candidates` (pairs compared), `confirmed`, `clusters`, `samples` (in clusters, representatives included), `categories` {name → {`samples`, `near_duplicates`, `rate`}}, `largest` (at most 50) [{`representative` {`row`, `sample_id`}, `category`, `size`, `members` (the first 20 other rows)}]"#,
+};
 /// The pass's place in the registry ([`crate::options`]).
 pub const RANK: u16 = 2;
 

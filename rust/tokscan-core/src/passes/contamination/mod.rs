@@ -5,6 +5,7 @@
 
 pub mod index;
 
+use crate::report_schema::Field;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -19,6 +20,14 @@ pub use index::{Benchmarks, ContaminationReport, Hit, Spec};
 
 /// The report section's key, and the evidence's in a flagged entry.
 pub const NAME: &str = "contamination";
+
+/// Its row of the report's field table ([`crate::report_schema`]).
+pub const SECTION: Field = Field {
+    names: &[NAME],
+    shown: r#"`contamination`"#,
+    always: false,
+    content: r#"with `--contamination` (absent otherwise): `n`, `min_share`, `files` [{`path`, `items`, `ngrams` (distinct n-grams)}], `samples` (flagged `contaminated`), `items` {file → {item → samples}}"#,
+};
 /// Its place in the registry ([`crate::options::ScanOptions::passes`]).
 pub const RANK: u16 = 1;
 
