@@ -414,7 +414,7 @@ fn scan_units(
         partial.merge(p);
         records.push(r);
     }
-    for set in categories.into_sets() {
+    for set in categories.drain() {
         if partial.categories.is_empty() {
             partial.categories = set;
             continue;

@@ -110,27 +110,8 @@ fn add_into(a: &mut Vec<u64>, b: &[u64]) {
 /// a unit takes a set (or makes one) and gives it back. The statistics are sums, so which units a set counted
 /// does not matter; and the serial merge at the end of a scan then merges a few sets, not one per unit (the
 /// per-length maps of a hundred units were a tenth of a two-thread NumPy scan's time, on one thread).
-#[derive(Debug, Default)]
-pub struct CategoriesPool(std::sync::Mutex<Vec<BTreeMap<String, CategoryPartial>>>);
-
-impl CategoriesPool {
-    pub fn take(&self) -> BTreeMap<String, CategoryPartial> {
-        self.0
-            .lock()
-            .expect("no panic while held")
-            .pop()
-            .unwrap_or_default()
-    }
-
-    pub fn give(&self, c: BTreeMap<String, CategoryPartial>) {
-        self.0.lock().expect("no panic while held").push(c);
-    }
-
-    /// Every set.
-    pub fn into_sets(self) -> Vec<BTreeMap<String, CategoryPartial>> {
-        self.0.into_inner().expect("no panic while held")
-    }
-}
+/// ([`crate::pass_partial::Pool`], the pool the passes' per-sample sides keep their sums in.)
+pub type CategoriesPool = crate::pass_partial::Pool<BTreeMap<String, CategoryPartial>>;
 
 /// Samples and tokens read from one input.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
