@@ -93,6 +93,26 @@ pub struct Attached {
     pub keep: bool,
 }
 
+impl Attached {
+    /// `evidence` as JSON under `key` (plain data: it cannot fail).
+    pub fn of(rank: u16, key: &str, evidence: &impl Serialize, keep: bool) -> Attached {
+        Attached {
+            rank,
+            key: key.to_string(),
+            json: serde_json::to_string(evidence).expect("plain data"),
+            keep,
+        }
+    }
+
+    /// Adds the evidence to a sample's, in rank order, unless it has evidence under that key already.
+    pub fn add_to(self, attached: &mut Vec<Attached>) {
+        if attached.iter().all(|b| b.key != self.key) {
+            let at = attached.partition_point(|b| b.rank <= self.rank);
+            attached.insert(at, self);
+        }
+    }
+}
+
 impl FlaggedSample {
     /// Adds what the corpus-wide checks found about the same row.
     pub fn absorb(&mut self, other: FlaggedSample) {
@@ -125,12 +145,9 @@ impl FlaggedSample {
         self.attached.iter().any(|a| a.keep)
     }
 
-    /// Adds a pass's evidence, unless the sample has evidence under that key already.
+    /// Adds a pass's evidence ([`Attached::add_to`]).
     pub fn attach(&mut self, a: Attached) {
-        if self.attached.iter().all(|b| b.key != a.key) {
-            let at = self.attached.partition_point(|b| b.rank <= a.rank);
-            self.attached.insert(at, a);
-        }
+        a.add_to(&mut self.attached);
     }
 }
 

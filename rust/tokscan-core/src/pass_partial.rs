@@ -66,14 +66,7 @@ impl SampleOut<'_> {
     /// place in the registry). A sample with evidence found in the scan keeps its detail past the flagged-detail
     /// limit: the pass's section counts every such sample.
     pub fn attach(&mut self, rank: u16, key: &str, evidence: &impl Serialize) {
-        let a = Attached {
-            rank,
-            key: key.to_string(),
-            json: serde_json::to_string(evidence).expect("plain data"),
-            keep: true,
-        };
-        let at = self.attached.partition_point(|b| b.rank <= a.rank);
-        self.attached.insert(at, a);
+        Attached::of(rank, key, evidence, true).add_to(self.attached);
     }
 
     /// The sample's sketch, kept in its record for the pass's keyed search after the scan (routed by the

@@ -165,12 +165,7 @@ pub fn json(value: &impl Serialize) -> String {
 /// A pass's evidence about a flagged sample, under `key` in the report's entry; `rank` orders the keys of a
 /// sample several passes flagged (a pass's place in the registry).
 pub fn attach(sample: &mut FlaggedSample, rank: u16, key: &str, evidence: &impl Serialize) {
-    sample.attach(Attached {
-        rank,
-        key: key.to_string(),
-        json: json(evidence),
-        keep: false,
-    });
+    sample.attach(Attached::of(rank, key, evidence, false));
 }
 
 /// The report-field rows of the passes' sections, in the registry's order (each pass documents its own).
